@@ -1,0 +1,141 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class WorkerAddress(_message.Message):
+    __slots__ = ("ipv4", "udp_port", "mac", "switch_port")
+    IPV4_FIELD_NUMBER: _ClassVar[int]
+    UDP_PORT_FIELD_NUMBER: _ClassVar[int]
+    MAC_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_PORT_FIELD_NUMBER: _ClassVar[int]
+    ipv4: str
+    udp_port: int
+    mac: str
+    switch_port: int
+    def __init__(self, ipv4: _Optional[str] = ..., udp_port: _Optional[int] = ..., mac: _Optional[str] = ..., switch_port: _Optional[int] = ...) -> None: ...
+
+class JobDescription(_message.Message):
+    __slots__ = ("name", "job_id", "world_size", "base_slot", "pool_size", "values_per_packet", "switch_ipv4", "switch_udp_port", "multicast_group", "switch_name", "workers", "state", "lease_seconds")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    BASE_SLOT_FIELD_NUMBER: _ClassVar[int]
+    POOL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    VALUES_PER_PACKET_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_IPV4_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_UDP_PORT_FIELD_NUMBER: _ClassVar[int]
+    MULTICAST_GROUP_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_NAME_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    job_id: int
+    world_size: int
+    base_slot: int
+    pool_size: int
+    values_per_packet: int
+    switch_ipv4: str
+    switch_udp_port: int
+    multicast_group: int
+    switch_name: str
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerAddress]
+    state: str
+    lease_seconds: float
+    def __init__(self, name: _Optional[str] = ..., job_id: _Optional[int] = ..., world_size: _Optional[int] = ..., base_slot: _Optional[int] = ..., pool_size: _Optional[int] = ..., values_per_packet: _Optional[int] = ..., switch_ipv4: _Optional[str] = ..., switch_udp_port: _Optional[int] = ..., multicast_group: _Optional[int] = ..., switch_name: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerAddress, _Mapping]]] = ..., state: _Optional[str] = ..., lease_seconds: _Optional[float] = ...) -> None: ...
+
+class CreateJobRequest(_message.Message):
+    __slots__ = ("name", "world_size", "pool_size", "switch_name")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    POOL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    world_size: int
+    pool_size: int
+    switch_name: str
+    def __init__(self, name: _Optional[str] = ..., world_size: _Optional[int] = ..., pool_size: _Optional[int] = ..., switch_name: _Optional[str] = ...) -> None: ...
+
+class JoinJobRequest(_message.Message):
+    __slots__ = ("name", "rank", "world_size", "address", "timeout_seconds")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    rank: int
+    world_size: int
+    address: WorkerAddress
+    timeout_seconds: float
+    def __init__(self, name: _Optional[str] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., address: _Optional[_Union[WorkerAddress, _Mapping]] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
+
+class JobRef(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("name", "rank")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    rank: int
+    def __init__(self, name: _Optional[str] = ..., rank: _Optional[int] = ...) -> None: ...
+
+class HeartbeatReply(_message.Message):
+    __slots__ = ("lease_seconds",)
+    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    lease_seconds: float
+    def __init__(self, lease_seconds: _Optional[float] = ...) -> None: ...
+
+class LeaveJobRequest(_message.Message):
+    __slots__ = ("name", "rank")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    rank: int
+    def __init__(self, name: _Optional[str] = ..., rank: _Optional[int] = ...) -> None: ...
+
+class Empty(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListJobsReply(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobDescription]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobDescription, _Mapping]]] = ...) -> None: ...
+
+class CounterValue(_message.Message):
+    __slots__ = ("counter", "index", "label", "packets", "bytes")
+    COUNTER_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    PACKETS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    counter: str
+    index: int
+    label: str
+    packets: int
+    bytes: int
+    def __init__(self, counter: _Optional[str] = ..., index: _Optional[int] = ..., label: _Optional[str] = ..., packets: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class GetCountersRequest(_message.Message):
+    __slots__ = ("job", "switch_name")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_NAME_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    switch_name: str
+    def __init__(self, job: _Optional[str] = ..., switch_name: _Optional[str] = ...) -> None: ...
+
+class GetCountersReply(_message.Message):
+    __slots__ = ("counters",)
+    COUNTERS_FIELD_NUMBER: _ClassVar[int]
+    counters: _containers.RepeatedCompositeFieldContainer[CounterValue]
+    def __init__(self, counters: _Optional[_Iterable[_Union[CounterValue, _Mapping]]] = ...) -> None: ...

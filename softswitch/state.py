@@ -1,0 +1,300 @@
+"""Runtime state of a loaded P4 program: tables, registers, counters, multicast.
+
+This is the contract between the two halves of the embedded switch: the
+P4Runtime server (`softswitch.p4runtime`) writes and reads it by P4Info id,
+and the compiled pipeline (`softswitch.executor`) looks entries up and
+updates registers and counters while packets flow. All values are plain
+Python ints (unsigned, already masked to the field's width); the server
+converts P4Runtime bytestrings at the boundary so the packet path never does.
+
+Lookups are tuned for the packet path: a table whose keys are all `exact`
+is a dict; any other table is a list kept sorted best-match-first and
+scanned with precomputed (value, mask) pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+EXACT = "exact"
+LPM = "lpm"
+TERNARY = "ternary"
+OPTIONAL = "optional"
+RANGE = "range"
+MATCH_KINDS = (EXACT, LPM, TERNARY, OPTIONAL, RANGE)
+
+# One field of a table key as the server stores it:
+#   exact, optional (set): value
+#   lpm:                   (value, prefix_len)
+#   ternary:               (value, mask)
+#   range:                 (low, high)
+#   optional (wildcard), or a ternary/lpm/range field left out: None
+FieldMatch = int | tuple[int, int] | None
+
+
+class StateError(Exception):
+    """A runtime-state operation the P4Runtime spec forbids.
+
+    `code` is the canonical gRPC status name the server must answer with
+    (e.g. "ALREADY_EXISTS", "NOT_FOUND", "INVALID_ARGUMENT",
+    "RESOURCE_EXHAUSTED", "OUT_OF_RANGE").
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class ActionCall:
+    """An action with its directionless arguments, as an entry stores it."""
+
+    action_id: int
+    args: tuple[int, ...] = ()
+
+
+@dataclass(slots=True)
+class KeyField:
+    name: str
+    kind: str
+    width: int
+
+
+@dataclass(slots=True)
+class Entry:
+    """One table entry. `packets`/`bytes` are its direct counter, if any."""
+
+    match: tuple[FieldMatch, ...]
+    priority: int
+    action: ActionCall
+    metadata: bytes = b""
+    is_const: bool = False
+    packets: int = 0
+    bytes: int = 0
+    # Precomputed for the scan: per field (value, mask) or a (low, high) range.
+    _tests: tuple[tuple[str, int, int], ...] = ()
+    _rank: tuple[int, int] = (0, 0)
+
+
+def _full(width: int) -> int:
+    return (1 << width) - 1
+
+
+def _prefix_mask(width: int, prefix_len: int) -> int:
+    return _full(width) ^ _full(width - prefix_len)
+
+
+class Table:
+    """A match-action table: entries, default action, lookup."""
+
+    def __init__(
+        self,
+        table_id: int,
+        name: str,
+        keys: list[KeyField],
+        size: int,
+        default_action: ActionCall,
+        default_is_const: bool = False,
+        has_direct_counter: bool = False,
+    ) -> None:
+        self.id = table_id
+        self.name = name
+        self.keys = keys
+        self.size = size
+        self.default_action = default_action
+        self.initial_default_action = default_action
+        self.default_is_const = default_is_const
+        self.has_direct_counter = has_direct_counter
+        self.default_packets = 0
+        self.default_bytes = 0
+        self.all_exact = all(k.kind == EXACT for k in keys)
+        self.needs_priority = any(k.kind in (TERNARY, RANGE, OPTIONAL) for k in keys)
+        self._entries: dict[tuple[tuple[FieldMatch, ...], int], Entry] = {}
+        self._exact: dict[tuple[int, ...], Entry] = {}
+        self._scan: list[Entry] = []
+
+    # ----------------------------------------------------------- packet path
+    def lookup(self, key: tuple[int, ...]) -> Entry | None:
+        """Return the best-matching entry for the key values, or None (miss)."""
+        if self.all_exact:
+            return self._exact.get(key)
+        for entry in self._scan:
+            for (kind, a, b), value in zip(entry._tests, key):
+                if kind == "m":
+                    if value & b != a:
+                        break
+                elif not a <= value <= b:
+                    break
+            else:
+                return entry
+        return None
+
+    # ---------------------------------------------------------- control path
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def entries(self) -> Iterator[Entry]:
+        return iter(list(self._entries.values()))
+
+    def find(self, match: tuple[FieldMatch, ...], priority: int) -> Entry | None:
+        return self._entries.get((match, priority if self.needs_priority else 0))
+
+    def insert(self, entry: Entry) -> None:
+        self._check(entry)
+        ident = (entry.match, entry.priority)
+        if ident in self._entries:
+            raise StateError("ALREADY_EXISTS", f"{self.name}: entry already exists")
+        if len(self._entries) >= self.size:
+            raise StateError("RESOURCE_EXHAUSTED", f"{self.name}: table is full ({self.size} entries)")
+        self._prepare(entry)
+        self._entries[ident] = entry
+        self._reindex()
+
+    def modify(self, match: tuple[FieldMatch, ...], priority: int, action: ActionCall, metadata: bytes) -> Entry:
+        entry = self._existing(match, priority)
+        entry.action = action
+        entry.metadata = metadata
+        return entry
+
+    def delete(self, match: tuple[FieldMatch, ...], priority: int) -> Entry:
+        entry = self._existing(match, priority)
+        del self._entries[(entry.match, entry.priority)]
+        self._reindex()
+        return entry
+
+    def clear(self) -> None:
+        """Remove all non-const entries and restore the initial default action."""
+        self._entries = {k: e for k, e in self._entries.items() if e.is_const}
+        self.default_action = self.initial_default_action
+        self._reindex()
+
+    def _existing(self, match: tuple[FieldMatch, ...], priority: int) -> Entry:
+        entry = self.find(match, priority)
+        if entry is None:
+            raise StateError("NOT_FOUND", f"{self.name}: no such entry")
+        if entry.is_const:
+            raise StateError("PERMISSION_DENIED", f"{self.name}: const entries cannot be changed")
+        return entry
+
+    def _check(self, entry: Entry) -> None:
+        if len(entry.match) != len(self.keys):
+            raise StateError("INVALID_ARGUMENT", f"{self.name}: expected {len(self.keys)} match fields")
+        if self.needs_priority and entry.priority <= 0:
+            raise StateError("INVALID_ARGUMENT", f"{self.name}: entries need a priority > 0")
+        if not self.needs_priority and entry.priority != 0:
+            raise StateError("INVALID_ARGUMENT", f"{self.name}: priority must be 0 for this table")
+        for key, m in zip(self.keys, entry.match):
+            top = _full(key.width)
+            if m is None:
+                if key.kind == EXACT:
+                    raise StateError("INVALID_ARGUMENT", f"{self.name}: exact field {key.name} is required")
+                continue
+            if key.kind in (EXACT, OPTIONAL):
+                if not isinstance(m, int) or not 0 <= m <= top:
+                    raise StateError("INVALID_ARGUMENT", f"{self.name}: {key.name} out of range for bit<{key.width}>")
+            elif key.kind == LPM:
+                value, plen = m  # type: ignore[misc]
+                if not 0 < plen <= key.width or value & ~_prefix_mask(key.width, plen) or value > top:
+                    raise StateError("INVALID_ARGUMENT", f"{self.name}: bad lpm match on {key.name}")
+            elif key.kind == TERNARY:
+                value, mask = m  # type: ignore[misc]
+                if mask == 0 or value & ~mask or mask > top or value > top:
+                    raise StateError("INVALID_ARGUMENT", f"{self.name}: bad ternary match on {key.name}")
+            elif key.kind == RANGE:
+                low, high = m  # type: ignore[misc]
+                if not 0 <= low <= high <= top:
+                    raise StateError("INVALID_ARGUMENT", f"{self.name}: bad range match on {key.name}")
+
+    def _prepare(self, entry: Entry) -> None:
+        tests: list[tuple[str, int, int]] = []
+        prefix = 0
+        for key, m in zip(self.keys, entry.match):
+            if m is None:
+                tests.append(("m", 0, 0))
+            elif key.kind in (EXACT, OPTIONAL):
+                tests.append(("m", m, _full(key.width)))  # type: ignore[arg-type]
+            elif key.kind == LPM:
+                value, plen = m  # type: ignore[misc]
+                prefix = plen
+                tests.append(("m", value, _prefix_mask(key.width, plen)))
+            elif key.kind == TERNARY:
+                value, mask = m  # type: ignore[misc]
+                tests.append(("m", value, mask))
+            else:
+                low, high = m  # type: ignore[misc]
+                tests.append(("r", low, high))
+        entry._tests = tuple(tests)
+        entry._rank = (entry.priority, prefix)
+
+    def _reindex(self) -> None:
+        if self.all_exact:
+            self._exact = {tuple(e.match): e for e in self._entries.values()}  # type: ignore[misc]
+        else:
+            # Highest priority first; for lpm tables longest prefix first.
+            self._scan = sorted(self._entries.values(), key=lambda e: e._rank, reverse=True)
+
+
+@dataclass(slots=True)
+class Register:
+    id: int
+    name: str
+    width: int
+    size: int
+    values: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            self.values = [0] * self.size
+
+    def reset(self) -> None:
+        self.values[:] = [0] * self.size
+
+
+@dataclass(slots=True)
+class Counter:
+    """An indexed counter array; `unit` is "packets", "bytes" or "both"."""
+
+    id: int
+    name: str
+    unit: str
+    size: int
+    packets: list[int] = field(default_factory=list)
+    bytes: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.packets:
+            self.packets = [0] * self.size
+            self.bytes = [0] * self.size
+
+    def count(self, index: int, length: int) -> None:
+        if 0 <= index < self.size:
+            self.packets[index] += 1
+            self.bytes[index] += length
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    port: int
+    rid: int
+
+
+class PacketReplication:
+    """Multicast groups and clone sessions (the v1model traffic manager's tables)."""
+
+    def __init__(self) -> None:
+        self.groups: dict[int, tuple[Replica, ...]] = {}
+        self.clone_sessions: dict[int, tuple[Replica, ...]] = {}
+
+    def replicas(self, group: int) -> tuple[Replica, ...]:
+        return self.groups.get(group, ())
+
+
+@dataclass
+class RuntimeState:
+    """Everything a P4Runtime client can read or write, keyed by P4Info id."""
+
+    tables: dict[int, Table] = field(default_factory=dict)
+    registers: dict[int, Register] = field(default_factory=dict)
+    counters: dict[int, Counter] = field(default_factory=dict)
+    pre: PacketReplication = field(default_factory=PacketReplication)
