@@ -1,0 +1,153 @@
+"""The P4 constants, the Python contract and the protocol document state the same numbers.
+
+p4src/common/constants.p4 is parsed as plain `#define NAME VALUE` lines; every
+name must be known here, so a constant added on one side only fails a test.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from pathlib import Path
+
+import pytest
+
+from contracts import protocol
+
+ROOT = Path(__file__).resolve().parents[1]
+CONSTANTS_P4 = ROOT / "p4src" / "common" / "constants.p4"
+PROTOCOL_MD = ROOT / "docs" / "protocol.md"
+
+_DEFINE = re.compile(r"^\s*#define\s+([A-Z][A-Z0-9_]*)\s+(0[xX][0-9a-fA-F]+|\d+)\s*(?:/\*.*\*/)?\s*$")
+_GUARD = "P4REDUCE_CONSTANTS_P4"
+
+
+def parse_defines(text: str) -> dict[str, int]:
+    """Value-carrying #defines of a P4 source; refuses anything it cannot read."""
+    values: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.lstrip().startswith("#define"):
+            continue
+        if line.split()[1:] == [_GUARD]:
+            continue
+        match = _DEFINE.match(line)
+        if match is None:
+            raise ValueError(f"constants.p4:{number}: not a `#define NAME NUMBER` line: {line!r}")
+        name, literal = match.groups()
+        if name in values:
+            raise ValueError(f"constants.p4:{number}: {name} defined twice")
+        values[name] = int(literal, 0)
+    return values
+
+
+@pytest.fixture(scope="module")
+def p4_constants() -> dict[str, int]:
+    return parse_defines(CONSTANTS_P4.read_text())
+
+
+def contract_values() -> dict[str, int]:
+    """Every contract constant as the P4 side must spell it."""
+    values = {
+        "UDP_PORT": protocol.UDP_PORT,
+        "VALUES_PER_PACKET": protocol.VALUES_PER_PACKET,
+        "HEADER_BYTES": protocol.HEADER_BYTES,
+        "PAYLOAD_BYTES": protocol.PAYLOAD_BYTES,
+        "MAX_WORKERS": protocol.MAX_WORKERS,
+        "SLOT_COUNT": protocol.SLOT_COUNT,
+        "MAX_JOBS": protocol.MAX_JOBS,
+        "FLOOD_GROUP": protocol.FLOOD_GROUP,
+        "RESULT_TTL": protocol.RESULT_TTL,
+        "EXP_BIAS": protocol.EXP_BIAS,
+        "EXP_NONE": protocol.EXP_NONE,
+        "DROP_REASON_COUNT": protocol.DROP_REASON_COUNT,
+        # derived sizes
+        "SLOT_REGISTER_SIZE": 2 * protocol.SLOT_COUNT,
+        "UDP_AGG_LENGTH": 8 + protocol.PAYLOAD_BYTES,
+        "IPV4_AGG_LENGTH": 20 + 8 + protocol.PAYLOAD_BYTES,
+        # standard numbers, from the socket module's own tables where it has them
+        "ETHERTYPE_IPV4": 0x0800,
+        "ETHERTYPE_ARP": 0x0806,
+        "IP_PROTO_UDP": socket.IPPROTO_UDP,
+        "ARP_HTYPE_ETHERNET": 1,
+        "ARP_OPER_REQUEST": 1,
+        "ARP_OPER_REPLY": 2,
+    }
+    values.update({f"MSG_{m.name}": m.value for m in protocol.MsgType})
+    values.update({f"DROP_{r.name}": r.value for r in protocol.DropReason})
+    return values
+
+
+# Names that are not wire contract: program limits stated in docs/protocol.md,
+# and the internal packet kinds that ingress hands to egress.
+LIMITS = ("JOB_TABLE_SIZE", "ADDRESS_TABLE_SIZE", "L2_TABLE_SIZE")
+PACKET_KINDS = ("PKT_KIND_FORWARD", "PKT_KIND_FLOOD", "PKT_KIND_RESULT", "PKT_KIND_REPLAY")
+
+
+def test_every_p4_constant_is_known(p4_constants: dict[str, int]) -> None:
+    known = set(contract_values()) | set(LIMITS) | set(PACKET_KINDS)
+    assert sorted(set(p4_constants) - known) == [], "constants.p4 defines names this test does not check"
+    assert sorted(known - set(p4_constants)) == [], "constants.p4 lacks contract constants"
+
+
+@pytest.mark.parametrize("name", sorted(contract_values()))
+def test_p4_constant_equals_contract(p4_constants: dict[str, int], name: str) -> None:
+    assert p4_constants[name] == contract_values()[name], f"{name}: P4 and contracts/protocol.py disagree"
+
+
+def test_payload_size_follows_from_k() -> None:
+    assert protocol.PAYLOAD_BYTES == protocol.HEADER_BYTES + 4 * protocol.VALUES_PER_PACKET
+    assert protocol.PACKET_DTYPE.itemsize == protocol.PAYLOAD_BYTES
+
+
+def test_drop_reasons_fit_the_counter_arrays() -> None:
+    assert max(protocol.DropReason) < protocol.DROP_REASON_COUNT
+    assert min(protocol.DropReason) >= 1, "index 0 is reserved: an unset reason must not look like a drop"
+
+
+def test_packet_kinds_are_distinct(p4_constants: dict[str, int]) -> None:
+    kinds = [p4_constants[name] for name in PACKET_KINDS]
+    assert len(set(kinds)) == len(kinds)
+    assert p4_constants["PKT_KIND_FORWARD"] == 0, "metadata starts zeroed, so plain forwarding must be kind 0"
+
+
+def _markdown_table(text: str, header: str) -> list[list[str]]:
+    """Rows (cells stripped, backticks removed) of the first table whose header row starts with `header`."""
+    lines = text.splitlines()
+    for start, line in enumerate(lines):
+        if line.startswith("|") and line.replace(" ", "").startswith(header.replace(" ", "")):
+            rows = []
+            for row in lines[start + 2 :]:
+                if not row.startswith("|"):
+                    break
+                rows.append([cell.strip().strip("`") for cell in row.strip().strip("|").split("|")])
+            return rows
+    raise AssertionError(f"docs/protocol.md has no table starting with {header!r}")
+
+
+def test_documented_drop_reasons_match_contract() -> None:
+    rows = _markdown_table(PROTOCOL_MD.read_text(), "| index | name | when |")
+    documented = {row[1]: int(row[0]) for row in rows}
+    assert documented == {r.name: r.value for r in protocol.DropReason}
+
+
+def test_documented_limits_match_p4(p4_constants: dict[str, int]) -> None:
+    rows = _markdown_table(PROTOCOL_MD.read_text(), "| what | limit | why |")
+    limits = {row[0]: row[1] for row in rows}
+    assert str(p4_constants["JOB_TABLE_SIZE"]) in limits["job table entries"]
+    assert str(protocol.SLOT_COUNT) in limits["slots per set (switch-wide pool)"]
+    assert str(protocol.MAX_WORKERS) in limits["workers per job"]
+    assert str(protocol.MAX_JOBS) in limits["jobs"]
+
+
+def test_documented_port_and_k_match_contract() -> None:
+    text = PROTOCOL_MD.read_text()
+    assert f"**{protocol.UDP_PORT}**" in text
+    assert f"K = {protocol.VALUES_PER_PACKET}" in text
+    assert f"`12 + 4*K = {protocol.PAYLOAD_BYTES}`" in text
+
+
+def test_parse_defines_rejects_unreadable_lines() -> None:
+    with pytest.raises(ValueError, match="not a `#define NAME NUMBER`"):
+        parse_defines("#define SLOT_COUNT (2 * 1024)\n")
+    with pytest.raises(ValueError, match="defined twice"):
+        parse_defines("#define A 1\n#define A 2\n")
