@@ -25,26 +25,26 @@ from contracts.protocol import (
 )
 
 KEYS = {
-    "Ingress.arp_responder": ("hdr.arp.target_proto_addr",),
-    "Ingress.agg_addresses": ("hdr.ipv4.dst_addr",),
-    "Ingress.l2_forward": ("hdr.ethernet.dst_addr",),
-    "Ingress.job_table": ("hdr.p4r.job_id", "hdr.p4r.rank"),
-    "Egress.result_dest": ("hdr.p4r.job_id", "standard_metadata.egress_rid"),
+    "MyIngress.arp_responder": ("hdr.arp.target_proto_addr",),
+    "MyIngress.agg_addresses": ("hdr.ipv4.dst_addr",),
+    "MyIngress.l2_forward": ("hdr.ethernet.dst_addr",),
+    "MyIngress.job_table": ("hdr.p4r.job_id", "hdr.p4r.rank"),
+    "MyEgress.result_dest": ("hdr.p4r.job_id", "standard_metadata.egress_rid"),
 }
 REGISTER_SIZES = {
-    "Ingress.bitmap": 2 * SLOT_COUNT,
-    "Ingress.remaining": 2 * SLOT_COUNT,
-    "Ingress.exp_max": 2 * SLOT_COUNT,
-    "Ingress.owner": SLOT_COUNT,
+    "MyIngress.bitmap": 2 * SLOT_COUNT,
+    "MyIngress.remaining": 2 * SLOT_COUNT,
+    "MyIngress.exp_max": 2 * SLOT_COUNT,
+    "MyIngress.owner": SLOT_COUNT,
 }
-REGISTER_SIZES.update({f"Ingress.value{k:02d}": 2 * SLOT_COUNT for k in range(VALUES_PER_PACKET)})
+REGISTER_SIZES.update({f"MyIngress.value{k:02d}": 2 * SLOT_COUNT for k in range(VALUES_PER_PACKET)})
 COUNTER_SIZES = {
-    "Ingress.job_data_in": MAX_JOBS,
-    "Ingress.job_results_out": MAX_JOBS,
-    "Ingress.job_retransmissions": MAX_JOBS,
-    "Ingress.job_replays": MAX_JOBS,
-    "Ingress.ingress_drops": DROP_REASON_COUNT,
-    "Egress.egress_drops": DROP_REASON_COUNT,
+    "MyIngress.job_data_in": MAX_JOBS,
+    "MyIngress.job_results_out": MAX_JOBS,
+    "MyIngress.job_retransmissions": MAX_JOBS,
+    "MyIngress.job_replays": MAX_JOBS,
+    "MyIngress.ingress_drops": DROP_REASON_COUNT,
+    "MyEgress.egress_drops": DROP_REASON_COUNT,
 }
 
 ETH, IP4, UDP_LEN, P4R = 14, 20, 8, 12
@@ -98,7 +98,7 @@ class ProtocolModel:
         try:
             return self._ingress(port, bytearray(frame))
         except Truncated:
-            self._count("Ingress.ingress_drops", DropReason.TRUNCATED)
+            self._count("MyIngress.ingress_drops", DropReason.TRUNCATED)
             return []
 
     # -- pipeline --------------------------------------------------------------------------------------
@@ -120,11 +120,11 @@ class ProtocolModel:
             need(ETH + 28)
             htype, ptype, hlen, plen, op = struct.unpack_from("!HHBBH", f, ETH)
             target = struct.unpack_from("!I", f, ETH + 24)[0]
-            hit = self._lookup("Ingress.arp_responder", target)
+            hit = self._lookup("MyIngress.arp_responder", target)
             if (
                 (htype, ptype, hlen, plen, op) == (1, 0x0800, 6, 4, 1)
                 and hit
-                and hit[0] == "Ingress.arp_reply"
+                and hit[0] == "MyIngress.arp_reply"
             ):
                 mac = hit[1]["mac"].to_bytes(6, "big")
                 sender_hw, sender_ip = f[ETH + 8 : ETH + 14], f[ETH + 14 : ETH + 18]
@@ -148,18 +148,18 @@ class ProtocolModel:
             return self._l2(port, f)
         need(u + UDP_LEN + PAYLOAD_BYTES)
         dst_ip = struct.unpack_from("!I", f, ETH + 16)[0]
-        if self._lookup("Ingress.agg_addresses", dst_ip) is None:
+        if self._lookup("MyIngress.agg_addresses", dst_ip) is None:
             return self._l2(port, f)
         return self._aggregate(port, f, sport, udp_len)
 
     def _l2(self, port: int, f: bytearray) -> list[tuple[int, bytes]]:
-        hit = self._lookup("Ingress.l2_forward", int.from_bytes(f[0:6], "big"))
-        if hit and hit[0] == "Ingress.forward":
+        hit = self._lookup("MyIngress.l2_forward", int.from_bytes(f[0:6], "big"))
+        if hit and hit[0] == "MyIngress.forward":
             return [(hit[1]["port"], bytes(f))]
         return [(p, bytes(f)) for p, _ in self.groups.get(FLOOD_GROUP, []) if p != port]
 
     def _drop(self, reason: DropReason) -> list[tuple[int, bytes]]:
-        self._count("Ingress.ingress_drops", reason)
+        self._count("MyIngress.ingress_drops", reason)
         return []
 
     def _aggregate(self, port: int, f: bytearray, sport: int, udp_len: int) -> list[tuple[int, bytes]]:
@@ -173,7 +173,7 @@ class ProtocolModel:
         msg_type, rank, job_id, set_slot, exp = struct.unpack_from("!BBHHB", f, p)
         if msg_type != MsgType.DATA:
             return self._drop(DropReason.BAD_TYPE)
-        hit = self.tables["Ingress.job_table"].get((job_id, rank))
+        hit = self.tables["MyIngress.job_table"].get((job_id, rank))
         if hit is None:
             return self._drop(DropReason.UNKNOWN_JOB)
         job = hit[1]
@@ -185,37 +185,37 @@ class ProtocolModel:
         if slot >= job["pool_size"] or g >= SLOT_COUNT:
             return self._drop(DropReason.SLOT_OUT_OF_RANGE)
         reg = self.registers
-        if reg[("Ingress.owner", g)] != job_id:
+        if reg[("MyIngress.owner", g)] != job_id:
             for s in (0, 1):
-                reg[("Ingress.bitmap", s * SLOT_COUNT + g)] = 0
-                reg[("Ingress.remaining", s * SLOT_COUNT + g)] = 0
-            reg[("Ingress.owner", g)] = job_id
+                reg[("MyIngress.bitmap", s * SLOT_COUNT + g)] = 0
+                reg[("MyIngress.remaining", s * SLOT_COUNT + g)] = 0
+            reg[("MyIngress.owner", g)] = job_id
         i, o = set_bit * SLOT_COUNT + g, (1 - set_bit) * SLOT_COUNT + g
         bit = job["worker_bit"]
-        reg[("Ingress.bitmap", o)] &= ~bit & 0xFFFFFFFF
-        seen = reg[("Ingress.bitmap", i)]
+        reg[("MyIngress.bitmap", o)] &= ~bit & 0xFFFFFFFF
+        seen = reg[("MyIngress.bitmap", i)]
         values = list(struct.unpack_from(f"!{VALUES_PER_PACKET}I", f, p + P4R))
-        names = [f"Ingress.value{k:02d}" for k in range(VALUES_PER_PACKET)]
+        names = [f"MyIngress.value{k:02d}" for k in range(VALUES_PER_PACKET)]
         if seen & bit:
-            self._count("Ingress.job_retransmissions", job_id)
-            if reg[("Ingress.remaining", i)] != 0:
+            self._count("MyIngress.job_retransmissions", job_id)
+            if reg[("MyIngress.remaining", i)] != 0:
                 return self._drop(DropReason.EARLY_DUPLICATE)
             values = [reg[(n, i)] for n in names]
-            exp = reg[("Ingress.exp_max", i)]
+            exp = reg[("MyIngress.exp_max", i)]
             replay = True
         else:
-            self._count("Ingress.job_data_in", job_id)
-            reg[("Ingress.bitmap", i)] = seen | bit
+            self._count("MyIngress.job_data_in", job_id)
+            reg[("MyIngress.bitmap", i)] = seen | bit
             if seen == 0:
                 left = job["num_workers"] - 1
             else:
                 values = [(v + reg[(n, i)]) & 0xFFFFFFFF for n, v in zip(names, values, strict=True)]
-                exp = max(exp, reg[("Ingress.exp_max", i)])
-                left = reg[("Ingress.remaining", i)] - 1
+                exp = max(exp, reg[("MyIngress.exp_max", i)])
+                left = reg[("MyIngress.remaining", i)] - 1
             for n, v in zip(names, values, strict=True):
                 reg[(n, i)] = v
-            reg[("Ingress.exp_max", i)] = exp
-            reg[("Ingress.remaining", i)] = left
+            reg[("MyIngress.exp_max", i)] = exp
+            reg[("MyIngress.remaining", i)] = left
             if left != 0:
                 return []
             replay = False
@@ -227,19 +227,19 @@ class ProtocolModel:
         struct.pack_into("!H", f, ETH + IP4 + 6, 0)
         struct.pack_into("!H", f, ETH + IP4, UDP_PORT)
         if replay:
-            self._count("Ingress.job_replays", job_id)
+            self._count("MyIngress.job_replays", job_id)
             f[0:6], f[6:12] = f[6:12], f[0:6]
             f[ETH + 12 : ETH + 16], f[ETH + 16 : ETH + 20] = f[ETH + 16 : ETH + 20], f[ETH + 12 : ETH + 16]
             struct.pack_into("!H", f, ETH + IP4 + 2, sport)
             return [(port, self._with_checksum(f))]
-        self._count("Ingress.job_results_out", job_id)
+        self._count("MyIngress.job_results_out", job_id)
         f[6:12] = f[0:6]
         f[ETH + 12 : ETH + 16] = f[ETH + 16 : ETH + 20]
         out = []
         for out_port, rid in self.groups.get(job["mcast_grp"], []):
-            dest = self.tables["Egress.result_dest"].get((job_id, rid))
+            dest = self.tables["MyEgress.result_dest"].get((job_id, rid))
             if dest is None:
-                self._count("Egress.egress_drops", DropReason.NO_RESULT_DEST)
+                self._count("MyEgress.egress_drops", DropReason.NO_RESULT_DEST)
                 continue
             replica = bytearray(f)
             replica[0:6] = dest[1]["dst_mac"].to_bytes(6, "big")

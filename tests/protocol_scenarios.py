@@ -38,7 +38,7 @@ from contracts.protocol import (
 
 
 class Driver(Protocol):
-    """What a scenario needs from a switch; names are P4Info names ("Ingress.job_table", "hdr.p4r.job_id")."""
+    """What a scenario needs from a switch; names are P4Info names ("MyIngress.job_table", "hdr.p4r.job_id")."""
 
     def table_add(self, table: str, match: dict[str, int], action: str, params: dict[str, int]) -> None: ...
     def set_default(self, table: str, action: str, params: dict[str, int]) -> None: ...
@@ -154,7 +154,7 @@ class Scenario:
     standard_setup: bool = True
 
 
-DROP_COUNTERS = ("Ingress.ingress_drops", "Egress.egress_drops")
+DROP_COUNTERS = ("MyIngress.ingress_drops", "MyEgress.egress_drops")
 
 # --------------------------------------------------------------------------------------------------------
 # Frame builders
@@ -311,9 +311,9 @@ def job_install(job: Job, ranks_with_dest: Iterable[int] | None = None) -> Insta
     for rank, w in enumerate(job.workers):
         entries.append(
             TableEntry(
-                "Ingress.job_table",
+                "MyIngress.job_table",
                 {"hdr.p4r.job_id": job.job_id, "hdr.p4r.rank": rank},
-                "Ingress.set_job",
+                "MyIngress.set_job",
                 {
                     "base": job.base,
                     "pool_size": job.pool_size,
@@ -329,9 +329,9 @@ def job_install(job: Job, ranks_with_dest: Iterable[int] | None = None) -> Insta
         if rank in dest_ranks:
             entries.append(
                 TableEntry(
-                    "Egress.result_dest",
+                    "MyEgress.result_dest",
                     {"hdr.p4r.job_id": job.job_id, "standard_metadata.egress_rid": rank},
-                    "Egress.set_result_dest",
+                    "MyEgress.set_result_dest",
                     {"dst_mac": mac_int(w.mac), "dst_ip": ip_int(w.ip), "dst_udp_port": w.udp_port},
                 )
             )
@@ -343,20 +343,20 @@ def standard_setup() -> tuple[Install, ...]:
     """Switch address, L2 table for H1..H6, the flood group, and jobs A (ranks on H1..H3) and B (H4, H5)."""
     entries = [
         TableEntry(
-            "Ingress.arp_responder",
+            "MyIngress.arp_responder",
             {"hdr.arp.target_proto_addr": ip_int(SWITCH_IP)},
-            "Ingress.arp_reply",
+            "MyIngress.arp_reply",
             {"mac": mac_int(SWITCH_MAC)},
         ),
         TableEntry(
-            "Ingress.agg_addresses", {"hdr.ipv4.dst_addr": ip_int(SWITCH_IP)}, "Ingress.accept_aggregation"
+            "MyIngress.agg_addresses", {"hdr.ipv4.dst_addr": ip_int(SWITCH_IP)}, "MyIngress.accept_aggregation"
         ),
     ]
     entries += [
         TableEntry(
-            "Ingress.l2_forward",
+            "MyIngress.l2_forward",
             {"hdr.ethernet.dst_addr": mac_int(h.mac)},
-            "Ingress.forward",
+            "MyIngress.forward",
             {"port": h.port},
         )
         for h in HOSTS
@@ -381,7 +381,7 @@ A_SUM = vector_sum(A0, A1, A2)
 
 
 def _drops(reason: DropReason, packets: int, byte_count: int) -> dict[tuple[str, int], tuple[int, int]]:
-    return {("Ingress.ingress_drops", reason.value): (packets, byte_count)}
+    return {("MyIngress.ingress_drops", reason.value): (packets, byte_count)}
 
 
 def _complete_slot(job: Job, slot: int, vectors: Sequence[Sequence[int]], **fields: int) -> tuple[Send, ...]:
@@ -450,9 +450,9 @@ def _scenarios() -> tuple[Scenario, ...]:
                 Send(1, contribution(JOB_A, 0, 0, A0, exp=140, chunk=5, flags=3), note="first"),
                 Check(
                     registers={
-                        ("Ingress.bitmap", IDX(0, 0)): 0b001,
-                        ("Ingress.remaining", IDX(0, 0)): 2,
-                        ("Ingress.owner", JOB_A.global_slot(0)): J,
+                        ("MyIngress.bitmap", IDX(0, 0)): 0b001,
+                        ("MyIngress.remaining", IDX(0, 0)): 2,
+                        ("MyIngress.owner", JOB_A.global_slot(0)): J,
                     }
                 ),
                 Send(
@@ -460,7 +460,7 @@ def _scenarios() -> tuple[Scenario, ...]:
                     contribution(JOB_A, 1, 0, A1, exp=130, chunk=5, flags=3, udp_chksum=None),
                     note="middle",
                 ),
-                Check(registers={("Ingress.bitmap", IDX(0, 0)): 0b011, ("Ingress.remaining", IDX(0, 0)): 1}),
+                Check(registers={("MyIngress.bitmap", IDX(0, 0)): 0b011, ("MyIngress.remaining", IDX(0, 0)): 1}),
                 Send(
                     3,
                     contribution(JOB_A, 2, 0, A2, exp=135, chunk=5, flags=3),
@@ -469,17 +469,17 @@ def _scenarios() -> tuple[Scenario, ...]:
                 ),
                 Check(
                     counters={
-                        ("Ingress.job_data_in", J): (3, 3 * DATA_LEN),
-                        ("Ingress.job_results_out", J): (1, DATA_LEN),
-                        ("Ingress.job_retransmissions", J): (0, 0),
+                        ("MyIngress.job_data_in", J): (3, 3 * DATA_LEN),
+                        ("MyIngress.job_results_out", J): (1, DATA_LEN),
+                        ("MyIngress.job_retransmissions", J): (0, 0),
                     },
                     registers={
-                        ("Ingress.bitmap", IDX(0, 0)): 0b111,
-                        ("Ingress.remaining", IDX(0, 0)): 0,
-                        ("Ingress.exp_max", IDX(0, 0)): 140,
-                        ("Ingress.value00", IDX(0, 0)): A_SUM[0] & 0xFFFFFFFF,
-                        ("Ingress.value02", IDX(0, 0)): A_SUM[2] & 0xFFFFFFFF,
-                        ("Ingress.value31", IDX(0, 0)): A_SUM[31] & 0xFFFFFFFF,
+                        ("MyIngress.bitmap", IDX(0, 0)): 0b111,
+                        ("MyIngress.remaining", IDX(0, 0)): 0,
+                        ("MyIngress.exp_max", IDX(0, 0)): 140,
+                        ("MyIngress.value00", IDX(0, 0)): A_SUM[0] & 0xFFFFFFFF,
+                        ("MyIngress.value02", IDX(0, 0)): A_SUM[2] & 0xFFFFFFFF,
+                        ("MyIngress.value31", IDX(0, 0)): A_SUM[31] & 0xFFFFFFFF,
                     },
                 ),
             ),
@@ -491,7 +491,7 @@ def _scenarios() -> tuple[Scenario, ...]:
                 Send(1, contribution(JOB_A, 0, 1, A0, exp=0)),
                 Send(2, contribution(JOB_A, 1, 1, A1, exp=137)),
                 Send(3, contribution(JOB_A, 2, 1, A2, exp=0), multicast_results(JOB_A, 2, 1, A_SUM, exp=137)),
-                Check(registers={("Ingress.exp_max", IDX(1, 0)): 137}),
+                Check(registers={("MyIngress.exp_max", IDX(1, 0)): 137}),
             ),
         ),
         Scenario(
@@ -502,11 +502,11 @@ def _scenarios() -> tuple[Scenario, ...]:
                 Send(1, contribution(JOB_A, 0, 2, A0), note="duplicate"),
                 Check(
                     counters={
-                        ("Ingress.job_retransmissions", J): (1, DATA_LEN),
-                        ("Ingress.job_data_in", J): (1, DATA_LEN),
+                        ("MyIngress.job_retransmissions", J): (1, DATA_LEN),
+                        ("MyIngress.job_data_in", J): (1, DATA_LEN),
                         **_drops(DropReason.EARLY_DUPLICATE, 1, DATA_LEN),
                     },
-                    registers={("Ingress.remaining", IDX(2, 0)): 2, ("Ingress.bitmap", IDX(2, 0)): 0b001},
+                    registers={("MyIngress.remaining", IDX(2, 0)): 2, ("MyIngress.bitmap", IDX(2, 0)): 0b001},
                 ),
                 Send(2, contribution(JOB_A, 1, 2, A1)),
                 Send(3, contribution(JOB_A, 2, 2, A2), multicast_results(JOB_A, 2, 2, A_SUM)),
@@ -533,12 +533,12 @@ def _scenarios() -> tuple[Scenario, ...]:
                 ),
                 Check(
                     counters={
-                        ("Ingress.job_retransmissions", J): (2, 2 * DATA_LEN),
-                        ("Ingress.job_replays", J): (2, 2 * DATA_LEN),
-                        ("Ingress.job_results_out", J): (1, DATA_LEN),
-                        ("Ingress.job_data_in", J): (4, 4 * DATA_LEN),
+                        ("MyIngress.job_retransmissions", J): (2, 2 * DATA_LEN),
+                        ("MyIngress.job_replays", J): (2, 2 * DATA_LEN),
+                        ("MyIngress.job_results_out", J): (1, DATA_LEN),
+                        ("MyIngress.job_data_in", J): (4, 4 * DATA_LEN),
                     },
-                    registers={("Ingress.bitmap", IDX(3, 0)): 0b110, ("Ingress.bitmap", IDX(3, 1)): 0b001},
+                    registers={("MyIngress.bitmap", IDX(3, 0)): 0b110, ("MyIngress.bitmap", IDX(3, 1)): 0b001},
                 ),
                 Send(2, contribution(JOB_A, 1, 3, A1, set_bit=1, chunk=10)),
                 Send(
@@ -555,17 +555,17 @@ def _scenarios() -> tuple[Scenario, ...]:
             (
                 *_complete_slot(JOB_A, 4, s1),
                 Send(1, contribution(JOB_A, 0, 4, s2[0], set_bit=1)),
-                Check(registers={("Ingress.bitmap", IDX(4, 0)): 0b110, ("Ingress.bitmap", IDX(4, 1)): 0b001}),
+                Check(registers={("MyIngress.bitmap", IDX(4, 0)): 0b110, ("MyIngress.bitmap", IDX(4, 1)): 0b001}),
                 Send(2, contribution(JOB_A, 1, 4, s2[1], set_bit=1)),
-                Check(registers={("Ingress.bitmap", IDX(4, 0)): 0b100, ("Ingress.bitmap", IDX(4, 1)): 0b011}),
+                Check(registers={("MyIngress.bitmap", IDX(4, 0)): 0b100, ("MyIngress.bitmap", IDX(4, 1)): 0b011}),
                 Send(
                     3,
                     contribution(JOB_A, 2, 4, s2[2], set_bit=1),
                     multicast_results(JOB_A, 2, 4, vector_sum(*s2), set_bit=1),
                 ),
-                Check(registers={("Ingress.bitmap", IDX(4, 0)): 0, ("Ingress.bitmap", IDX(4, 1)): 0b111}),
+                Check(registers={("MyIngress.bitmap", IDX(4, 0)): 0, ("MyIngress.bitmap", IDX(4, 1)): 0b111}),
                 *_complete_slot(JOB_A, 4, (A0, A1, A2)),
-                Check(registers={("Ingress.bitmap", IDX(4, 0)): 0b111, ("Ingress.bitmap", IDX(4, 1)): 0}),
+                Check(registers={("MyIngress.bitmap", IDX(4, 0)): 0b111, ("MyIngress.bitmap", IDX(4, 1)): 0}),
             ),
         ),
         Scenario(
@@ -583,9 +583,9 @@ def _scenarios() -> tuple[Scenario, ...]:
                 Check(
                     counters={
                         **_drops(DropReason.WRONG_SENDER, 4, 4 * DATA_LEN),
-                        ("Ingress.job_data_in", J): (0, 0),
+                        ("MyIngress.job_data_in", J): (0, 0),
                     },
-                    registers={("Ingress.bitmap", IDX(0, 0)): 0, ("Ingress.owner", JOB_A.global_slot(0)): 0},
+                    registers={("MyIngress.bitmap", IDX(0, 0)): 0, ("MyIngress.owner", JOB_A.global_slot(0)): 0},
                 ),
             ),
         ),
@@ -637,7 +637,7 @@ def _scenarios() -> tuple[Scenario, ...]:
                 Send(1, contribution(JOB_A, 0, 0, A0, msg_type=0)),
                 Check(
                     counters=_drops(DropReason.BAD_TYPE, 2, 2 * DATA_LEN),
-                    registers={("Ingress.bitmap", IDX(0, 0)): 0},
+                    registers={("MyIngress.bitmap", IDX(0, 0)): 0},
                 ),
             ),
         ),
@@ -666,7 +666,7 @@ def _scenarios() -> tuple[Scenario, ...]:
             (
                 Send(1, l2_frame, (Out(2, l2_frame),)),
                 Send(1, l2_p4r_port, (Out(2, l2_p4r_port),)),
-                Check(registers={("Ingress.bitmap", IDX(0, 0)): 0}),
+                Check(registers={("MyIngress.bitmap", IDX(0, 0)): 0}),
             ),
         ),
         Scenario(
@@ -685,13 +685,13 @@ def _scenarios() -> tuple[Scenario, ...]:
                 Send(3, contribution(JOB_A, 2, 0, A2), multicast_results(JOB_A, 2, 0, A_SUM)),
                 Check(
                     counters={
-                        ("Ingress.job_data_in", JOB_B.job_id): (2, 2 * DATA_LEN),
-                        ("Ingress.job_results_out", JOB_B.job_id): (1, DATA_LEN),
-                        ("Ingress.job_data_in", J): (3, 3 * DATA_LEN),
+                        ("MyIngress.job_data_in", JOB_B.job_id): (2, 2 * DATA_LEN),
+                        ("MyIngress.job_results_out", JOB_B.job_id): (1, DATA_LEN),
+                        ("MyIngress.job_data_in", J): (3, 3 * DATA_LEN),
                     },
                     registers={
-                        ("Ingress.owner", JOB_A.global_slot(0)): J,
-                        ("Ingress.owner", JOB_B.global_slot(0)): JOB_B.job_id,
+                        ("MyIngress.owner", JOB_A.global_slot(0)): J,
+                        ("MyIngress.owner", JOB_B.global_slot(0)): JOB_B.job_id,
                     },
                 ),
             ),
@@ -707,9 +707,9 @@ def _scenarios() -> tuple[Scenario, ...]:
                 Send(4, contribution(job_c, 0, 0, c0)),
                 Check(
                     registers={
-                        ("Ingress.owner", job_c.global_slot(0)): job_c.job_id,
-                        ("Ingress.bitmap", job_c.index(0, 0)): 0b01,
-                        ("Ingress.remaining", job_c.index(0, 0)): 1,
+                        ("MyIngress.owner", job_c.global_slot(0)): job_c.job_id,
+                        ("MyIngress.bitmap", job_c.index(0, 0)): 0b01,
+                        ("MyIngress.remaining", job_c.index(0, 0)): 1,
                     }
                 ),
                 Send(5, contribution(job_c, 1, 0, c1), multicast_results(job_c, 1, 0, vector_sum(c0, c1))),
@@ -727,7 +727,7 @@ def _scenarios() -> tuple[Scenario, ...]:
                     contribution(job_d, 1, 0, A1),
                     (Out(H1.port, result_packet(H1, 13, 1, 0, vector_sum(A0, A1))),),
                 ),
-                Check(counters={("Egress.egress_drops", DropReason.NO_RESULT_DEST.value): (1, DATA_LEN)}),
+                Check(counters={("MyEgress.egress_drops", DropReason.NO_RESULT_DEST.value): (1, DATA_LEN)}),
             ),
         ),
         Scenario(
@@ -747,10 +747,10 @@ def _scenarios() -> tuple[Scenario, ...]:
                 ),
                 Check(
                     counters={
-                        ("Ingress.job_results_out", job_solo.job_id): (1, DATA_LEN),
-                        ("Ingress.job_replays", job_solo.job_id): (1, DATA_LEN),
+                        ("MyIngress.job_results_out", job_solo.job_id): (1, DATA_LEN),
+                        ("MyIngress.job_replays", job_solo.job_id): (1, DATA_LEN),
                     },
-                    registers={("Ingress.remaining", job_solo.index(0, 0)): 0},
+                    registers={("MyIngress.remaining", job_solo.index(0, 0)): 0},
                 ),
             ),
         ),
@@ -762,8 +762,8 @@ def _scenarios() -> tuple[Scenario, ...]:
                 Send(1, with_options, flooded(with_options, 1)),
                 Send(1, fragment, flooded(fragment, 1)),
                 Check(
-                    counters={("Ingress.job_data_in", J): (0, 0)},
-                    registers={("Ingress.bitmap", IDX(0, 0)): 0},
+                    counters={("MyIngress.job_data_in", J): (0, 0)},
+                    registers={("MyIngress.bitmap", IDX(0, 0)): 0},
                 ),
             ),
         ),

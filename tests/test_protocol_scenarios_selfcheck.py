@@ -194,7 +194,7 @@ def test_worked_example_outcome() -> None:
     fields = frame_fields(outputs[0][1])
     assert fields["p4r.values"][:3] == [6, 0, -(2**31)]
     assert fields["p4r.exp"] == 130 and fields["p4r.rank"] == 2
-    assert model.register("Ingress.bitmap", 2048 + 103) == 0b111
+    assert model.register("MyIngress.bitmap", 2048 + 103) == 0b111
     replay = model.send(2, data_packet(H2, 7, 1, 3, contributions[1], set_bit=1, exp=130, chunk=42))
     assert [port for port, _ in replay] == [2]
     assert frame_fields(replay[0][1])["ip.dst"] == H2.ip

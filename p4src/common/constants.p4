@@ -27,7 +27,7 @@
 #define MSG_DATA           1
 #define MSG_RESULT         2
 
-/* drop reasons: index into Ingress.ingress_drops / Egress.egress_drops */
+/* drop reasons: index into MyIngress.ingress_drops / MyEgress.egress_drops */
 #define DROP_TRUNCATED          1
 #define DROP_BAD_CHECKSUM       2
 #define DROP_BAD_LENGTH         3

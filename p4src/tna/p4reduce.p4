@@ -146,7 +146,7 @@ parser IngressParser(packet_in pkt,
     else if (ig_md.step == STEP_ADD) { hdr.vals.v##n = value##n##_add.execute(ig_md.slot_cur); } \
     else { hdr.vals.v##n = value##n##_read.execute(ig_md.slot_cur); }
 
-control Ingress(inout tna_headers_t hdr,
+control MyIngress(inout tna_headers_t hdr,
                 inout ig_metadata_t ig_md,
                 in ingress_intrinsic_metadata_t ig_intr_md,
                 in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
@@ -576,7 +576,7 @@ parser EgressParser(packet_in pkt,
     }
 }
 
-control Egress(inout tna_headers_t hdr,
+control MyEgress(inout tna_headers_t hdr,
                inout eg_metadata_t eg_md,
                in egress_intrinsic_metadata_t eg_intr_md,
                in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
@@ -638,10 +638,10 @@ control EgressDeparser(packet_out pkt,
 }
 
 Pipeline(IngressParser(),
-         Ingress(),
+         MyIngress(),
          IngressDeparser(),
          EgressParser(),
-         Egress(),
+         MyEgress(),
          EgressDeparser()) pipe;
 
 Switch(pipe) main;

@@ -97,7 +97,7 @@ control MyVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
     }
 }
 
-control Ingress(inout headers_t hdr,
+control MyIngress(inout headers_t hdr,
                 inout metadata_t meta,
                 inout standard_metadata_t standard_metadata) {
 
@@ -465,7 +465,7 @@ control Ingress(inout headers_t hdr,
             standard_metadata.egress_spec = standard_metadata.ingress_port;
             job_replays.count((bit<32>) hdr.p4r.job_id);
         } else {
-            /* Destinations are written per replica by Egress.result_dest. */
+            /* Destinations are written per replica by MyEgress.result_dest. */
             hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
             hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
             standard_metadata.mcast_grp = meta.job_mcast_grp;
@@ -475,7 +475,7 @@ control Ingress(inout headers_t hdr,
     }
 }
 
-control Egress(inout headers_t hdr,
+control MyEgress(inout headers_t hdr,
                inout metadata_t meta,
                inout standard_metadata_t standard_metadata) {
 
@@ -540,8 +540,8 @@ control MyDeparser(packet_out packet, in headers_t hdr) {
 V1Switch(
     MyParser(),
     MyVerifyChecksum(),
-    Ingress(),
-    Egress(),
+    MyIngress(),
+    MyEgress(),
     MyComputeChecksum(),
     MyDeparser()
 ) main;

@@ -1,0 +1,27 @@
+"""The front end in one call: P4 file -> checked, typed `ir.Program`.
+
+preprocess (pcpp) -> parse (lark, LALR) -> check (names, types, widths).
+Every problem in the program raises `CompileError` carrying p4c-style
+diagnostics; nothing else escapes for bad input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from softswitch import ir
+from softswitch.parser import parse
+from softswitch.preprocess import preprocess
+from softswitch.typecheck import check
+
+
+def compile_file(
+    path: str | Path,
+    include_dirs: Sequence[str | Path] = (),
+    defines: Mapping[str, str] | None = None,
+) -> ir.Program:
+    """Compile a v1model P4_16 program; raises softswitch.diagnostics.CompileError on errors."""
+    pre = preprocess(path, include_dirs, defines)
+    tree = parse(pre)
+    return check(tree, pre, str(path))

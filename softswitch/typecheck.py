@@ -1,0 +1,1637 @@
+"""Parse tree -> typed, resolved IR (`softswitch.ir`), with p4c-like error checking.
+
+One pass in declaration order (P4 requires declaration before use). Errors
+are collected: a bad declaration or statement is reported and skipped, and
+checking goes on, so one run reports as many problems as it can; if any
+was found, `check` raises CompileError with all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from lark import Token, Tree
+
+from softswitch import ir
+from softswitch.diagnostics import CompileError, Diagnostic
+from softswitch.preprocess import P4INCLUDE, Preprocessed
+from softswitch.typecheck_expr import (
+    ARITH,
+    BITWISE,
+    EQUALITY,
+    LOGIC,
+    ORDER,
+    SHIFT,
+    ActionInfo,
+    Context,
+    ExternInfo,
+    Fail,
+    InstanceInfo,
+    Scope,
+    TableInfo,
+    fit,
+    is_const,
+    lvalue_root,
+    parse_int,
+    signed_value,
+    source_text,
+    type_str,
+)
+
+_UNSUPPORTED_DECLS = {
+    "header_union_decl": "header unions",
+    "function_decl": "functions",
+    "value_set_decl": "value sets",
+}
+_TABLE_SCOPES = {"defaultonly": "DEFAULT_ONLY", "tableonly": "TABLE_ONLY"}
+_BUILTIN_VERIFY = "verify"
+
+
+def check(tree: Tree, pre: Preprocessed, source: str) -> ir.Program:
+    return _Checker(pre, source).program(tree)
+
+
+def _from_arch(pos: ir.Pos) -> bool:
+    """Whether `pos` is in our core.p4/v1model.p4 (whose block type declarations a program may reuse)."""
+    return Path(pos.file).resolve().parent == P4INCLUDE
+
+
+def annotation_value(annotations: Sequence[ir.Annotation], name: str) -> str | None:
+    for a in annotations:
+        if a.name == name:
+            return a.value
+    return None
+
+
+def has_annotation(annotations: Sequence[ir.Annotation], name: str) -> bool:
+    return any(a.name == name for a in annotations)
+
+
+class _Checker:
+    def __init__(self, pre: Preprocessed, source: str) -> None:
+        self.pre = pre
+        self.source = source
+        self.diagnostics: list[Diagnostic] = []
+        self.types: dict[str, Any] = {}  # name -> ir.Type, ExternInfo, ("parser"|"control"|"package", params)
+        self.type_origin: dict[str, ir.Pos] = {}
+        self.globals = Scope(None)
+        self.errors: list[str] = []
+        self.match_kinds: list[str] = []
+        self.enums: dict[str, ir.EnumDecl] = {}
+        self.headers: dict[str, ir.HeaderDecl] = {}
+        self.structs: dict[str, ir.StructDecl] = {}
+        self.constants: list[ir.ConstDecl] = []
+        self.externs: dict[str, ExternInfo] = {}
+        self.extern_decls: list[ir.ExternDecl] = []
+        self.functions: dict[str, list[ir.MethodDecl]] = {}
+        self.function_decls: list[ir.ExternFunctionDecl] = []
+        self.actions: list[ir.ActionDecl] = []
+        self.instances: list[ir.InstanceDecl] = []
+        self.parsers: dict[str, ir.ParserDecl] = {}
+        self.controls: dict[str, ir.ControlDecl] = {}
+        self.main: ir.PackageInstance | None = None
+        # per block
+        self.used_names: set[str] = set()
+        self.block_name = ""
+        self.block_tables: dict[str, ir.TableDecl] = {}
+
+    # ------------------------------------------------------------ helpers
+
+    def pos(self, node: Any) -> ir.Pos:
+        if isinstance(node, Token):
+            return self.pre.pos(node.line or 0, node.column or 0)
+        meta = getattr(node, "meta", None)
+        if meta is not None and not getattr(meta, "empty", True):
+            return self.pre.pos(meta.line, meta.column)
+        return ir.Pos("<unknown>", 0, 0)
+
+    def error(self, node: Any, message: str) -> Fail:
+        self.diagnostics.append(Diagnostic(self.pos(node), message))
+        return Fail()
+
+    def attempt(self, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Fail:
+            return None
+
+
+    # ------------------------------------------------------------ program
+
+    def program(self, tree: Tree) -> ir.Program:
+        for decl in tree.children:
+            self.attempt(lambda decl=decl: self.declaration(decl))
+        if self.main is None and not self.diagnostics:
+            self.diagnostics.append(
+                Diagnostic(None, "no package instantiation named 'main' (e.g. V1Switch(...) main;)")
+            )
+        if self.diagnostics:
+            raise CompileError(self.diagnostics)
+        assert self.main is not None
+        return ir.Program(
+            arch="v1model",
+            source=self.source,
+            errors=tuple(self.errors),
+            match_kinds=tuple(self.match_kinds),
+            enums=tuple(self.enums.values()),
+            headers=tuple(self.headers.values()),
+            structs=tuple(self.structs.values()),
+            constants=tuple(self.constants),
+            externs=tuple(self.extern_decls),
+            extern_functions=tuple(self.function_decls),
+            actions=tuple(self.actions),
+            instances=tuple(self.instances),
+            parsers=tuple(self.parsers.values()),
+            controls=tuple(self.controls.values()),
+            main=self.main,
+        )
+
+    def declaration(self, d: Tree) -> None:
+        kind = d.data
+        if kind in _UNSUPPORTED_DECLS:
+            raise self.error(d, f"unsupported: {_UNSUPPORTED_DECLS[kind]}")
+        handler = getattr(self, "decl_" + kind, None)
+        if handler is None:
+            if kind == "empty_decl":
+                return
+            raise self.error(d, f"unsupported: {kind.replace('_', ' ')}")
+        handler(d)
+
+    def declare_global(self, node: Any, name: str, value: Any) -> None:
+        if self.globals.lookup(name) is not None or name in self.types:
+            raise self.error(node, f"{name}: duplicate declaration")
+        self.globals.names[name] = value
+
+    def declare_type(self, node: Any, name: str, value: Any, *, overridable: bool = False) -> None:
+        if name in self.types and not (overridable and _from_arch(self.type_origin[name])):
+            raise self.error(node, f"{name}: duplicate declaration")
+        if self.globals.lookup(name) is not None:
+            raise self.error(node, f"{name}: duplicate declaration")
+        self.types[name] = value
+        self.type_origin[name] = self.pos(node)
+
+    # ------------------------------------------------------------ annotations
+
+    def annotations(self, tree: Tree | None) -> tuple[ir.Annotation, ...]:
+        if tree is None:
+            return ()
+        out = []
+        for a in tree.children:
+            name = str(a.children[0])
+            args = a.children[1] if len(a.children) > 1 else None
+            value = None
+            body = ""
+            if args is not None:
+                parts = args.children
+                body = ", ".join(source_text(p) for p in parts)
+                if len(parts) == 1 and isinstance(parts[0], Tree) and parts[0].data == "string_lit":
+                    value = str(parts[0].children[0])[1:-1]
+                elif len(parts) == 1 and isinstance(parts[0], Tree) and parts[0].data == "int_lit":
+                    value = str(parse_int(str(parts[0].children[0]))[0])
+            out.append(ir.Annotation(name, value, body))
+        return tuple(out)
+
+    # ------------------------------------------------------------ types
+
+    def resolve_type(self, t: Any, type_vars: Sequence[str] = ()) -> ir.Type:
+        if isinstance(t, Token):
+            raise self.error(t, f"unexpected {t}")
+        kind = t.data
+        if kind == "bool_type":
+            return ir.BoolType()
+        if kind == "error_type":
+            return ir.ErrorType()
+        if kind == "match_kind_type":
+            return ir.MatchKindType()
+        if kind == "string_type":
+            return ir.StringType()
+        if kind == "void_type":
+            return ir.VoidType()
+        if kind == "infint_type":
+            return ir.InfIntType()
+        if kind == "bit1_type":
+            return ir.BitType(1)
+        if kind in ("bit_type", "int_type"):
+            width = self.const_int(t.children[-1] if not isinstance(t.children[-1], Token) or
+                                   t.children[-1].type == "NUMBER" else t.children[1])
+            if width <= 0:
+                raise self.error(t, f"width of {kind[:-5]}<{width}> must be positive")
+            return ir.BitType(width, kind == "int_type")
+        if kind == "varbit_type":
+            raise self.error(t, "unsupported: varbit")
+        if kind == "tuple_type":
+            raise self.error(t, "unsupported: tuple types")
+        if kind == "named_type":
+            name = str(t.children[0])
+            if name in type_vars:
+                return ir.TypeVar(name)
+            found = self.types.get(name)
+            if found is None:
+                raise self.error(t, f"{name}: undeclared type")
+            if isinstance(found, ExternInfo):
+                return ir.ExternType(name)
+            if isinstance(found, tuple):
+                raise self.error(t, f"{name}: a {found[0]} type cannot be used here")
+            return found
+        if kind == "generic_type":
+            name = str(t.children[0])
+            found = self.types.get(name)
+            args = tuple(self.resolve_type(a, type_vars) for a in t.children[-1].children)
+            if isinstance(found, ExternInfo):
+                if len(args) != len(found.type_params):
+                    raise self.error(t, f"{name}: expects {len(found.type_params)} type arguments, got {len(args)}")
+                return ir.ExternType(name, args)
+            if found is None:
+                raise self.error(t, f"{name}: undeclared type")
+            if isinstance(found, tuple) and found[0] in ("parser", "control"):
+                return ir.ExternType(name, args)
+            raise self.error(t, f"unsupported: type arguments on {name}")
+        if kind == "stack_type":
+            elem = self.types.get(str(t.children[0]))
+            if not isinstance(elem, ir.HeaderType):
+                raise self.error(t, f"{t.children[0]}: header stacks must hold headers")
+            size = self.const_int(t.children[1])
+            return ir.StackType(elem, size)
+        if kind == "dontcare_type":
+            raise self.error(t, "unsupported: don't-care type arguments")
+        raise self.error(t, f"unsupported type {kind}")
+
+    def const_int(self, tree: Any) -> int:
+        if isinstance(tree, Token):
+            return parse_int(str(tree))[0]
+        e = self.expr(tree, Context(self.globals, "global"), None)
+        if not isinstance(e, ir.Const) or isinstance(e.value, bool):
+            raise self.error(tree, "expected a compile-time integer constant")
+        if isinstance(e.type, ir.BitType):
+            return signed_value(int(e.value), e.type)
+        return int(e.value)
+
+    # ------------------------------------------------------------ simple declarations
+
+    def decl_const_decl(self, d: Tree, scope: Scope | None = None) -> ir.ConstDecl:
+        ann, t, name, value = d.children
+        typ = self.resolve_type(t)
+        target = scope or self.globals
+        e = self.expr(value, Context(target, "global"), typ)
+        e = self.coerce(e, typ, value)
+        if not is_const(e):
+            raise self.error(value, f"{name}: initializer is not a compile-time constant")
+        decl = ir.ConstDecl(str(name.children[0]), typ, e, self.pos(d))
+        if scope is None:
+            self.declare_global(name, decl.name, e)
+            self.constants.append(decl)
+        else:
+            self.declare_local(scope, name, decl.name, e)
+        return decl
+
+    def decl_typedef_decl(self, d: Tree) -> None:
+        _ann, t, name = d.children
+        self.declare_type(name, str(name.children[0]), self.resolve_type(t))
+
+    def fields(self, items: list[Tree], owner: str) -> tuple[ir.Field, ...]:
+        out: list[ir.Field] = []
+        seen: set[str] = set()
+        for f in items:
+            ann, t, fname = f.children
+            if str(fname) in seen:
+                self.error(fname, f"{owner}.{fname}: duplicate field")
+                continue
+            seen.add(str(fname))
+            typ = self.attempt(lambda t=t: self.resolve_type(t))
+            if typ is not None:
+                out.append(ir.Field(str(fname), typ, self.annotations(ann)))
+        return tuple(out)
+
+    def decl_header_decl(self, d: Tree) -> None:
+        ann, name, *rest = d.children
+        hname = str(name.children[0])
+        if rest and isinstance(rest[0], Tree) and rest[0].data == "type_params":
+            raise self.error(d, "unsupported: generic headers")
+        self.declare_type(name, hname, ir.HeaderType(hname))
+        fields = self.fields(rest, hname)
+        for f in fields:
+            if not isinstance(f.type, ir.BitType):
+                self.error(d, f"{hname}.{f.name}: header fields must be bit<W> or int<W>, not {type_str(f.type)}")
+        self.headers[hname] = ir.HeaderDecl(hname, fields, self.pos(d))
+
+    def decl_struct_decl(self, d: Tree) -> None:
+        ann, name, *rest = d.children
+        sname = str(name.children[0])
+        if rest and isinstance(rest[0], Tree) and rest[0].data == "type_params":
+            raise self.error(d, "unsupported: generic structs")
+        self.declare_type(name, sname, ir.StructType(sname))
+        self.structs[sname] = ir.StructDecl(sname, self.fields(rest, sname), self.pos(d))
+
+    def decl_enum_decl(self, d: Tree) -> None:
+        ann, underlying, name, *members = d.children
+        ename = str(name.children[0])
+        base = None
+        if underlying is not None:
+            base = self.resolve_type(underlying.children[0] if underlying.data == "enum_underlying" else underlying)
+            if not isinstance(base, ir.BitType):
+                raise self.error(underlying, f"{ename}: the underlying type of an enum must be bit<W> or int<W>")
+        self.declare_type(name, ename, ir.EnumType(ename, base))
+        out: list[tuple[str, int | None]] = []
+        for m in members:
+            mname = str(m.children[0])
+            if any(mname == n for n, _ in out):
+                self.error(m, f"{ename}.{mname}: duplicate enum member")
+                continue
+            if base is None:
+                if len(m.children) > 1:
+                    self.error(m, f"{ename}.{mname}: only serializable enums (enum bit<W> ...) have values")
+                out.append((mname, None))
+            else:
+                if len(m.children) < 2:
+                    self.error(m, f"{ename}.{mname}: members of a serializable enum need a value")
+                    continue
+                value = self.attempt(lambda m=m: self.const_int(m.children[1]))
+                if value is not None:
+                    out.append((mname, fit(value, base)))
+        self.enums[ename] = ir.EnumDecl(ename, base, tuple(out), self.pos(d))
+
+    def decl_error_decl(self, d: Tree) -> None:
+        for n in d.children:
+            if str(n) in self.errors:
+                self.error(n, f"error.{n}: duplicate declaration")
+            else:
+                self.errors.append(str(n))
+
+    def decl_match_kind_decl(self, d: Tree) -> None:
+        for n in d.children:
+            if str(n) in self.match_kinds:
+                self.error(n, f"{n}: duplicate match_kind")
+            else:
+                self.match_kinds.append(str(n))
+
+    # ------------------------------------------------------------ externs
+
+    def params(self, tree: Tree | None, type_vars: Sequence[str] = ()) -> tuple[ir.Param, ...]:
+        if tree is None:
+            return ()
+        out: list[ir.Param] = []
+        for p in tree.children:
+            ann, direction, t, name, *default = p.children
+            if default and default[0] is not None:
+                raise self.error(p, "unsupported: parameters with default values")
+            pname = str(name)
+            if any(q.name == pname for q in out):
+                raise self.error(name, f"{pname}: duplicate parameter")
+            d = str(direction.children[0]) if direction is not None else ""
+            out.append(ir.Param(pname, self.resolve_type(t, type_vars), d, self.annotations(ann), self.pos(p)))
+        return tuple(out)
+
+    @staticmethod
+    def type_params(tree: Any) -> tuple[str, ...]:
+        if isinstance(tree, Tree) and tree.data == "type_params":
+            return tuple(str(n.children[0]) for n in tree.children)
+        return ()
+
+    def decl_extern_object_decl(self, d: Tree) -> None:
+        ann, name, *rest = d.children
+        ename = str(name.children[0])
+        tparams: tuple[str, ...] = ()
+        if rest and isinstance(rest[0], Tree) and rest[0].data == "type_params":
+            tparams = self.type_params(rest.pop(0))
+        info = ExternInfo(ename, tparams)
+        self.declare_type(name, ename, info)
+        for m in rest:
+            if m.data == "extern_ctor":
+                _a, cname, params = m.children
+                if str(cname) != ename:
+                    self.error(m, f"{cname}: constructor name must be {ename}")
+                    continue
+                info.constructors.append(ir.MethodDecl(ename, self.params(params, tparams), ir.VoidType()))
+            elif m.data == "extern_method":
+                mann, ret, mname, *mrest = m.children
+                mtparams: tuple[str, ...] = ()
+                if mrest and isinstance(mrest[0], Tree) and mrest[0].data == "type_params":
+                    mtparams = self.type_params(mrest.pop(0))
+                scope_vars = tparams + mtparams
+                decl = ir.MethodDecl(
+                    str(mname),
+                    self.params(mrest[0], scope_vars),
+                    self.resolve_type(ret, scope_vars),
+                    mtparams,
+                    self.annotations(mann),
+                )
+                info.methods.setdefault(str(mname), []).append(decl)
+            else:
+                self.error(m, "unsupported: abstract methods")
+        methods = tuple(m for ms in info.methods.values() for m in ms)
+        self.extern_decls.append(ir.ExternDecl(ename, tparams, tuple(info.constructors), methods, self.pos(d)))
+
+    def decl_extern_function_decl(self, d: Tree) -> None:
+        ann, ret, name, *rest = d.children
+        fname = str(name.children[0])
+        tparams: tuple[str, ...] = ()
+        if rest and isinstance(rest[0], Tree) and rest[0].data == "type_params":
+            tparams = self.type_params(rest.pop(0))
+        decl = ir.MethodDecl(fname, self.params(rest[0], tparams), self.resolve_type(ret, tparams), tparams,
+                             self.annotations(ann))
+        overloads = self.functions.setdefault(fname, [])
+        if any(len(o.params) == len(decl.params) for o in overloads):
+            raise self.error(name, f"{fname}: duplicate declaration")
+        if not overloads and (self.globals.lookup(fname) is not None or fname in self.types):
+            raise self.error(name, f"{fname}: duplicate declaration")
+        overloads.append(decl)
+        self.function_decls.append(ir.ExternFunctionDecl(fname, decl, self.pos(d)))
+
+    def decl_parser_type_decl(self, d: Tree) -> None:
+        self.block_type(d, "parser")
+
+    def decl_control_type_decl(self, d: Tree) -> None:
+        self.block_type(d, "control")
+
+    def decl_package_decl(self, d: Tree) -> None:
+        self.block_type(d, "package")
+
+    def block_type(self, d: Tree, kind: str) -> None:
+        ann, name, *rest = d.children
+        tparams: tuple[str, ...] = ()
+        if rest and isinstance(rest[0], Tree) and rest[0].data == "type_params":
+            tparams = self.type_params(rest.pop(0))
+        params = self.params(rest[0], tparams)
+        self.declare_type(name, str(name.children[0]), (kind, params))
+
+    # ------------------------------------------------------------ scopes and variables
+
+    def declare_local(self, scope: Scope, node: Any, name: str, value: Any) -> None:
+        if name in scope.names:
+            raise self.error(node, f"{name}: duplicate declaration")
+        scope.names[name] = value
+
+    def fresh(self, name: str) -> str:
+        if name not in self.used_names:
+            self.used_names.add(name)
+            return name
+        n = 1
+        while f"{name}__{n}" in self.used_names:
+            n += 1
+        unique = f"{name}__{n}"
+        self.used_names.add(unique)
+        return unique
+
+    def var_decl(self, d: Tree, ctx: Context) -> ir.VarDecl:
+        ann, t, name, *init = d.children
+        vname = str(name.children[0])
+        typ = self.resolve_type(t)
+        if isinstance(typ, ir.ExternType | ir.VoidType | ir.InfIntType | ir.StringType):
+            raise self.error(t, f"{vname}: a variable cannot have type {type_str(typ)}")
+        value = None
+        if init and init[0] is not None:
+            value = self.coerce(self.expr(init[0], ctx, typ), typ, init[0])
+        unique = self.fresh(vname)
+        var = ir.Var(unique, typ, "local", "", self.pos(name))
+        self.declare_local(ctx.scope, name, vname, var)
+        return ir.VarDecl(unique, typ, value, self.pos(d))
+
+    # ------------------------------------------------------------ actions
+
+    def decl_action_decl(self, d: Tree, scope: Scope | None = None, prefix: str = "") -> ir.ActionDecl:
+        ann, name, params_tree, body = d.children
+        aname = str(name)
+        annotations = self.annotations(ann)
+        params = self.params(params_tree)
+        seen_directionless = False
+        for p in params:
+            if p.direction == "":
+                seen_directionless = True
+            elif seen_directionless:
+                raise self.error(params_tree, f"{aname}: directional parameters must precede directionless ones")
+            if isinstance(p.type, ir.ExternType):
+                raise self.error(params_tree, f"{aname}.{p.name}: action parameters cannot be extern objects")
+        fq = self.fq_name(prefix, aname, annotations)
+        outer = scope or self.globals
+        info = ActionInfo(aname, fq, params)
+        if scope is None:
+            self.declare_global(name, aname, info)
+            self.used_names = set()
+        else:
+            self.declare_local(scope, name, aname, info)
+        inner = Scope(outer)
+        for p in params:
+            inner.names[p.name] = ir.Var(p.name, p.type, "action_param", p.direction, p.pos)
+        ctx = Context(inner, "action")
+        block = self.block(body, ctx)
+        decl = ir.ActionDecl(aname, fq, params, block, annotations, self.pos(d))
+        if scope is None:
+            self.actions.append(decl)
+        return decl
+
+    @staticmethod
+    def fq_name(prefix: str, name: str, annotations: Sequence[ir.Annotation]) -> str:
+        given = annotation_value(annotations, "name")
+        if given is not None:
+            if given.startswith("."):
+                return given[1:]
+            name = given
+        return f"{prefix}.{name}" if prefix else name
+
+    # ------------------------------------------------------------ instantiations
+
+    def decl_instantiation(self, d: Tree, scope: Scope | None = None, prefix: str = "") -> ir.InstanceDecl | None:
+        ann, t, args, name = d.children
+        iname = str(name.children[0])
+        annotations = self.annotations(ann)
+        if scope is None and t.data in ("named_type", "generic_type"):
+            found = self.types.get(str(t.children[0]))
+            if isinstance(found, tuple) and found[0] == "package":
+                self.package(d, found[1], iname)
+                return None
+        typ = self.resolve_type(t)
+        if isinstance(typ, tuple) or not isinstance(typ, ir.ExternType):
+            found = self.types.get(str(t.children[0])) if t.data == "named_type" else None
+            if isinstance(found, tuple):
+                raise self.error(d, f"unsupported: instantiating {found[0]} {t.children[0]}")
+            raise self.error(t, f"{type_str(typ)} cannot be instantiated")
+        info = self.externs_info(typ.name)
+        arg_trees = args.children if args is not None else []
+        ctors = [c for c in info.constructors if len(c.params) == len(arg_trees)]
+        if not ctors:
+            raise self.error(d, f"{typ.name}: no constructor takes {len(arg_trees)} arguments")
+        if info.type_params and not typ.type_args:
+            raise self.error(t, f"{typ.name}: type arguments required, e.g. {typ.name}<bit<32>>")
+        binding = dict(zip(info.type_params, typ.type_args, strict=False))
+        ctx = Context(scope or self.globals, "global")
+        out_args: list[ir.Expr] = []
+        for p, a in zip(ctors[0].params, arg_trees, strict=True):
+            ptype = self.subst(p.type, binding)
+            e = self.coerce(self.expr(a, ctx, ptype), ptype, a)
+            if not is_const(e):
+                raise self.error(a, f"{typ.name}: constructor argument {p.name} must be a compile-time constant")
+            out_args.append(e)
+        decl = ir.InstanceDecl(iname, self.fq_name(prefix, iname, annotations), typ.name, typ.type_args,
+                               tuple(out_args), annotations, self.pos(d))
+        if scope is None:
+            self.declare_global(name, iname, InstanceInfo(decl))
+            self.instances.append(decl)
+        else:
+            self.declare_local(scope, name, iname, InstanceInfo(decl))
+        return decl
+
+    def externs_info(self, name: str) -> ExternInfo:
+        found = self.types[name]
+        assert isinstance(found, ExternInfo)
+        return found
+
+    def subst(self, t: ir.Type, binding: dict[str, ir.Type]) -> ir.Type:
+        if isinstance(t, ir.TypeVar) and t.name in binding:
+            return binding[t.name]
+        return t
+
+    def package(self, d: Tree, params: tuple[ir.Param, ...], iname: str) -> None:
+        ann, t, args, name = d.children
+        pname = str(t.children[0])
+        if t.data == "generic_type":
+            raise self.error(t, "unsupported: explicit type arguments on the package")
+        if self.main is not None:
+            raise self.error(d, "only one package instantiation is supported")
+        if iname != "main":
+            raise self.error(name, f"the package instance must be named main, not {iname}")
+        arg_trees = args.children if args is not None else []
+        if len(arg_trees) != len(params):
+            raise self.error(d, f"{pname}: expects {len(params)} arguments, got {len(arg_trees)}")
+        blocks: list[ir.PackageBinding] = []
+        for p, a in zip(params, arg_trees, strict=True):
+            if not (isinstance(a, Tree) and a.data == "ctor_call" and a.children[1] is None):
+                self.error(a, f"{pname}: argument {p.name} must be a parser or control instantiation like X()")
+                continue
+            bname = str(a.children[0])
+            expected = self.types.get(p.type.name) if isinstance(p.type, ir.ExternType) else None
+            kind = "parser" if bname in self.parsers else "control" if bname in self.controls else None
+            if kind is None:
+                self.error(a, f"{bname}: not a parser or control")
+                continue
+            want = p.type
+            want_kind = None
+            want_params: tuple[ir.Param, ...] = ()
+            if isinstance(want, ir.ExternType):
+                found = self.types.get(want.name)
+                if isinstance(found, tuple):
+                    want_kind, want_params = found
+            del expected
+            if want_kind is not None and want_kind != kind:
+                self.error(a, f"{pname}: argument {p.name} must be a {want_kind}, {bname} is a {kind}")
+                continue
+            block = self.parsers.get(bname) or self.controls.get(bname)
+            assert block is not None
+            if want_kind is not None and not self.signature_matches(block.params, want_params):
+                self.error(
+                    a,
+                    f"{bname}: parameters ({self.sig(block.params)}) do not match "
+                    f"{p.name}'s type ({self.sig(want_params)})",
+                )
+                continue
+            blocks.append(ir.PackageBinding(p.name, bname, kind))
+        self.main = ir.PackageInstance(pname, iname, tuple(blocks), self.pos(d))
+
+    def sig(self, params: Sequence[ir.Param]) -> str:
+        return ", ".join(f"{p.direction + ' ' if p.direction else ''}{type_str(p.type)} {p.name}" for p in params)
+
+    @staticmethod
+    def signature_matches(have: Sequence[ir.Param], want: Sequence[ir.Param]) -> bool:
+        if len(have) != len(want):
+            return False
+        binding: dict[str, ir.Type] = {}
+        for h, w in zip(have, want, strict=True):
+            if h.direction != w.direction:
+                return False
+            if isinstance(w.type, ir.TypeVar):
+                if binding.setdefault(w.type.name, h.type) != h.type:
+                    return False
+            elif h.type != w.type:
+                return False
+        return True
+
+    # ------------------------------------------------------------ parsers
+
+    def block_params(self, params: tuple[ir.Param, ...], scope: Scope) -> None:
+        for p in params:
+            scope.names[p.name] = ir.Var(p.name, p.type, "param", p.direction, p.pos)
+            self.used_names.add(p.name)
+
+    def decl_parser_decl(self, d: Tree) -> None:
+        ann, name, params_tree, ctor, *body = d.children
+        pname = str(name.children[0])
+        if ctor is not None:
+            raise self.error(ctor, "unsupported: constructor parameters")
+        params = self.params(params_tree)
+        self.declare_type(name, pname, ("parser", params), overridable=True)
+        self.used_names = set()
+        self.block_name = pname
+        scope = Scope(self.globals)
+        self.block_params(params, scope)
+        ctx = Context(scope, "parser")
+        locals_: list[ir.VarDecl] = []
+        instances: list[ir.InstanceDecl] = []
+        state_trees: list[Tree] = []
+        for item in body:
+            if item.data == "parser_state":
+                state_trees.append(item)
+            elif item.data == "var_decl":
+                v = self.attempt(lambda item=item: self.var_decl(item, ctx))
+                if v is not None:
+                    locals_.append(v)
+            elif item.data == "const_decl":
+                self.attempt(lambda item=item: self.decl_const_decl(item, scope))
+            elif item.data == "instantiation":
+                inst = self.attempt(lambda item=item: self.decl_instantiation(item, scope, pname))
+                if inst is not None:
+                    instances.append(inst)
+            else:
+                self.attempt(lambda item=item: self.declaration(item))
+        names = {"accept", "reject"}
+        for st in state_trees:
+            sname = str(st.children[1].children[0])
+            if sname in names:
+                self.error(st.children[1], f"state {sname}: duplicate declaration")
+            names.add(sname)
+        if "start" not in names:
+            self.error(d, f"parser {pname}: no start state")
+        states: list[ir.ParserState] = []
+        for st in state_trees:
+            s = self.attempt(lambda st=st: self.parser_state(st, ctx, names))
+            if s is not None:
+                states.append(s)
+        self.parsers[pname] = ir.ParserDecl(pname, params, tuple(locals_), tuple(instances), tuple(states),
+                                            self.annotations(ann), self.pos(d))
+
+    def parser_state(self, st: Tree, ctx: Context, names: set[str]) -> ir.ParserState:
+        ann, name, *items = st.children
+        sname = str(name.children[0])
+        transition = None
+        if items and isinstance(items[-1], Tree) and items[-1].data in ("goto", "select_transition"):
+            transition = items.pop()
+        inner = Context(Scope(ctx.scope), "parser")
+        stmts = self.statements(items, inner)
+        if transition is None:
+            raise self.error(st, f"state {sname}: missing transition")
+        if transition.data == "goto":
+            target = str(transition.children[0].children[0])
+            if target not in names:
+                raise self.error(transition, f"{target}: no such parser state")
+            return ir.ParserState(sname, stmts, ir.Goto(target, self.pos(transition)), self.pos(st))
+        return ir.ParserState(sname, stmts, self.select(transition.children[0], inner, names), self.pos(st))
+
+    def select(self, sel: Tree, ctx: Context, names: set[str]) -> ir.Select:
+        keys_tree, *cases = sel.children
+        keys = tuple(self.expr(k, ctx, None) for k in keys_tree.children)
+        for k, kt in zip(keys, keys_tree.children, strict=True):
+            if not isinstance(k.type, ir.BitType | ir.BoolType | ir.EnumType):
+                raise self.error(kt, f"select key must be bit<W>, int<W>, bool or enum, not {type_str(k.type)}")
+        out: list[ir.SelectCase] = []
+        for c in cases:
+            keyset, target = c.children
+            tname = str(target.children[0])
+            if tname not in names:
+                self.error(target, f"{tname}: no such parser state")
+                continue
+            parts = keyset.children if isinstance(keyset, Tree) and keyset.data == "tuple_keyset" else [keyset]
+            if len(parts) == 1 and len(keys) > 1 and not self.is_default(parts[0]):
+                self.error(keyset, f"select has {len(keys)} keys, this case gives 1")
+                continue
+            if len(parts) > 1 and len(parts) != len(keys):
+                self.error(keyset, f"select has {len(keys)} keys, this case gives {len(parts)}")
+                continue
+            if len(parts) == 1 and self.is_default(parts[0]):
+                sets = tuple(ir.KeysetDefault(self.pos(parts[0])) for _ in keys)
+            else:
+                sets = tuple(
+                    ks for ks in (self.attempt(lambda p=p, k=k: self.keyset(p, k.type, ctx))
+                                  for p, k in zip(parts, keys, strict=True)) if ks is not None
+                )
+                if len(sets) != len(keys):
+                    continue
+            out.append(ir.SelectCase(sets, tname, self.pos(c)))
+        return ir.Select(keys, tuple(out), self.pos(sel))
+
+    @staticmethod
+    def is_default(t: Any) -> bool:
+        return isinstance(t, Tree) and t.data == "default_keyset"
+
+    def keyset(self, t: Any, key_type: ir.Type, ctx: Context) -> ir.Keyset:
+        if self.is_default(t):
+            return ir.KeysetDefault(self.pos(t))
+        if isinstance(t, Tree) and t.data == "mask_keyset":
+            return ir.KeysetMask(self.keyset_value(t.children[0], key_type, ctx),
+                                 self.keyset_value(t.children[1], key_type, ctx), self.pos(t))
+        if isinstance(t, Tree) and t.data == "range_keyset":
+            return ir.KeysetRange(self.keyset_value(t.children[0], key_type, ctx),
+                                  self.keyset_value(t.children[1], key_type, ctx), self.pos(t))
+        return ir.KeysetValue(self.keyset_value(t, key_type, ctx), self.pos(t))
+
+    def keyset_value(self, t: Any, key_type: ir.Type, ctx: Context) -> int:
+        e = self.coerce(self.expr(t, ctx, key_type), key_type, t)
+        if isinstance(e, ir.Const):
+            return int(e.value)
+        if isinstance(e, ir.EnumValue) and e.value is not None:
+            return e.value
+        raise self.error(t, "keyset values must be compile-time constants")
+
+    # ------------------------------------------------------------ controls
+
+    def decl_control_decl(self, d: Tree) -> None:
+        ann, name, params_tree, ctor, *body = d.children
+        cname = str(name.children[0])
+        if ctor is not None:
+            raise self.error(ctor, "unsupported: constructor parameters")
+        params = self.params(params_tree)
+        self.declare_type(name, cname, ("control", params), overridable=True)
+        self.used_names = set()
+        self.block_name = cname
+        self.block_tables = {}
+        scope = Scope(self.globals)
+        self.block_params(params, scope)
+        ctx = Context(scope, "control")
+        apply_tree = body.pop()
+        locals_: list[ir.VarDecl] = []
+        instances: list[ir.InstanceDecl] = []
+        actions: list[ir.ActionDecl] = []
+        tables: list[ir.TableDecl] = []
+        for item in body:
+            kind = item.data
+            if kind == "var_decl":
+                v = self.attempt(lambda item=item: self.var_decl(item, ctx))
+                if v is not None:
+                    locals_.append(v)
+            elif kind == "const_decl":
+                self.attempt(lambda item=item: self.decl_const_decl(item, scope))
+            elif kind == "instantiation":
+                inst = self.attempt(lambda item=item: self.decl_instantiation(item, scope, cname))
+                if inst is not None:
+                    instances.append(inst)
+            elif kind == "action_decl":
+                a = self.attempt(lambda item=item: self.decl_action_decl(item, scope, cname))
+                if a is not None:
+                    actions.append(a)
+            elif kind == "table_decl":
+                t = self.attempt(lambda item=item: self.table(item, ctx, cname, instances))
+                if t is not None:
+                    tables.append(t)
+            else:
+                self.attempt(lambda item=item: self.declaration(item))
+        apply = self.block(apply_tree, Context(Scope(scope), "control", in_apply=True))
+        self.check_unique_fq(actions, tables, instances)
+        self.controls[cname] = ir.ControlDecl(cname, params, tuple(locals_), tuple(instances), tuple(actions),
+                                              tuple(tables), apply, self.annotations(ann), self.pos(d))
+
+    def check_unique_fq(self, *groups: Sequence[Any]) -> None:
+        seen: dict[str, Any] = {}
+        for group in groups:
+            for item in group:
+                if item.fq_name in seen and seen[item.fq_name] is not item:
+                    self.diagnostics.append(Diagnostic(item.pos, f"{item.fq_name}: duplicate control-plane name"))
+                seen[item.fq_name] = item
+
+    # ------------------------------------------------------------ tables
+
+    def table(self, d: Tree, ctx: Context, cname: str, instances: list[ir.InstanceDecl]) -> ir.TableDecl:
+        ann, name, *props = d.children
+        tname = str(name.children[0])
+        annotations = self.annotations(ann)
+        fq = self.fq_name(cname, tname, annotations)
+        keys: list[ir.TableKey] = []
+        actions: list[ir.TableActionRef] = []
+        default: ir.TableActionCall | None = None
+        default_const = False
+        entries: list[ir.TableEntry] = []
+        entries_const = False
+        size: int | None = None
+        direct_counter = direct_meter = None
+        seen: set[str] = set()
+        entries_tree: Tree | None = None
+        default_tree: Tree | None = None
+        for p in props:
+            pname = {"table_key": "key", "table_actions": "actions", "table_entries": "entries"}.get(p.data)
+            if pname is None:
+                pname = str(p.children[2])
+            if pname in seen:
+                self.error(p, f"{tname}: duplicate table property {pname}")
+                continue
+            seen.add(pname)
+            if p.data == "table_key":
+                for k in p.children[1:]:
+                    key = self.attempt(lambda k=k: self.table_key(k, ctx))
+                    if key is not None:
+                        keys.append(key)
+            elif p.data == "table_actions":
+                for a in p.children[1:]:
+                    ref = self.attempt(lambda a=a: self.action_ref(a, ctx))
+                    if ref is not None:
+                        if any(r.action == ref.action for r in actions):
+                            self.error(a, f"{tname}: action {ref.action} listed twice")
+                        else:
+                            actions.append(ref)
+            elif p.data == "table_entries":
+                entries_const = p.children[1] is not None
+                entries_tree = p
+            else:
+                _a, const_mark, _n, value = p.children
+                if pname == "default_action":
+                    default_const = const_mark is not None
+                    default_tree = value
+                elif pname == "size":
+                    size = self.attempt(lambda value=value: self.const_int(value))
+                    if size is not None and size <= 0:
+                        self.error(value, f"{tname}: size must be positive")
+                elif pname in ("counters", "meters"):
+                    inst = self.attempt(lambda value=value, pname=pname: self.direct_instance(value, ctx, pname))
+                    if inst is not None:
+                        if pname == "counters":
+                            direct_counter = inst
+                        else:
+                            direct_meter = inst
+                elif pname == "implementation":
+                    self.error(p, "unsupported: table implementation (action profiles and selectors)")
+                elif pname == "support_timeout":
+                    pass
+                else:
+                    self.error(p, f"{tname}: unknown table property {pname}")
+        if default_tree is not None:
+            default = self.attempt(lambda: self.table_action_call(default_tree, ctx, actions, "default_action"))
+            if default is not None:
+                ref = next((r for r in actions if r.action == default.action), None)
+                if ref is not None and ref.scope == "TABLE_ONLY":
+                    self.error(default_tree, f"{default.action} is @tableonly and cannot be the default action")
+        elif any(r.action == "NoAction" for r in actions) or not actions:
+            default = ir.TableActionCall("NoAction", (), self.pos(d))
+        if default is None:
+            default = ir.TableActionCall("NoAction", (), self.pos(d))
+        if entries_tree is not None:
+            for e in entries_tree.children[2:]:
+                entry = self.attempt(lambda e=e: self.table_entry(e, ctx, keys, actions))
+                if entry is not None:
+                    entries.append(entry)
+        if not actions:
+            self.error(d, f"{tname}: no actions")
+        del instances
+        self.declare_local(ctx.scope, name, tname, TableInfo(tname, fq))
+        decl = ir.TableDecl(tname, fq, tuple(keys), tuple(actions), default, default_const, tuple(entries),
+                            entries_const, size, direct_counter, direct_meter, annotations, self.pos(d))
+        self.block_tables[fq] = decl
+        return decl
+
+    def table_key(self, k: Tree, ctx: Context) -> ir.TableKey:
+        ann, expr_tree, kind = k.children
+        annotations = self.annotations(ann)
+        e = self.expr(expr_tree, ctx, None)
+        if not isinstance(e.type, ir.BitType | ir.BoolType | ir.EnumType | ir.ErrorType):
+            raise self.error(expr_tree, f"table keys must be bit<W>, int<W>, bool or enum, not {type_str(e.type)}")
+        if isinstance(e.type, ir.EnumType | ir.ErrorType) and not (isinstance(e.type, ir.EnumType)
+                                                                    and e.type.underlying is not None):
+            raise self.error(expr_tree, "unsupported: keys of non-serializable enum or error type")
+        if str(kind) not in self.match_kinds:
+            raise self.error(kind, f"{kind}: unknown match kind")
+        if str(kind) == "selector":
+            raise self.error(kind, "unsupported: selector match (action selectors)")
+        name = annotation_value(annotations, "name") or source_text(expr_tree)
+        return ir.TableKey(e, str(kind), name, annotations, self.pos(k))
+
+    def action_ref(self, a: Tree, ctx: Context) -> ir.TableActionRef:
+        ann, name, *args = a.children
+        annotations = self.annotations(ann)
+        if args and args[0] is not None:
+            raise self.error(a, "unsupported: arguments in a table's action list")
+        info = ctx.scope.lookup(str(name))
+        if not isinstance(info, ActionInfo):
+            raise self.error(name, f"{name}: {'not an action' if info is not None else 'undeclared action'}")
+        scope = "TABLE_AND_DEFAULT"
+        for a_name, s in _TABLE_SCOPES.items():
+            if has_annotation(annotations, a_name):
+                scope = s
+        return ir.TableActionRef(info.fq_name, scope, annotations, self.pos(a))
+
+    def table_action_call(self, t: Tree, ctx: Context, actions: list[ir.TableActionRef],
+                          what: str) -> ir.TableActionCall:
+        if t.data == "call":
+            callee, args_tree = t.children
+            arg_trees = args_tree.children if args_tree is not None else []
+        else:
+            callee, arg_trees = t, []
+        name = str(callee.children[0]) if callee.data in ("name_ref", "dot_name_ref") else None
+        info = ctx.scope.lookup(name) if name is not None else None
+        if callee.data == "dot_name_ref":
+            info = self.globals.lookup(str(name))
+        if not isinstance(info, ActionInfo):
+            raise self.error(t, f"{what}: {source_text(callee)} is not an action")
+        if not any(r.action == info.fq_name for r in actions):
+            raise self.error(t, f"{what}: action {info.name} is not in the table's actions list")
+        params = [p for p in info.params if p.direction == ""]
+        if any(p.direction != "" for p in info.params):
+            raise self.error(t, f"{what}: action {info.name} has directional parameters")
+        if len(arg_trees) != len(params):
+            raise self.error(t, f"{what}: action {info.name} takes {len(params)} arguments, got {len(arg_trees)}")
+        args: list[ir.Expr] = []
+        for p, a in zip(params, arg_trees, strict=True):
+            e = self.coerce(self.expr(a, ctx, p.type), p.type, a)
+            if not is_const(e):
+                raise self.error(a, f"{what}: argument {p.name} must be a compile-time constant")
+            args.append(e)
+        return ir.TableActionCall(info.fq_name, tuple(args), self.pos(t))
+
+    def table_entry(self, e: Tree, ctx: Context, keys: list[ir.TableKey],
+                    actions: list[ir.TableActionRef]) -> ir.TableEntry:
+        ann, keyset, aname, args = e.children
+        parts = keyset.children if isinstance(keyset, Tree) and keyset.data == "tuple_keyset" else [keyset]
+        if len(parts) != len(keys):
+            raise self.error(keyset, f"entry has {len(parts)} keys, the table has {len(keys)}")
+        sets = tuple(self.keyset(p, k.expr.type, ctx) for p, k in zip(parts, keys, strict=True))
+        call_tree = Tree("call", [Tree("name_ref", [aname], e.meta), args], e.meta)
+        call = self.table_action_call(call_tree, ctx, actions, "entry")
+        ref = next(r for r in actions if r.action == call.action)
+        if ref.scope == "DEFAULT_ONLY":
+            raise self.error(aname, f"{aname} is @defaultonly and cannot be used in an entry")
+        return ir.TableEntry(sets, call, None, self.annotations(ann), self.pos(e))
+
+    def direct_instance(self, value: Any, ctx: Context, prop: str) -> str:
+        want = "direct_counter" if prop == "counters" else "direct_meter"
+        info = ctx.scope.lookup(str(value.children[0])) if value.data == "name_ref" else None
+        if not isinstance(info, InstanceInfo) or info.decl.extern != want:
+            raise self.error(value, f"{prop} must name a {want} instance")
+        return info.decl.fq_name
+
+    # ------------------------------------------------------------ statements
+
+    def block(self, t: Tree, ctx: Context) -> ir.Block:
+        inner = Context(Scope(ctx.scope), ctx.block, ctx.in_apply)
+        return ir.Block(self.statements(t.children, inner), self.pos(t))
+
+    def statements(self, items: Sequence[Any], ctx: Context) -> tuple[ir.Stmt, ...]:
+        out: list[ir.Stmt] = []
+        for s in items:
+            r = self.attempt(lambda s=s: self.statement(s, ctx))
+            if r is not None:
+                out.append(r)
+        return tuple(out)
+
+    def statement(self, s: Tree, ctx: Context) -> ir.Stmt | None:
+        kind = s.data
+        if kind == "block":
+            return self.block(s, ctx)
+        if kind == "var_decl":
+            return self.var_decl(s, ctx)
+        if kind == "const_decl":
+            self.decl_const_decl(s, ctx.scope)
+            return None
+        if kind == "empty_stmt":
+            return None
+        if kind == "assignment":
+            return self.assignment(s, ctx)
+        if kind == "call_stmt":
+            return self.call_stmt(s, ctx)
+        if kind == "if_stmt":
+            cond_t, then_t, *else_t = s.children
+            cond = self.expect_bool(self.expr(cond_t, ctx, ir.BoolType()), cond_t, "if condition")
+            then = self.as_block(then_t, ctx)
+            other = self.as_block(else_t[0], ctx) if else_t and else_t[0] is not None else None
+            return ir.If(cond, then, other, self.pos(s))
+        if kind == "switch_stmt":
+            return self.switch(s, ctx)
+        if kind == "exit_stmt":
+            if ctx.block == "parser":
+                raise self.error(s, "exit is not allowed in a parser")
+            return ir.Exit(self.pos(s))
+        if kind == "return_stmt":
+            if ctx.block == "parser":
+                raise self.error(s, "return is not allowed in a parser")
+            if s.children and s.children[0] is not None:
+                raise self.error(s, "return with a value is only allowed in functions")
+            return ir.Return(None, self.pos(s))
+        raise self.error(s, f"unsupported statement {kind}")
+
+    def as_block(self, t: Tree, ctx: Context) -> ir.Block:
+        if t.data == "block":
+            return self.block(t, ctx)
+        inner = Context(Scope(ctx.scope), ctx.block, ctx.in_apply)
+        st = self.statement(t, inner)
+        return ir.Block((st,) if st is not None else (), self.pos(t))
+
+    def assignment(self, s: Tree, ctx: Context) -> ir.Assign:
+        lhs_t, rhs_t = s.children
+        lhs = self.expr(lhs_t, ctx, None)
+        self.check_lvalue(lhs, lhs_t)
+        rhs = self.coerce(self.expr(rhs_t, ctx, lhs.type), lhs.type, rhs_t)
+        return ir.Assign(lhs, rhs, self.pos(s))
+
+    def check_lvalue(self, e: ir.Expr, t: Any) -> None:
+        root = lvalue_root(e)
+        if isinstance(e, ir.HeaderMethod | ir.ExternMethodCall | ir.ApplyResultMember):
+            raise self.error(t, "cannot assign to the result of a call")
+        if not isinstance(root, ir.Var):
+            if is_const(root):
+                raise self.error(t, f"cannot assign to constant {source_text(t)}")
+            raise self.error(t, f"{source_text(t)} is not an l-value")
+        if root.direction == "in":
+            raise self.error(t, f"cannot assign to {root.name}: it is an 'in' parameter")
+        if root.kind == "action_param" and root.direction == "":
+            raise self.error(t, f"cannot assign to {root.name}: directionless action parameters are read-only")
+        if isinstance(root.type, ir.ExternType):
+            raise self.error(t, f"cannot assign to extern object {root.name}")
+
+    def call_stmt(self, s: Tree, ctx: Context) -> ir.Stmt:
+        t = s.children[0]
+        if not (isinstance(t, Tree) and t.data == "call"):
+            raise self.error(s, "expression statement must be a call")
+        verify = self.verify(t, ctx)
+        if verify is not None:
+            return verify
+        call = self.call(t, ctx, statement=True)
+        return ir.CallStmt(call, self.pos(s))
+
+    def verify(self, t: Tree, ctx: Context) -> ir.Verify | None:
+        callee = t.children[0]
+        if not (callee.data == "name_ref" and str(callee.children[0]) == _BUILTIN_VERIFY):
+            return None
+        if ctx.block != "parser":
+            raise self.error(t, "verify is only allowed in parsers")
+        args = t.children[1].children if t.children[1] is not None else []
+        if len(args) != 2:
+            raise self.error(t, f"verify takes 2 arguments, got {len(args)}")
+        cond = self.expect_bool(self.expr(args[0], ctx, ir.BoolType()), args[0], "verify condition")
+        err = self.expr(args[1], ctx, ir.ErrorType())
+        if not isinstance(err, ir.ErrorValue):
+            raise self.error(args[1], "the second argument of verify must be an error constant such as error.NoMatch")
+        return ir.Verify(cond, err, self.pos(t))
+
+    def switch(self, s: Tree, ctx: Context) -> ir.Switch:
+        subject_t, *case_trees = s.children
+        subject = self.expr(subject_t, ctx, None)
+        table_switch = isinstance(subject, ir.ApplyResultMember) and subject.member == "action_run"
+        if not table_switch and not isinstance(subject.type, ir.BitType | ir.EnumType):
+            raise self.error(subject_t, "switch needs table.apply().action_run or a bit<W>/enum expression")
+        table_actions: tuple[str, ...] = ()
+        if table_switch:
+            assert isinstance(subject, ir.ApplyResultMember)
+            table_actions = tuple(r.action for r in self.block_tables[subject.apply.table].actions)
+        cases: list[ir.SwitchCase] = []
+        seen: set[Any] = set()
+        for c in case_trees:
+            label_t = c.children[0]
+            body = self.block(c.children[1], ctx) if c.data == "switch_case_body" else None
+            if isinstance(label_t, Tree) and label_t.data == "default_label":
+                if "default" in seen:
+                    self.error(label_t, "duplicate default label")
+                seen.add("default")
+                cases.append(ir.SwitchCase((), True, body, self.pos(c)))
+                continue
+            if table_switch:
+                name = str(label_t.children[0]) if label_t.data == "name_ref" else None
+                info = ctx.scope.lookup(name) if name else None
+                if not isinstance(info, ActionInfo) or info.fq_name not in table_actions:
+                    self.error(label_t, f"{source_text(label_t)} is not an action of the switched table")
+                    continue
+                label: ir.Expr = ir.ActionRef(info.fq_name, ir.VoidType(), self.pos(label_t))
+                key: Any = info.fq_name
+            else:
+                label = self.coerce(self.expr(label_t, ctx, subject.type), subject.type, label_t)
+                if not is_const(label):
+                    self.error(label_t, "switch labels must be compile-time constants")
+                    continue
+                key = label
+            if key in seen:
+                self.error(label_t, f"duplicate switch label {source_text(label_t)}")
+                continue
+            seen.add(key)
+            cases.append(ir.SwitchCase((label,), False, body, self.pos(c)))
+        if cases and cases[-1].body is None:
+            self.error(case_trees[-1], "the last switch case needs a body")
+        return ir.Switch(subject, tuple(cases), self.pos(s))
+
+    # ------------------------------------------------------------ expressions
+
+    def expect_bool(self, e: ir.Expr, t: Any, what: str) -> ir.Expr:
+        if not isinstance(e.type, ir.BoolType):
+            hint = " (compare with == 1 or cast with (bool))" if e.type == ir.BitType(1) else ""
+            raise self.error(t, f"{what} must be bool, not {type_str(e.type)}{hint}")
+        return e
+
+    def coerce(self, e: ir.Expr, want: ir.Type, t: Any) -> ir.Expr:
+        """`e` as a value of type `want`: int literals adapt, everything else must already match."""
+        if e.type == want or isinstance(want, ir.TypeVar):
+            return e
+        if isinstance(e, ir.Const) and isinstance(e.type, ir.InfIntType):
+            if isinstance(want, ir.BitType):
+                value = int(e.value)
+                lo = -(1 << (want.width - 1)) if want.signed else -(1 << want.width) + 1
+                if value >= (1 << want.width) or value < lo:
+                    raise self.error(t, f"value {value} does not fit in {type_str(want)}")
+                return ir.Const(want, fit(value, want), e.pos)
+            if isinstance(want, ir.InfIntType):
+                return e
+        if isinstance(want, ir.InfIntType) and isinstance(e, ir.Const) and isinstance(e.type, ir.BitType):
+            return e
+        raise self.error(t, self.mismatch(want, e.type))
+
+    @staticmethod
+    def mismatch(want: ir.Type, got: ir.Type) -> str:
+        msg = f"type mismatch: expected {type_str(want)}, got {type_str(got)}"
+        if isinstance(want, ir.BitType) and isinstance(got, ir.BitType | ir.BoolType) or (
+            isinstance(want, ir.BoolType) and isinstance(got, ir.BitType)
+        ):
+            msg += f" (use an explicit cast: ({type_str(want)}) ...)"
+        return msg
+
+    def expr(self, t: Any, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        kind = t.data
+        handler = getattr(self, "e_" + kind, None)
+        if handler is None:
+            raise self.error(t, f"unsupported expression: {kind.replace('_', ' ')}")
+        return handler(t, ctx, want)
+
+    def e_int_lit(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        value, typ = parse_int(str(t.children[0]))
+        if isinstance(typ, ir.BitType):
+            if value >= (1 << typ.width):
+                raise self.error(t, f"value {value} does not fit in {type_str(typ)}")
+            return ir.Const(typ, value, self.pos(t))
+        return ir.Const(typ, value, self.pos(t))
+
+    def e_true_lit(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        return ir.Const(ir.BoolType(), True, self.pos(t))
+
+    def e_false_lit(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        return ir.Const(ir.BoolType(), False, self.pos(t))
+
+    def e_string_lit(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        return ir.StringLit(str(t.children[0])[1:-1], ir.StringType(), self.pos(t))
+
+    def e_name_ref(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        name = str(t.children[0])
+        found = ctx.scope.lookup(name)
+        if found is None:
+            if name in self.functions:
+                raise self.error(t, f"{name} is a function: call it with ()")
+            raise self.error(t, f"{name}: undeclared name")
+        if isinstance(found, ir.Var):
+            return ir.Var(found.name, found.type, found.kind, found.direction, self.pos(t))
+        if isinstance(found, ir.Const):
+            return ir.Const(found.type, found.value, self.pos(t))
+        if isinstance(found, ir.EnumValue | ir.ErrorValue):
+            return found
+        what = {TableInfo: "a table", ActionInfo: "an action", InstanceInfo: "an extern instance"}.get(type(found))
+        raise self.error(t, f"{name} is {what or 'not a value'} and cannot be used as a value here")
+
+    def e_dot_name_ref(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        return self.e_name_ref(t, Context(self.globals, ctx.block, ctx.in_apply), want)
+
+    def e_type_member(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        tname, member = str(t.children[0]), str(t.children[1])
+        typ = self.types.get(tname)
+        if isinstance(typ, ir.EnumType):
+            decl = self.enums[tname]
+            for m, v in decl.members:
+                if m == member:
+                    return ir.EnumValue(typ, m, v, self.pos(t))
+            raise self.error(t.children[1], f"{tname}.{member}: no such enum member")
+        raise self.error(t, f"{tname}.{member}: {tname} is not an enum")
+
+    def e_error_member(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        name = str(t.children[0])
+        if name not in self.errors:
+            raise self.error(t.children[0], f"error.{name}: no such error")
+        return ir.ErrorValue(name, ir.ErrorType(), self.pos(t))
+
+    def e_ctor_call(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        raise self.error(t, f"unsupported: instantiating {t.children[0]} in an expression")
+
+    def e_list_expr(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        items = t.children[0].children if t.children[0] is not None else []
+        elems = tuple(self.expr(i, ctx, None) for i in items)
+        for e, i in zip(elems, items, strict=True):
+            if isinstance(e.type, ir.InfIntType):
+                raise self.error(i, "list elements need a width: write 8w5 or cast the constant")
+        return ir.ListExpr(elems, ir.TupleType(tuple(e.type for e in elems)), self.pos(t))
+
+    def e_member(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        base_t, name_tok = t.children
+        name = str(name_tok)
+        if base_t.data == "call":
+            base = self.call(base_t, ctx, statement=False)
+            if isinstance(base, ir.TableApply):
+                if name in ("hit", "miss"):
+                    return ir.ApplyResultMember(base, name, ir.BoolType(), self.pos(t))
+                if name == "action_run":
+                    return ir.ApplyResultMember(base, name, ir.ActionEnumType(base.table), self.pos(t))
+                raise self.error(name_tok, f"{name}: table.apply() has only hit, miss and action_run")
+            raise self.error(name_tok, f"{name}: no such member of {type_str(base.type)}")
+        base = self.expr(base_t, ctx, None)
+        typ = base.type
+        if isinstance(typ, ir.HeaderType | ir.StructType):
+            decl = self.headers[typ.name] if isinstance(typ, ir.HeaderType) else self.structs[typ.name]
+            for f in decl.fields:
+                if f.name == name:
+                    return ir.Member(base, name, f.type, self.pos(t))
+            raise self.error(name_tok, f"{name}: no field {name} in {typ.name}")
+        if isinstance(typ, ir.StackType):
+            if name in ("next", "last", "lastIndex"):
+                raise self.error(name_tok, f"unsupported: header stack .{name}")
+            if name == "size":
+                return ir.Const(ir.BitType(32), typ.size, self.pos(t))
+        raise self.error(name_tok, f"{name}: {source_text(base_t)} of type {type_str(typ)} has no member {name}")
+
+    def e_index(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        base = self.expr(t.children[0], ctx, None)
+        if not isinstance(base.type, ir.StackType):
+            raise self.error(t, f"{source_text(t.children[0])} is not a header stack (for bits use [hi:lo])")
+        index = self.expr(t.children[1], ctx, ir.BitType(32))
+        if not isinstance(index, ir.Const):
+            raise self.error(t.children[1], "unsupported: header stack index must be a constant")
+        if not 0 <= int(index.value) < base.type.size:
+            raise self.error(t.children[1], f"index {index.value} out of range for {type_str(base.type)}")
+        return ir.StackIndex(base, index, base.type.element, self.pos(t))
+
+    def e_slice(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        base = self.expr(t.children[0], ctx, None)
+        hi, lo = self.const_int(t.children[1]), self.const_int(t.children[2])
+        if isinstance(base, ir.Const) and isinstance(base.type, ir.InfIntType):
+            return ir.Const(ir.BitType(hi - lo + 1), (int(base.value) >> lo) & ((1 << (hi - lo + 1)) - 1),
+                            self.pos(t))
+        if not isinstance(base.type, ir.BitType):
+            raise self.error(t, f"cannot slice a value of type {type_str(base.type)}")
+        if not (0 <= lo <= hi < base.type.width):
+            raise self.error(t, f"slice [{hi}:{lo}] out of range for {type_str(base.type)}")
+        if isinstance(base, ir.Const):
+            return ir.Const(ir.BitType(hi - lo + 1), (int(base.value) >> lo) & ((1 << (hi - lo + 1)) - 1),
+                            self.pos(t))
+        return ir.Slice(base, hi, lo, ir.BitType(hi - lo + 1), self.pos(t))
+
+    def e_cast(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        typ = self.resolve_type(t.children[0])
+        e = self.expr(t.children[1], ctx, typ)
+        src = e.type
+        if src == typ:
+            return e
+        ok = False
+        if isinstance(typ, ir.BitType):
+            ok = isinstance(src, ir.BitType | ir.InfIntType) or (src == ir.BoolType() and typ.width == 1) or (
+                isinstance(src, ir.EnumType) and src.underlying is not None)
+        elif isinstance(typ, ir.BoolType):
+            ok = src == ir.BitType(1) or (isinstance(e, ir.Const) and isinstance(src, ir.InfIntType)
+                                          and e.value in (0, 1))
+        elif isinstance(typ, ir.EnumType) and typ.underlying is not None:
+            ok = isinstance(src, ir.BitType | ir.InfIntType)
+        if not ok:
+            raise self.error(t, f"cannot cast {type_str(src)} to {type_str(typ)}")
+        if isinstance(e, ir.Const) and isinstance(typ, ir.BitType):
+            return ir.Const(typ, fit(self.int_value(e), typ), self.pos(t))
+        if isinstance(e, ir.Const) and isinstance(typ, ir.BoolType):
+            return ir.Const(typ, bool(e.value), self.pos(t))
+        return ir.Cast(typ, e, self.pos(t))
+
+    @staticmethod
+    def int_value(e: ir.Const) -> int:
+        if isinstance(e.type, ir.BitType):
+            return signed_value(int(e.value), e.type)
+        return int(e.value)
+
+    def e_not_op(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        e = self.expect_bool(self.expr(t.children[-1], ctx, ir.BoolType()), t.children[-1], "operand of !")
+        if isinstance(e, ir.Const):
+            return ir.Const(ir.BoolType(), not e.value, self.pos(t))
+        return ir.Unary("!", e, ir.BoolType(), self.pos(t))
+
+    def e_compl_op(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        e = self.expr(t.children[-1], ctx, want)
+        if isinstance(e.type, ir.InfIntType) and isinstance(want, ir.BitType):
+            e = self.coerce(e, want, t)
+        if not isinstance(e.type, ir.BitType):
+            raise self.error(t, f"~ needs a bit<W> or int<W> operand, not {type_str(e.type)}")
+        if isinstance(e, ir.Const):
+            return ir.Const(e.type, fit(~int(e.value), e.type), self.pos(t))
+        return ir.Unary("~", e, e.type, self.pos(t))
+
+    def e_neg_op(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        e = self.expr(t.children[-1], ctx, want)
+        if isinstance(e, ir.Const) and isinstance(e.type, ir.InfIntType):
+            return ir.Const(e.type, -int(e.value), self.pos(t))
+        if not isinstance(e.type, ir.BitType):
+            raise self.error(t, f"unary - needs a numeric operand, not {type_str(e.type)}")
+        if isinstance(e, ir.Const):
+            return ir.Const(e.type, fit(-int(e.value), e.type), self.pos(t))
+        return ir.Unary("-", e, e.type, self.pos(t))
+
+    def e_plus_op(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        return self.expr(t.children[-1], ctx, want)
+
+    def e_mux(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        c_t, a_t, b_t = t.children
+        cond = self.expect_bool(self.expr(c_t, ctx, ir.BoolType()), c_t, "condition of ?:")
+        a = self.expr(a_t, ctx, want)
+        b = self.expr(b_t, ctx, want if not isinstance(a.type, ir.InfIntType) else want)
+        a, b = self.unify(a, b, a_t, b_t, "?:")
+        if isinstance(a.type, ir.InfIntType) and not isinstance(cond, ir.Const):
+            raise self.error(t, "the branches of ?: need a width: cast one of the constants")
+        if isinstance(cond, ir.Const):
+            return a if cond.value else b
+        return ir.Mux(cond, a, b, a.type, self.pos(t))
+
+    def unify(self, a: ir.Expr, b: ir.Expr, a_t: Any, b_t: Any, op: str) -> tuple[ir.Expr, ir.Expr]:
+        if a.type == b.type:
+            return a, b
+        if isinstance(a.type, ir.InfIntType):
+            return self.coerce(a, b.type, a_t), b
+        if isinstance(b.type, ir.InfIntType):
+            return a, self.coerce(b, a.type, b_t)
+        raise self.error(
+            b_t, f"{op}: operands have different types {type_str(a.type)} and {type_str(b.type)}"
+            + (" (use an explicit cast)" if isinstance(a.type, ir.BitType | ir.BoolType)
+               and isinstance(b.type, ir.BitType | ir.BoolType) else ""),
+        )
+
+    def e_binop(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        a_t, op_tok, b_t = t.children
+        op = str(op_tok)
+        pos = self.pos(op_tok)
+        if op in LOGIC:
+            a = self.expect_bool(self.expr(a_t, ctx, ir.BoolType()), a_t, f"operand of {op}")
+            b = self.expect_bool(self.expr(b_t, ctx, ir.BoolType()), b_t, f"operand of {op}")
+            if isinstance(a, ir.Const) and isinstance(b, ir.Const):
+                value = (a.value and b.value) if op == "&&" else (a.value or b.value)
+                return ir.Const(ir.BoolType(), bool(value), pos)
+            return ir.Binary(op, a, b, ir.BoolType(), pos)
+        operand_want = want if op in ARITH | BITWISE else None
+        a = self.expr(a_t, ctx, operand_want)
+        if op in SHIFT:
+            b = self.expr(b_t, ctx, None)
+            if isinstance(b.type, ir.BitType) and b.type.signed or (isinstance(b, ir.Const) and
+                                                                    isinstance(b.type, ir.InfIntType)
+                                                                    and int(b.value) < 0):
+                raise self.error(b_t, "shift amount must be unsigned")
+            if not isinstance(b.type, ir.BitType | ir.InfIntType):
+                raise self.error(b_t, f"shift amount must be a number, not {type_str(b.type)}")
+            if isinstance(a.type, ir.InfIntType) and isinstance(want, ir.BitType):
+                a = self.coerce(a, want, a_t)
+            if isinstance(a.type, ir.InfIntType) and not (isinstance(a, ir.Const) and isinstance(b, ir.Const)):
+                raise self.error(a_t, "shifting an int constant by a variable needs a width: cast the constant")
+            if not isinstance(a.type, ir.BitType | ir.InfIntType):
+                raise self.error(a_t, f"cannot shift a value of type {type_str(a.type)}")
+            if isinstance(a, ir.Const) and isinstance(b, ir.Const):
+                return self.fold(op, a, b, a.type, pos)
+            return ir.Binary(op, a, b, a.type, pos)
+        b = self.expr(b_t, ctx, a.type if not isinstance(a.type, ir.InfIntType) else operand_want)
+        if isinstance(a.type, ir.InfIntType) and not isinstance(b.type, ir.InfIntType):
+            a = self.coerce(a, b.type, a_t)
+        if op == "++":
+            for e, et in ((a, a_t), (b, b_t)):
+                if not isinstance(e.type, ir.BitType):
+                    raise self.error(et, f"++ needs bit<W> or int<W> operands, not {type_str(e.type)}")
+            assert isinstance(a.type, ir.BitType) and isinstance(b.type, ir.BitType)
+            typ = ir.BitType(a.type.width + b.type.width, a.type.signed)
+            if isinstance(a, ir.Const) and isinstance(b, ir.Const):
+                return ir.Const(typ, (int(a.value) << b.type.width) | int(b.value), pos)
+            return ir.Binary(op, a, b, typ, pos)
+        a, b = self.unify(a, b, a_t, b_t, op)
+        typ = a.type
+        if op in EQUALITY:
+            if not isinstance(typ, ir.BitType | ir.InfIntType | ir.BoolType | ir.EnumType | ir.ErrorType):
+                raise self.error(t, f"{op} is not defined on {type_str(typ)}")
+            if is_const(a) and is_const(b):
+                return ir.Const(ir.BoolType(), (a == b or self.same_const(a, b)) == (op == "=="), pos)
+            return ir.Binary(op, a, b, ir.BoolType(), pos)
+        if not isinstance(typ, ir.BitType | ir.InfIntType):
+            raise self.error(t, f"{op} is not defined on {type_str(typ)}")
+        if op in ORDER:
+            if isinstance(a, ir.Const) and isinstance(b, ir.Const):
+                x, y = self.int_value(a), self.int_value(b)
+                value = {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op]
+                return ir.Const(ir.BoolType(), value, pos)
+            return ir.Binary(op, a, b, ir.BoolType(), pos)
+        if op in ("/", "%"):
+            if not (isinstance(b, ir.Const) and int(b.value) > 0):
+                raise self.error(b_t, f"unsupported: {op} by a non-constant or zero divisor")
+            if isinstance(typ, ir.BitType) and typ.signed:
+                raise self.error(t, f"unsupported: {op} on signed values")
+        if isinstance(a, ir.Const) and isinstance(b, ir.Const):
+            return self.fold(op, a, b, typ, pos)
+        return ir.Binary(op, a, b, typ, pos)
+
+    @staticmethod
+    def same_const(a: ir.Expr, b: ir.Expr) -> bool:
+        return getattr(a, "value", None) == getattr(b, "value", None) and a.type == b.type and (
+            getattr(a, "member", None) == getattr(b, "member", None)
+            and getattr(a, "name", None) == getattr(b, "name", None)
+        )
+
+    def fold(self, op: str, a: ir.Const, b: ir.Const, typ: ir.Type, pos: ir.Pos) -> ir.Const:
+        x, y = self.int_value(a), self.int_value(b)
+        if op in ("|+|", "|-|") and isinstance(typ, ir.BitType):
+            r = x + y if op == "|+|" else x - y
+            lo, hi = ((-(1 << (typ.width - 1)), (1 << (typ.width - 1)) - 1) if typ.signed
+                      else (0, (1 << typ.width) - 1))
+            r = min(max(r, lo), hi)
+        else:
+            r = {
+                "+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y,
+                "/": lambda: x // y, "%": lambda: x % y, "&": lambda: x & y, "|": lambda: x | y,
+                "^": lambda: x ^ y, "<<": lambda: x << y, ">>": lambda: x >> y,
+                "|+|": lambda: x + y, "|-|": lambda: x - y,
+            }[op]()
+        if isinstance(typ, ir.BitType):
+            return ir.Const(typ, fit(r, typ), pos)
+        return ir.Const(typ, r, pos)
+
+    def e_call(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        call = self.call(t, ctx, statement=False)
+        if isinstance(call.type, ir.VoidType):
+            raise self.error(t, f"{source_text(t.children[0])} returns no value")
+        return call
+
+    # ------------------------------------------------------------ calls
+
+    def call(self, t: Tree, ctx: Context, *, statement: bool) -> ir.Expr:
+        callee, args_tree = t.children
+        arg_trees = list(args_tree.children) if args_tree is not None else []
+        pos = self.pos(t)
+        if callee.data == "member":
+            target_t, mname_tok = callee.children
+            mname = str(mname_tok)
+            target = self.callee_target(target_t, ctx)
+            if isinstance(target, TableInfo):
+                if mname != "apply":
+                    raise self.error(mname_tok, f"{mname}: tables have only apply()")
+                if arg_trees:
+                    raise self.error(t, "apply() takes no arguments")
+                if not ctx.in_apply:
+                    where = {"action": "an action", "parser": "a parser"}.get(ctx.block, "here")
+                    raise self.error(t, f"{target.name}.apply() cannot be called from {where}")
+                return ir.TableApply(target.fq_name, ir.ApplyResultType(target.fq_name), pos)
+            if isinstance(target, InstanceInfo):
+                return self.extern_method(target.decl, mname, mname_tok, arg_trees, t, ctx)
+            if isinstance(target, ir.Expr):
+                return self.value_method(target, target_t, mname, mname_tok, arg_trees, t, ctx)
+            raise self.error(target_t, f"{source_text(target_t)} has no methods")
+        if callee.data in ("name_ref", "dot_name_ref"):
+            name = str(callee.children[0])
+            scope = self.globals if callee.data == "dot_name_ref" else ctx.scope
+            found = scope.lookup(name)
+            if isinstance(found, ActionInfo):
+                if ctx.block == "parser":
+                    raise self.error(t, f"actions cannot be called from a parser ({name})")
+                return self.action_call(found, arg_trees, t, ctx)
+            if found is None and name in self.functions:
+                return self.function_call(name, arg_trees, t, ctx)
+            if found is None:
+                raise self.error(callee, f"{name}: undeclared name")
+            raise self.error(callee, f"{name} is not callable")
+        raise self.error(t, f"unsupported call of {source_text(callee)}")
+
+    def callee_target(self, target_t: Tree, ctx: Context) -> Any:
+        if target_t.data == "name_ref":
+            found = ctx.scope.lookup(str(target_t.children[0]))
+            if isinstance(found, TableInfo | InstanceInfo):
+                return found
+        return self.expr(target_t, ctx, None)
+
+    def args(self, params: Sequence[ir.Param], arg_trees: Sequence[Any], t: Tree, ctx: Context, what: str,
+             binding: dict[str, ir.Type]) -> tuple[tuple[ir.Expr, ...], tuple[str, ...]]:
+        if len(params) != len(arg_trees):
+            raise self.error(t, f"{what}: expects {len(params)} arguments, got {len(arg_trees)}")
+        out: list[ir.Expr] = []
+        for p, a in zip(params, arg_trees, strict=True):
+            if isinstance(a, Tree) and a.data == "dontcare_arg":
+                raise self.error(a, "unsupported: don't-care arguments (_)")
+            ptype = self.subst(p.type, binding)
+            e = self.expr(a, ctx, None if isinstance(ptype, ir.TypeVar) else ptype)
+            if isinstance(ptype, ir.TypeVar):
+                bound = binding.get(ptype.name)
+                if bound is None:
+                    binding[ptype.name] = e.type
+                else:
+                    e = self.coerce(e, bound, a)
+            else:
+                try:
+                    e = self.coerce(e, ptype, a)
+                except Fail:
+                    self.diagnostics[-1] = Diagnostic(
+                        self.pos(a), f"{what}: argument {p.name}: " + self.diagnostics[-1].message
+                    )
+                    raise
+            if p.direction in ("out", "inout"):
+                try:
+                    self.check_lvalue(e, a)
+                except Fail:
+                    self.diagnostics[-1] = Diagnostic(
+                        self.pos(a),
+                        f"{what}: argument {p.name} is '{p.direction}' and needs an l-value; "
+                        + self.diagnostics[-1].message,
+                    )
+                    raise
+            out.append(e)
+        return tuple(out), tuple(p.direction for p in params)
+
+    def extern_method(self, inst: ir.InstanceDecl, mname: str, mname_tok: Any, arg_trees: list[Any],
+                      t: Tree, ctx: Context) -> ir.Expr:
+        info = self.externs_info(inst.extern)
+        overloads = [m for m in info.methods.get(mname, []) if len(m.params) == len(arg_trees)]
+        if not overloads:
+            if mname not in info.methods:
+                raise self.error(mname_tok, f"{mname}: {inst.extern} has no method {mname}")
+            counts = sorted({len(m.params) for m in info.methods[mname]})
+            raise self.error(t, f"{inst.name}.{mname}: expects {' or '.join(map(str, counts))} arguments, "
+                                f"got {len(arg_trees)}")
+        if ctx.block == "global":
+            raise self.error(t, "extern methods cannot be called here")
+        m = overloads[0]
+        binding = dict(zip(info.type_params, inst.type_args, strict=False))
+        args, dirs = self.args(m.params, arg_trees, t, ctx, f"{inst.name}.{mname}", binding)
+        ret = self.subst(m.return_type, binding)
+        return ir.ExternMethodCall(inst.fq_name, inst.extern, mname, args, dirs, ret,
+                                   tuple(binding.get(p, ir.VoidType()) for p in m.type_params), self.pos(t))
+
+    def value_method(self, target: ir.Expr, target_t: Any, mname: str, mname_tok: Any, arg_trees: list[Any],
+                     t: Tree, ctx: Context) -> ir.Expr:
+        typ = target.type
+        pos = self.pos(t)
+        if isinstance(typ, ir.HeaderType):
+            if mname in ("isValid", "setValid", "setInvalid"):
+                if arg_trees:
+                    raise self.error(t, f"{mname}() takes no arguments")
+                if mname != "isValid":
+                    self.check_lvalue(target, target_t)
+                rtype: ir.Type = ir.BoolType() if mname == "isValid" else ir.VoidType()
+                return ir.HeaderMethod(target, mname, rtype, pos)
+            raise self.error(mname_tok, f"{mname}: headers have isValid, setValid and setInvalid")
+        if isinstance(typ, ir.StackType):
+            raise self.error(mname_tok, f"unsupported: header stack method {mname}")
+        if isinstance(typ, ir.ExternType) and isinstance(target, ir.Var):
+            if typ.name == "packet_in" and mname == "extract":
+                if ctx.block != "parser":
+                    raise self.error(t, "extract is only allowed in parsers")
+                if len(arg_trees) != 1:
+                    raise self.error(t, "unsupported: extract with a variable size")
+                hdr = self.expr(arg_trees[0], ctx, None)
+                if not isinstance(hdr.type, ir.HeaderType):
+                    raise self.error(arg_trees[0], f"extract needs a header, not {type_str(hdr.type)}")
+                self.check_lvalue(hdr, arg_trees[0])
+                return ir.Extract(target.name, hdr, ir.VoidType(), pos)
+            if typ.name == "packet_out" and mname == "emit":
+                if len(arg_trees) != 1:
+                    raise self.error(t, f"emit expects 1 argument, got {len(arg_trees)}")
+                hdr = self.expr(arg_trees[0], ctx, None)
+                if not isinstance(hdr.type, ir.HeaderType | ir.StructType | ir.StackType):
+                    raise self.error(arg_trees[0], f"emit needs a header or struct, not {type_str(hdr.type)}")
+                return ir.Emit(target.name, hdr, ir.VoidType(), pos)
+            info = self.types.get(typ.name)
+            if isinstance(info, ExternInfo) and mname in info.methods:
+                raise self.error(mname_tok, f"unsupported: {typ.name}.{mname}")
+        raise self.error(mname_tok, f"{mname}: {source_text(target_t)} of type {type_str(typ)} has no method {mname}")
+
+    def action_call(self, info: ActionInfo, arg_trees: list[Any], t: Tree, ctx: Context) -> ir.Expr:
+        args, dirs = self.args(info.params, arg_trees, t, ctx, info.name, {})
+        return ir.ActionCall(info.fq_name, args, dirs, ir.VoidType(), self.pos(t))
+
+    def function_call(self, name: str, arg_trees: list[Any], t: Tree, ctx: Context) -> ir.Expr:
+        overloads = [f for f in self.functions[name] if len(f.params) == len(arg_trees)]
+        if not overloads:
+            counts = sorted({len(f.params) for f in self.functions[name]})
+            raise self.error(t, f"{name}: expects {' or '.join(map(str, counts))} arguments, got {len(arg_trees)}")
+        if ctx.block == "global":
+            raise self.error(t, f"{name} cannot be called here")
+        f = overloads[0]
+        binding: dict[str, ir.Type] = {}
+        args, dirs = self.args(f.params, arg_trees, t, ctx, name, binding)
+        return ir.ExternFunctionCall(name, args, dirs, self.subst(f.return_type, binding),
+                                     tuple(binding.get(p, ir.VoidType()) for p in f.type_params), self.pos(t))
