@@ -36,7 +36,8 @@ $(VENV)/.installed: pyproject.toml
 	@[ -x $(PY) ] || $(PYTHON_BASE) -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev,torch]'
+	@# compat mode: the checkout itself goes on sys.path, so packages added later import at once.
+	$(PY) -m pip install -q -e '.[dev,torch]' --config-settings editable_mode=compat
 	@touch $@
 
 build: install

@@ -36,7 +36,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE[,FILE]",
         help="P4Info output(s); the format follows the extension: .txt/.txtpb (text), .bin (binary), .json",
     )
-    parser.add_argument("-I", dest="includes", action="append", default=[], metavar="DIR", help="include path")
+    parser.add_argument(
+        "-I", dest="includes", action="append", default=[], metavar="DIR", help="include path"
+    )
     parser.add_argument(
         "-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]", help="preprocessor define"
     )
@@ -62,7 +64,10 @@ def _write_p4info(info: p4i.P4Info, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.arch != "v1model":
-        print(f"p4reduce-p4c: error: architecture {args.arch!r} is not supported (v1model only)", file=sys.stderr)
+        print(
+            f"p4reduce-p4c: error: architecture {args.arch!r} is not supported (v1model only)",
+            file=sys.stderr,
+        )
         return 2
     source = Path(args.source)
     if not source.is_file():
