@@ -38,6 +38,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q torch==2.13.0
 	@# compat mode: the checkout itself goes on sys.path, so packages added later import at once.
 	$(PY) -m pip install -q -e '.[dev,torch]' --config-settings editable_mode=compat
+	@# p4runtime-shell pins protobuf < 3.21: its own venv, for `p4reduce-ctl shell` and the interop tests.
+	bash scripts/p4runtime-shell.sh >/dev/null
 	@touch $@
 
 build: install

@@ -1,0 +1,404 @@
+"""The P4Runtime server of the embedded switch (behaves like simple_switch_grpc's).
+
+Conformance choices, all as PI (the server inside simple_switch_grpc) does
+unless noted (docs/softswitch.md has the full table):
+
+- A Write applies its updates in order (CONTINUE_ON_ERROR). If any update
+  fails the RPC fails with UNKNOWN and `grpc-status-details-bin` carries a
+  google.rpc.Status whose details hold one p4.v1.Error per update, in
+  order, OK ones with canonical_code 0. ROLLBACK_ON_ERROR and
+  DATAPLANE_ATOMIC are UNIMPLEMENTED.
+- Problems with the request as a whole are the RPC's status: wrong device
+  id NOT_FOUND, not the primary (or a stale election id)
+  PERMISSION_DENIED, no pipeline FAILED_PRECONDITION, non-default role
+  UNIMPLEMENTED.
+- RECONCILE_AND_COMMIT keeps the state that still fits the new P4Info
+  (see `p4runtime_reconcile`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from dataclasses import dataclass
+
+import grpc
+from finsy.proto import p4i, p4r, p4r_grpc, rpc_status
+from google.protobuf import any_pb2
+
+from softswitch.dataplane import Dataplane, Pipeline
+from softswitch.p4runtime_arbitration import Abort, Arbitration, Client, election_id
+from softswitch.p4runtime_codec import decode, encode
+from softswitch.p4runtime_entities import EntityStore
+from softswitch.p4runtime_errors import P4RuntimeError, invalid, not_found, permission_denied, unimplemented
+from softswitch.p4runtime_reconcile import reconcile
+from softswitch.p4runtime_schema import Bits, Schema
+
+API_VERSION = "1.4.1"
+READ_CHUNK = 1000
+MAX_MESSAGE = 256 * 1024 * 1024
+NO_PIPELINE = "No forwarding pipeline config set for this device"
+
+PipelineLoader = Callable[[p4i.P4Info, bytes], Pipeline]
+log = logging.getLogger("softswitch.p4runtime")
+Action = p4r.SetForwardingPipelineConfigRequest
+
+
+@dataclass
+class Forwarding:
+    """A verified pipeline with what the client pushed to get it."""
+
+    config: p4r.ForwardingPipelineConfig
+    pipeline: Pipeline
+    store: EntityStore
+
+
+class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
+    """P4Runtime for one device: the data plane's pipeline and its state."""
+
+    def __init__(self, device_id: int, dataplane: Dataplane, loader: PipelineLoader) -> None:
+        self.device_id = device_id
+        self.dataplane = dataplane
+        self.loader = loader
+        self.arbitration = Arbitration(device_id)
+        self.current: Forwarding | None = None
+        self.saved: Forwarding | None = None
+        self._config_lock = threading.Lock()
+        dataplane.packet_in = self._packet_in
+
+    # ----------------------------------------------------------- pipeline
+    def install(self, config: p4r.ForwardingPipelineConfig) -> None:
+        """Verify and commit a pipeline (the daemon's program given on the command line)."""
+        with self._config_lock:
+            self._commit(self._verify(config), reconcile_state=False)
+
+    def _verify(self, config: p4r.ForwardingPipelineConfig) -> Forwarding:
+        if not config.HasField("p4info"):
+            raise invalid("the forwarding pipeline config has no P4Info")
+        schema = Schema.from_p4info(config.p4info)
+        try:
+            pipeline = self.loader(config.p4info, config.p4_device_config)
+        except P4RuntimeError:
+            raise
+        except Exception as error:  # the loader's own validation, whatever it raises
+            raise invalid(f"invalid device config: {error}") from None
+        return Forwarding(config, pipeline, EntityStore(schema, pipeline.state))
+
+    def _commit(self, new: Forwarding, reconcile_state: bool) -> None:
+        with self.dataplane.lock:
+            if reconcile_state and self.current is not None:
+                for note in reconcile(self.current.store, new.store):
+                    log.info("reconcile: %s", note)
+            self.dataplane.pipeline = new.pipeline
+            self.current = new
+        log.info("pipeline committed: %s", _describe(new.config))
+
+    def SetForwardingPipelineConfig(  # noqa: N802 - gRPC method name
+        self, request: p4r.SetForwardingPipelineConfigRequest, context: grpc.ServicerContext
+    ) -> p4r.SetForwardingPipelineConfigResponse:
+        with _status(context):
+            self._check_device(request.device_id)
+            self._check_role(request.role, request.role_id)
+            self._check_primary(request)
+            with self._config_lock:
+                action = request.action
+                if action == Action.VERIFY:
+                    self._verify(request.config)
+                elif action == Action.VERIFY_AND_SAVE:
+                    self.saved = self._verify(request.config)
+                elif action in (Action.VERIFY_AND_COMMIT, Action.RECONCILE_AND_COMMIT):
+                    new = self._verify(request.config)
+                    self._commit(new, reconcile_state=action == Action.RECONCILE_AND_COMMIT)
+                    self.saved = None
+                elif action == Action.COMMIT:
+                    if self.saved is None:
+                        raise P4RuntimeError(
+                            grpc.StatusCode.FAILED_PRECONDITION,
+                            "COMMIT without a config saved by VERIFY_AND_SAVE",
+                        )
+                    self._commit(self.saved, reconcile_state=False)
+                    self.saved = None
+                else:
+                    raise invalid(
+                        "action must be VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT "
+                        "or RECONCILE_AND_COMMIT"
+                    )
+        return p4r.SetForwardingPipelineConfigResponse()
+
+    def GetForwardingPipelineConfig(  # noqa: N802 - gRPC method name
+        self, request: p4r.GetForwardingPipelineConfigRequest, context: grpc.ServicerContext
+    ) -> p4r.GetForwardingPipelineConfigResponse:
+        with _status(context):
+            self._check_device(request.device_id)
+            config = self._forwarding().config
+            kind = request.response_type
+            out = p4r.ForwardingPipelineConfig()
+            if config.HasField("cookie"):
+                out.cookie.CopyFrom(config.cookie)
+            Kind = p4r.GetForwardingPipelineConfigRequest
+            if kind in (Kind.ALL, Kind.P4INFO_AND_COOKIE):
+                out.p4info.CopyFrom(config.p4info)
+            if kind in (Kind.ALL, Kind.DEVICE_CONFIG_AND_COOKIE):
+                out.p4_device_config = config.p4_device_config
+            if kind not in Kind.ResponseType.values():
+                raise invalid(f"unknown response_type {kind}")
+            return p4r.GetForwardingPipelineConfigResponse(config=out)
+        return p4r.GetForwardingPipelineConfigResponse()  # not reached: _status aborted
+
+    def Capabilities(  # noqa: N802 - gRPC method name
+        self, request: p4r.CapabilitiesRequest, context: grpc.ServicerContext
+    ) -> p4r.CapabilitiesResponse:
+        return p4r.CapabilitiesResponse(p4runtime_api_version=API_VERSION)
+
+    # -------------------------------------------------------- write / read
+    def Write(  # noqa: N802 - gRPC method name
+        self, request: p4r.WriteRequest, context: grpc.ServicerContext
+    ) -> p4r.WriteResponse:
+        with _status(context):
+            self._check_device(request.device_id)
+            self._check_role(request.role, request.role_id)
+            self._check_primary(request)
+            if request.atomicity != p4r.WriteRequest.CONTINUE_ON_ERROR:
+                raise unimplemented("only CONTINUE_ON_ERROR atomicity is supported")
+            errors: list[P4RuntimeError | None] = []
+            # The config lock keeps a concurrent pipeline change from losing this batch.
+            with self._config_lock, self.dataplane.lock:
+                store = self._forwarding().store
+                for update in request.updates:
+                    try:
+                        store.write(update)
+                        errors.append(None)
+                    except P4RuntimeError as error:
+                        errors.append(error)
+            failed = [e for e in errors if e is not None]
+            if failed:
+                for error in failed:
+                    log.info("write refused: %s %s", error.code.name, error.message)
+                _abort_batch(context, errors)
+        return p4r.WriteResponse()
+
+    def Read(  # noqa: N802 - gRPC method name
+        self, request: p4r.ReadRequest, context: grpc.ServicerContext
+    ) -> Iterator[p4r.ReadResponse]:
+        entities: list[p4r.Entity] = []
+        with _status(context):
+            self._check_device(request.device_id)
+            self._check_role(request.role, 0)
+            store = self._forwarding().store
+            with self.dataplane.lock:
+                for entity in request.entities:
+                    entities.extend(store.read(entity))
+        if not entities:
+            yield p4r.ReadResponse()
+        for start in range(0, len(entities), READ_CHUNK):
+            yield p4r.ReadResponse(entities=entities[start : start + READ_CHUNK])
+
+    # ------------------------------------------------------------- stream
+    def StreamChannel(  # noqa: N802 - gRPC method name
+        self, request_iterator: Iterator[p4r.StreamMessageRequest], context: grpc.ServicerContext
+    ) -> Iterator[p4r.StreamMessageResponse]:
+        client = Client()
+        context.add_callback(lambda: client.send(None))
+        reader = threading.Thread(
+            target=self._read_stream, args=(client, request_iterator), name="p4rt-stream", daemon=True
+        )
+        reader.start()
+        try:
+            while True:
+                item = client.outbox.get()
+                if item is None:
+                    return
+                if isinstance(item, Abort):
+                    context.abort(item.code, item.message)
+                yield item
+        finally:
+            self.arbitration.remove(client)
+
+    def _read_stream(self, client: Client, requests: Iterator[p4r.StreamMessageRequest]) -> None:
+        try:
+            for request in requests:
+                which = request.WhichOneof("update")
+                if which == "arbitration":
+                    self.arbitration.update(client, request.arbitration)
+                elif which == "packet":
+                    self._packet_out(client, request.packet)
+                else:
+                    client.send(
+                        _stream_error(
+                            grpc.StatusCode.UNIMPLEMENTED,
+                            f"stream message {which or '(empty)'} is not supported",
+                        )
+                    )
+        except P4RuntimeError as error:
+            client.send(Abort(error.code, error.message))
+            return
+        except grpc.RpcError:
+            pass  # the client went away
+        except Exception:  # a server bug must end this stream, not leave it hanging
+            log.exception("StreamChannel request handling failed")
+            client.send(Abort(grpc.StatusCode.INTERNAL, "internal error; see the switch log"))
+            return
+        client.send(None)
+
+    def _packet_out(self, client: Client, packet: p4r.PacketOut) -> None:
+        error: P4RuntimeError | None = None
+        if self.arbitration.primary() is not client:
+            error = permission_denied("only the primary client may send PacketOut")
+        elif self.dataplane.cpu_port is None:
+            error = P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, "the switch has no --cpu-port")
+        else:
+            forwarding = self.current
+            try:
+                header = (
+                    b""
+                    if forwarding is None
+                    else _packet_out_header(forwarding.store.schema.packet_out, packet.metadata)
+                )
+            except P4RuntimeError as refused:
+                error = refused
+            else:
+                self.dataplane.inject(self.dataplane.cpu_port, header + packet.payload)
+                return
+        message = _stream_error(error.code, error.message)
+        message.error.packet_out.packet_out.CopyFrom(packet)
+        client.send(message)
+
+    def _packet_in(self, frame: bytes) -> None:
+        primary = self.arbitration.primary()
+        if primary is None:
+            self.dataplane.stats["dropped_packet_in_no_primary"] += 1
+            return
+        forwarding = self.current
+        fields = forwarding.store.schema.packet_in if forwarding is not None else ()
+        packet = p4r.PacketIn(payload=frame)
+        if fields:
+            width = sum(f.width for f in fields)
+            size = (width + 7) // 8
+            if len(frame) < size:
+                self.dataplane.stats["dropped_packet_in_short"] += 1
+                return
+            value = int.from_bytes(frame[:size], "big") >> (size * 8 - width)
+            shift = width
+            for field in fields:
+                shift -= field.width
+                packet.metadata.append(
+                    p4r.PacketMetadata(
+                        metadata_id=field.id, value=encode((value >> shift) & ((1 << field.width) - 1))
+                    )
+                )
+            packet.payload = frame[size:]
+        if not primary.send(p4r.StreamMessageResponse(packet=packet)):
+            self.dataplane.stats["dropped_packet_in_slow_client"] += 1
+
+    # ------------------------------------------------------------- checks
+    def _check_device(self, device_id: int) -> None:
+        if device_id != self.device_id:
+            raise not_found(f"device id {device_id} does not exist (this is device {self.device_id})")
+
+    @staticmethod
+    def _check_role(role: str, role_id: int) -> None:
+        if role or role_id:
+            raise unimplemented("only the default role is supported")
+
+    def _check_primary(self, request: p4r.WriteRequest | p4r.SetForwardingPipelineConfigRequest) -> None:
+        requested = election_id(request.election_id) if request.HasField("election_id") else None
+        if not self.arbitration.is_primary(requested):
+            raise permission_denied("Not primary: the election id is not the primary client's")
+
+    def _forwarding(self) -> Forwarding:
+        current = self.current
+        if current is None:
+            raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, NO_PIPELINE)
+        return current
+
+
+def serve(service: P4RuntimeService, address: str, workers: int = 32) -> grpc.Server:
+    """Start a gRPC server for the service; raises OSError when the address cannot be bound."""
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="p4rt"),
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE),
+            ("grpc.max_send_message_length", MAX_MESSAGE),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError:
+        bound = 0
+    if bound == 0:
+        raise OSError(f"cannot listen on {address} (in use, or not an address of this host)")
+    server.start()
+    return server
+
+
+# ======================================================================= helpers
+class _status:  # noqa: N801 - used as a statement: `with _status(context):`
+    """Turn a P4RuntimeError raised inside the block into the RPC's status."""
+
+    def __init__(self, context: grpc.ServicerContext) -> None:
+        self.context = context
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type | None, error: BaseException | None, tb: object) -> bool:
+        if isinstance(error, P4RuntimeError):
+            self.context.abort(error.code, error.message)
+        return False
+
+
+def _abort_batch(context: grpc.ServicerContext, errors: list[P4RuntimeError | None]) -> None:
+    details = []
+    for error in errors:
+        p4_error = (
+            p4r.Error(canonical_code=0)
+            if error is None
+            else p4r.Error(canonical_code=error.code.value[0], message=error.message)
+        )
+        packed = any_pb2.Any()
+        packed.Pack(p4_error)
+        details.append(packed)
+    failed = sum(e is not None for e in errors)
+    message = f"{failed} of {len(errors)} updates failed"
+    status = rpc_status.Status(code=grpc.StatusCode.UNKNOWN.value[0], message=message, details=details)
+    context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
+    context.abort(grpc.StatusCode.UNKNOWN, message)
+
+
+def _stream_error(code: grpc.StatusCode, message: str) -> p4r.StreamMessageResponse:
+    return p4r.StreamMessageResponse(error=p4r.StreamError(canonical_code=code.value[0], message=message))
+
+
+def _packet_out_header(fields: tuple[Bits, ...], metadata: list[p4r.PacketMetadata]) -> bytes:
+    """The packet_out header bytes the program parses in front of the payload."""
+    if not fields:
+        if metadata:
+            raise invalid("PacketOut has metadata but the program declares no packet_out header")
+        return b""
+    given = {}
+    for item in metadata:
+        if item.metadata_id in given:
+            raise invalid(f"PacketOut metadata id {item.metadata_id} given twice")
+        given[item.metadata_id] = item.value
+    value = 0
+    width = 0
+    for field in fields:
+        if field.id not in given:
+            raise invalid(f"PacketOut metadata {field.name} (id {field.id}) is missing")
+        value = (value << field.width) | decode(given.pop(field.id), field.width, f"PacketOut {field.name}")
+        width += field.width
+    if given:
+        raise invalid(f"PacketOut metadata ids {sorted(given)} are unknown")
+    size = (width + 7) // 8
+    return (value << (size * 8 - width)).to_bytes(size, "big")
+
+
+def _describe(config: p4r.ForwardingPipelineConfig) -> str:
+    info = config.p4info
+    name = info.pkg_info.name or "program"
+    cookie = f", cookie {config.cookie.cookie:#x}" if config.HasField("cookie") else ""
+    return f"{name} ({len(info.tables)} tables, {len(info.registers)} registers{cookie})"

@@ -1,0 +1,138 @@
+"""Primary/backup election among the StreamChannel clients of the default role.
+
+The rules follow P4Runtime and PI (the server inside simple_switch_grpc):
+the connected client with the highest election id is the primary; a client
+without an election id is a backup that can never become primary; two
+connected clients cannot share an election id (INVALID_ARGUMENT). When the
+primary changes every client is told, otherwise only the client that sent
+the update; the answer carries the primary's election id and the status OK
+(you are the primary), ALREADY_EXISTS (you are a backup) or NOT_FOUND (there
+is no primary, election id = the highest ever seen).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, field
+
+import grpc
+from finsy.proto import p4r, rpc_code, rpc_status
+
+from softswitch.p4runtime_errors import invalid, not_found, unimplemented
+
+OUTBOX_SIZE = 4096
+
+
+def election_id(msg: p4r.Uint128) -> int:
+    return (msg.high << 64) | msg.low
+
+
+def uint128(value: int) -> p4r.Uint128:
+    return p4r.Uint128(high=value >> 64, low=value & ((1 << 64) - 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Abort:
+    """Put into an outbox: end that client's stream with this status."""
+
+    code: grpc.StatusCode
+    message: str
+
+
+@dataclass(eq=False)
+class Client:
+    """One StreamChannel: its election id and the messages waiting to be sent to it."""
+
+    election_id: int | None = None
+    arbitrated: bool = False
+    outbox: queue.Queue[p4r.StreamMessageResponse | Abort | None] = field(
+        default_factory=lambda: queue.Queue(OUTBOX_SIZE)
+    )
+
+    def send(self, message: p4r.StreamMessageResponse | Abort | None) -> bool:
+        """Queue a message; False when the client is too slow and it was dropped."""
+        try:
+            self.outbox.put_nowait(message)
+        except queue.Full:
+            return False
+        return True
+
+
+class Arbitration:
+    """The set of arbitrated clients of one device and who is primary."""
+
+    def __init__(self, device_id: int) -> None:
+        self.device_id = device_id
+        self._lock = threading.Lock()
+        self._clients: list[Client] = []
+        self._highest_seen = 0
+
+    def primary(self) -> Client | None:
+        with self._lock:
+            return self._primary()
+
+    def _primary(self) -> Client | None:
+        candidates = [c for c in self._clients if c.election_id is not None]
+        return max(candidates, key=lambda c: c.election_id or 0, default=None)
+
+    def update(self, client: Client, msg: p4r.MasterArbitrationUpdate) -> None:
+        """Handle a client's MasterArbitrationUpdate; raises to end its stream."""
+        if msg.device_id != self.device_id:
+            raise not_found(f"device id {msg.device_id} does not exist (this is device {self.device_id})")
+        if msg.HasField("role") and (msg.role.name or msg.role.id):
+            raise unimplemented("only the default role is supported (leave role unset)")
+        new_id = election_id(msg.election_id) if msg.HasField("election_id") else None
+        with self._lock:
+            if new_id is not None and any(c.election_id == new_id for c in self._clients if c is not client):
+                raise invalid(f"Election id {new_id} already exists (used by another client)")
+            before = self._primary()
+            client.election_id = new_id
+            client.arbitrated = True
+            if client not in self._clients:
+                self._clients.append(client)
+            if new_id is not None:
+                self._highest_seen = max(self._highest_seen, new_id)
+            self._notify(before, client)
+
+    def remove(self, client: Client) -> None:
+        """A stream ended: forget the client, tell the others if the primary changed."""
+        with self._lock:
+            if client not in self._clients:
+                return
+            before = self._primary()
+            self._clients.remove(client)
+            self._notify(before, None)
+
+    def is_primary(self, request_election_id: int | None) -> bool:
+        """May a Write/SetForwardingPipelineConfig with this election id go ahead?
+
+        Like PI, a request without an election id is accepted while no client
+        is connected at all (handy for debugging with plain gRPC tools).
+        """
+        with self._lock:
+            primary = self._primary()
+            if primary is None:
+                return not self._clients and not request_election_id
+            return request_election_id == primary.election_id
+
+    def _notify(self, before: Client | None, sender: Client | None) -> None:
+        primary = self._primary()
+        targets = self._clients if primary is not before else [c for c in self._clients if c is sender]
+        for client in targets:
+            client.send(self._message(client, primary))
+
+    def _message(self, client: Client, primary: Client | None) -> p4r.StreamMessageResponse:
+        if primary is None:
+            status = rpc_status.Status(code=rpc_code.NOT_FOUND, message="no primary")
+            eid = self._highest_seen
+        elif primary is client:
+            status = rpc_status.Status(code=rpc_code.OK, message="you are the primary")
+            eid = primary.election_id or 0
+        else:
+            status = rpc_status.Status(code=rpc_code.ALREADY_EXISTS, message="you are a backup")
+            eid = primary.election_id or 0
+        update = p4r.MasterArbitrationUpdate(
+            device_id=self.device_id, election_id=uint128(eid), status=status
+        )
+        return p4r.StreamMessageResponse(arbitration=update)

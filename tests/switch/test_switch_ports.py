@@ -1,0 +1,157 @@
+"""Ports, the packet loop's bookkeeping, fault injection and captures (no root needed)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import ICMP, IP, UDP
+from scapy.layers.l2 import ARP, Ether
+
+from softswitch.dataplane import Dataplane, Faults
+from softswitch.pcap import PcapDirectory, read_pcap
+from softswitch.ports import UdpPort, host_mac, ipv4_checksum, switch_mac
+from softswitch.state import RuntimeState
+
+
+class Echo:
+    """Sends every frame out of the port named by its first byte; byte 0xEE raises."""
+
+    state = RuntimeState()
+
+    def process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        if frame[0] == 0xEE:
+            raise RuntimeError("pipeline bug")
+        return [(frame[0], frame)]
+
+
+@pytest.fixture
+def udp_port() -> UdpPort:
+    port = UdpPort(4, "127.0.0.1", 0)
+    yield port
+    port.close()
+
+
+def test_macs_are_synthesized_without_collisions() -> None:
+    assert host_mac(bytes([127, 0, 0, 9])) == bytes.fromhex("02007f000009")
+    assert switch_mac(4) == bytes.fromhex("025052000004")
+    assert host_mac(bytes([80, 82, 0, 4])) != switch_mac(4)  # second byte 0x00 vs 0x50
+
+
+def test_ipv4_checksum_matches_scapy() -> None:
+    header = bytes(IP(src="10.1.2.3", dst="10.9.8.7", ttl=17, id=5, len=60))[:20]
+    zeroed = header[:10] + b"\x00\x00" + header[12:]
+    assert ipv4_checksum(zeroed) == int.from_bytes(header[10:12], "big")
+
+
+def test_a_datagram_becomes_an_ethernet_ipv4_udp_frame(udp_port: UdpPort) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as worker:
+        worker.bind(("127.0.0.3", 0))
+        sender_port = worker.getsockname()[1]
+        for i in range(3):
+            worker.sendto(bytes([i]) * 140, ("127.0.0.1", udp_port.udp_port))
+        frames: list[bytes] = []
+        while len(frames) < 3:
+            frames += udp_port.receive(64)
+    for i, raw in enumerate(frames):
+        frame = Ether(raw)
+        assert (frame.dst, frame.src) == ("02:50:52:00:00:04", "02:00:7f:00:00:03")
+        assert frame[IP].len == 20 + 8 + 140 and frame[IP].ttl == 64 and frame[IP].proto == 17
+        assert frame[UDP].sport == sender_port and frame[UDP].len == 148 and frame[UDP].chksum == 0
+        assert bytes(frame[UDP].payload) == bytes([i]) * 140
+    assert udp_port.receive(64) == []  # never blocks
+
+
+def test_ipv4_udp_frames_leave_as_datagrams_to_their_destination(udp_port: UdpPort) -> None:
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as a,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as b,
+    ):
+        a.bind(("127.0.0.5", 0))
+        b.bind(("127.0.0.6", 0))
+        a.settimeout(5)
+        b.settimeout(5)
+        # Two replicas of one result to two workers sharing the port; Ethernet padding is not payload.
+        for sock, text in ((a, b"to a"), (b, b"to b")):
+            ip, port = sock.getsockname()
+            assert udp_port.send(
+                bytes(Ether() / IP(dst=ip) / UDP(sport=20562, dport=port) / text) + b"\x00" * 8
+            )
+        assert a.recvfrom(100)[0] == b"to a"
+        assert b.recvfrom(100)[0] == b"to b"
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        bytes(Ether() / ARP()),
+        bytes(Ether() / IP(dst="127.0.0.1") / ICMP()),
+        bytes(Ether() / IP(dst="127.0.0.1") / UDP(dport=9))[:40],
+        b"",
+    ],
+    ids=["arp", "icmp", "truncated", "empty"],
+)
+def test_frames_that_are_not_ipv4_udp_cannot_leave_a_udp_port(udp_port: UdpPort, frame: bytes) -> None:
+    assert udp_port.send(frame) is False
+
+
+def test_the_packet_loop_counts_what_it_cannot_deliver(udp_port: UdpPort) -> None:
+    dataplane = Dataplane([udp_port], cpu_port=None)
+    dataplane.inject(4, b"\x04" + b"\x00" * 40)  # no pipeline yet
+    dataplane.pipeline = Echo()
+    dataplane.inject(4, b"\x09" + b"\x00" * 40)  # no port 9
+    dataplane.inject(4, b"\x04" + b"\x00" * 40)  # port 4 exists but this is no IPv4/UDP frame
+    dataplane.inject(4, b"\xee" + b"\x00" * 40)  # the pipeline raises: dropped, the switch lives on
+    assert dataplane.stats["dropped_no_pipeline"] == 1
+    assert dataplane.stats["dropped_no_port"] == 1
+    assert dataplane.stats["dropped_unsendable"] == 1
+    assert dataplane.stats["dropped_pipeline_error"] == 1
+
+
+def dropped_indices(seed: int, rate_in: float, rate_out: float) -> tuple[list[int], dict[str, int]]:
+    dataplane = Dataplane([], cpu_port=200, faults=Faults(rate_in, rate_out, seed))
+    dataplane.pipeline = Echo()
+    seen: list[int] = []
+    dataplane.packet_in = lambda frame: seen.append(frame[1])
+    for i in range(200):
+        dataplane.inject(1, bytes([200, i]))
+    return [i for i in range(200) if i not in seen], dict(dataplane.stats)
+
+
+def test_fault_injection_is_reproducible_with_a_seed() -> None:
+    first, stats = dropped_indices(42, 0.2, 0.1)
+    second, _ = dropped_indices(42, 0.2, 0.1)
+    other, _ = dropped_indices(43, 0.2, 0.1)
+    assert first == second and first != other
+    assert stats["dropped_fault_in"] + stats["dropped_fault_out"] == len(first)
+    assert 20 < stats["dropped_fault_in"] < 60 and 5 < stats["dropped_fault_out"] < 40
+    assert dropped_indices(1, 0.0, 0.0)[0] == []
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        Faults(-0.1)
+
+
+def test_captures_hold_every_frame_per_port_and_direction(tmp_path: Path, udp_port: UdpPort) -> None:
+    pcap = PcapDirectory(tmp_path)
+    dataplane = Dataplane([udp_port], faults=Faults(), pcap=pcap)
+    dataplane.pipeline = Echo()
+    stop = threading.Event()
+    loop = threading.Thread(target=dataplane.run, args=(stop,), daemon=True)
+    loop.start()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as worker:
+        worker.bind(("127.0.0.9", 0))
+        worker.settimeout(5)
+        # Echo sends a frame out of the port named by its first byte: port 2 (0x02 is the MAC's first byte).
+        worker.sendto(b"x" * 10, ("127.0.0.1", udp_port.udp_port))
+        for _ in range(100):
+            if dataplane.stats["rx"]:
+                break
+            stop.wait(0.05)
+    stop.set()
+    loop.join(timeout=5)
+    dataplane.close()
+    [inbound] = read_pcap(tmp_path / "4_in.pcap")
+    assert inbound.endswith(b"x" * 10) and Ether(inbound)[IP].src == "127.0.0.9"
+    assert dataplane.stats["dropped_no_port"] == 1  # port 2 does not exist: nothing captured going out
+    assert not (tmp_path / "2_out.pcap").exists()
