@@ -1,0 +1,184 @@
+"""Start the embedded switch and the controller daemon as child processes (demo, bench, tests).
+
+Everything binds to loopback; logs go to files so a failure can be shown
+with the tail of the log that explains it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from contracts.protocol import UDP_PORT
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAM = ROOT / "p4src" / "v1model" / "p4reduce.p4"
+SWITCH_MAC_PORT1 = "02:50:52:00:00:01"  # the MAC p4reduce-switch synthesizes for its port 1
+
+
+class LaunchError(RuntimeError):
+    """A child process did not come up; the message carries the tail of its log."""
+
+
+@dataclass(frozen=True)
+class Services:
+    switch_grpc: str
+    controller: str
+    switch_address: tuple[str, int]
+    logs: Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def build_program(build: Path) -> tuple[Path, Path]:
+    """build/p4reduce.json and its P4Info, compiled with p4reduce-p4c when missing or stale."""
+    program, p4info = build / "p4reduce.json", build / "p4reduce.p4info.txtpb"
+    sources = list((ROOT / "p4src").rglob("*.p4"))
+    newest = max(p.stat().st_mtime for p in sources)
+    if not (program.exists() and p4info.exists() and program.stat().st_mtime >= newest):
+        command = [
+            sys.executable,
+            "-m",
+            "softswitch.p4c",
+            str(PROGRAM),
+            "-I",
+            str(ROOT / "p4src"),
+            "-q",
+            "-o",
+            str(program),
+            "--p4runtime-files",
+            str(p4info),
+        ]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise LaunchError(f"p4reduce-p4c failed:\n{done.stderr}")
+    return program, p4info
+
+
+def _wait_for(
+    port: int, process: subprocess.Popen[bytes], log: Path, what: str, timeout: float = 30.0
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise LaunchError(f"{what} exited with code {process.returncode}:\n{_tail(log)}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise LaunchError(f"{what} did not listen on port {port} within {timeout:.0f} s:\n{_tail(log)}")
+
+
+def _tail(log: Path, lines: int = 15) -> str:
+    with suppress(OSError):
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    return "(no log)"
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def services(
+    logs: Path,
+    build: Path,
+    switch_ip: str = "127.0.0.1",
+    drop_rate: float = 0.0,
+    drop_rate_out: float = 0.0,
+    seed: int = 1,
+    pool_size: int = 128,
+) -> Iterator[Services]:
+    """A rootless p4reduce-switch (one UDP port) and a controller daemon provisioning it."""
+    logs.mkdir(parents=True, exist_ok=True)
+    program, p4info = build_program(build)
+    grpc_port, job_port = free_port(), free_port()
+    switch_log, controller_log = logs / "switch.log", logs / "controller.log"
+    switch_cmd = [
+        sys.executable,
+        "-m",
+        "softswitch.daemon",
+        str(program),
+        "--p4info",
+        str(p4info),
+        "--device-id",
+        "1",
+        "--grpc-server-addr",
+        f"127.0.0.1:{grpc_port}",
+        "--udp-port",
+        f"1@{switch_ip}:{UDP_PORT}",
+        "--log-file",
+        str(switch_log),
+        "--log-level",
+        "warn",
+    ]
+    if drop_rate or drop_rate_out:
+        switch_cmd += [
+            "--drop-rate",
+            str(drop_rate),
+            "--drop-rate-out",
+            str(drop_rate_out),
+            "--seed",
+            str(seed),
+        ]
+    config = logs / "controller.yaml"
+    config.write_text(
+        "controller:\n"
+        f"  default_pool_size: {pool_size}\n"
+        "  lease_seconds: 30\n"
+        "switches:\n"
+        "  - name: soft\n"
+        f"    grpc: 127.0.0.1:{grpc_port}\n"
+        "    device_id: 1\n"
+        f"    p4info: {p4info}\n"
+        f"    device_config: {program}\n"
+        "    aggregation:\n"
+        f"      ipv4: {switch_ip}\n"
+        f"      mac: {SWITCH_MAC_PORT1}\n"
+        f"      udp_port: {UDP_PORT}\n"
+        "    default_host_port: 1\n"
+    )
+    controller_cmd = [
+        sys.executable,
+        "-m",
+        "controller",
+        "serve",
+        "--config",
+        str(config),
+        "--listen",
+        f"127.0.0.1:{job_port}",
+    ]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        with open(switch_log, "ab") as out:
+            switch = subprocess.Popen(switch_cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        processes.append(switch)
+        _wait_for(grpc_port, switch, switch_log, "p4reduce-switch")
+        with open(controller_log, "ab") as out:
+            controller = subprocess.Popen(
+                controller_cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT
+            )
+        processes.append(controller)
+        _wait_for(job_port, controller, controller_log, "the controller (p4reduce-ctl serve)")
+        yield Services(f"127.0.0.1:{grpc_port}", f"127.0.0.1:{job_port}", (switch_ip, UDP_PORT), logs)
+    finally:
+        for process in reversed(processes):
+            _stop(process)

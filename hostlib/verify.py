@@ -1,0 +1,132 @@
+"""Worker-side verification shared by the demo, the benchmark and the lab.
+
+Every rank can generate every rank's input (seeded by rank), so each worker
+checks its own result against numpy's sum without any extra communication:
+int32 must be exact; float32 must lie within the quantization bound of
+docs/protocol.md, computed from the exponents the switch must have agreed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from contracts.protocol import VALUES_PER_PACKET
+from hostlib import quantize as q
+
+
+@dataclass(frozen=True)
+class WorkerReport:
+    rank: int
+    dtype: str
+    elements: int
+    seconds: float
+    goodput: float  # input bytes per second
+    retransmissions: int
+    ok: bool
+    exact: bool
+    max_error: float
+    bound: float
+    error: str = ""
+
+
+def make_input(rank: int, elements: int, dtype: str, iteration: int = 0) -> np.ndarray:
+    """A deterministic tensor for `rank`: gradients spanning magnitudes, or ints with wrap-around."""
+    rng = np.random.default_rng([rank, iteration, elements])
+    if dtype == "int32":
+        return rng.integers(-(2**31), 2**31, size=elements, dtype=np.int64).astype(np.int32)
+    magnitudes = 10.0 ** rng.uniform(-6, 2, size=elements)
+    return (rng.standard_normal(elements) * magnitudes).astype(dtype)
+
+
+def expected_sum(world: int, elements: int, dtype: str, iteration: int = 0) -> np.ndarray:
+    inputs = [make_input(rank, elements, dtype, iteration) for rank in range(world)]
+    if dtype == "int32":
+        return np.sum(inputs, axis=0, dtype=np.int64).astype(np.int64).astype(np.int32)
+    return np.sum([x.astype(np.float64) for x in inputs], axis=0)
+
+
+def float_bound(world: int, elements: int, dtype: str, iteration: int = 0) -> np.ndarray:
+    """Per element, N/(2S) with S from the maximum local exponent of its chunk over all ranks."""
+    exps = np.max(
+        [
+            q.local_exponents(q.as_chunks(make_input(r, elements, dtype, iteration).astype(np.float32)))
+            for r in range(world)
+        ],
+        axis=0,
+    )
+    per_chunk = np.array([q.error_bound(int(e), world) for e in exps])
+    return np.repeat(per_chunk, VALUES_PER_PACKET)[:elements]
+
+
+def check(
+    result: np.ndarray, world: int, elements: int, dtype: str, iteration: int = 0
+) -> tuple[bool, float, float]:
+    """(ok, max error, max bound) of one result."""
+    want = expected_sum(world, elements, dtype, iteration)
+    if dtype == "int32":
+        return bool(np.array_equal(result, want)), 0.0, 0.0
+    error = np.abs(result.astype(np.float64) - want)
+    bound = float_bound(world, elements, dtype, iteration)
+    # The sum is rounded once more to the input's dtype on the way out: half an ulp.
+    bound = bound + np.abs(want) * float(np.finfo(dtype).eps) / 2 + float(np.finfo(dtype).smallest_subnormal)
+    return bool(np.all(error <= bound)), float(error.max(initial=0.0)), float(bound.max(initial=0.0))
+
+
+def run_worker(
+    controller: str,
+    job: str,
+    rank: int,
+    world: int,
+    elements: int,
+    dtypes: tuple[str, ...],
+    iterations: int = 1,
+) -> list[WorkerReport]:
+    """One worker process: join, all-reduce each dtype `iterations` times, verify every result."""
+    from hostlib.communicator import Communicator  # imported in the child process
+
+    reports = []
+    with Communicator.join(controller, job, rank, world, address=(f"127.0.0.{2 + rank}", 0)) as comm:
+        for dtype in dtypes:
+            for iteration in range(iterations):
+                data = make_input(rank, elements, dtype, iteration)
+                before = comm.stats().retransmissions
+                started = time.perf_counter()
+                try:
+                    result = comm.allreduce(data)
+                except Exception as error:  # reported per worker, never hidden
+                    reports.append(
+                        WorkerReport(
+                            rank,
+                            dtype,
+                            elements,
+                            0.0,
+                            0.0,
+                            0,
+                            False,
+                            False,
+                            0.0,
+                            0.0,
+                            f"{type(error).__name__}: {error}",
+                        )
+                    )
+                    continue
+                seconds = time.perf_counter() - started
+                ok, max_error, bound = check(result, world, elements, dtype, iteration)
+                reports.append(
+                    WorkerReport(
+                        rank,
+                        dtype,
+                        elements,
+                        seconds,
+                        data.nbytes / seconds,
+                        comm.stats().retransmissions - before,
+                        ok,
+                        dtype == "int32",
+                        max_error,
+                        bound,
+                    )
+                )
+    return reports
