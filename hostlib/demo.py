@@ -32,7 +32,8 @@ def _report(reports: list[WorkerReport], world: int) -> bool:
             ok = False
         goodput = f"{r.goodput / 1e6:.2f} MB/s"
         print(
-            f"{r.rank:>4} {r.dtype:>8} {r.elements:>9} {r.seconds:>8.2f} {goodput:>12} {r.retransmissions:>5}  {verdict}"
+            f"{r.rank:>4} {r.dtype:>8} {r.elements:>9} {r.seconds:>8.2f} {goodput:>12} "
+            f"{r.retransmissions:>5}  {verdict}"
         )
     return ok and len(reports) == 2 * world
 
@@ -57,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{svc.switch_address[1]}  (log {svc.logs / 'switch.log'})"
             )
             print(
-                f"  control  p4reduce-ctl serve  job API {svc.controller}  (log {svc.logs / 'controller.log'})"
+                f"  control  p4reduce-ctl serve  job API {svc.controller}  "
+                f"(log {svc.logs / 'controller.log'})"
             )
             ctx = multiprocessing.get_context("spawn")
             jobs = [

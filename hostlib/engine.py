@@ -122,7 +122,7 @@ class PacketEngine:
         retries = [0] * slots
         deadlines = np.full(slots, math.inf)
         stats = self.stats
-        sock, switch, header, receive = self.sock, self.switch, HEADER, self._receive
+        sock, header, receive = self.sock, HEADER, self._receive
         view = memoryview(receive)
         values_view = view[HEADER_BYTES:PAYLOAD_BYTES]
         result_type, job_id = int(MsgType.RESULT), self.job_id
