@@ -50,8 +50,20 @@ build: install
 	    --p4runtime-files $(BUILD)/bmv2/p4reduce.p4info.txtpb $(P4_MAIN); \
 	else echo "p4c not on PATH: skipped the bmv2 build (the embedded switch needs only build/p4reduce.json)"; fi
 
+demo: install
+	$(PY) -m hostlib.demo
+
 test: install
 	$(BIN)/pytest -q
+
+bench: install
+	$(PY) benchmarks/bench_pipeline.py
+	$(PY) benchmarks/bench_switch.py
+	$(PY) benchmarks/bench_hostlib.py
+	$(BIN)/p4reduce-bench --sizes 64K,1M --dtypes float32,int32 --drop-rate 0.01 --baseline gloo
+
+lab: install
+	$(PY) mininet/lab.py --workers $(WORKERS) --switch $(SWITCH)
 
 lint: install
 	$(BIN)/ruff check softswitch controller hostlib mininet tests benchmarks
