@@ -1,0 +1,458 @@
+"""p4reduce-ctl: the operator's command line for p4reduce switches and jobs.
+
+    p4reduce-ctl serve --config lab.yaml            # the controller daemon
+    p4reduce-ctl provision --config lab.yaml        # one-shot switch set-up, no daemon
+    p4reduce-ctl pipeline push --switch 127.0.0.1:9559 --p4info F --config F
+    p4reduce-ctl job create|list|show|delete ...    # through the daemon
+    p4reduce-ctl fwd add|list|delete --switch ADDR  # L2 entries, directly on a switch
+    p4reduce-ctl counters [--job J] [--watch S]     # through the daemon
+    p4reduce-ctl shell --switch ADDR                # p4runtime-shell in its own venv
+
+Every user mistake ends with one line on stderr and a non-zero status
+(2 for a bad command line, 1 for everything else).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from contracts import jobapi_pb2 as pb
+from controller import config as cfg
+from controller.addresses import format_mac, parse_endpoint, parse_mac, parse_port_number
+from controller.client import JobClient
+from controller.errors import ConfigError, ControllerError
+from controller.p4switch import SwitchSession
+from controller.render import as_json, table
+
+PROG = "p4reduce-ctl"
+DEFAULT_SWITCH = "127.0.0.1:9559"
+CLI_ELECTION_ID = 1
+REPO = Path(__file__).resolve().parents[1]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _endpoint(text: str) -> str:
+    try:
+        return parse_endpoint(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(kind: type[int] | type[float]) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+        return value
+
+    return convert
+
+
+def parser() -> argparse.ArgumentParser:
+    logs = argparse.ArgumentParser(add_help=False)
+    logs.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        help="what to log on stderr (default: info for serve, warning otherwise)",
+    )
+    common = argparse.ArgumentParser(add_help=False, parents=[logs])
+    common.add_argument("--json", action="store_true", help="print JSON instead of a table (for scripts)")
+    daemon = argparse.ArgumentParser(add_help=False)
+    daemon.add_argument(
+        "--controller", type=_endpoint, default=cfg.DEFAULT_LISTEN, metavar="ADDR",
+        help=f"the daemon's job API address (default {cfg.DEFAULT_LISTEN})",
+    )  # fmt: skip
+    daemon.add_argument("--token", default=os.environ.get("P4REDUCE_TOKEN", ""),
+                        help="shared token of the daemon (default: $P4REDUCE_TOKEN)")  # fmt: skip
+    daemon.add_argument("--tls-ca", type=Path, metavar="FILE", help="CA certificate: talk TLS to the daemon")
+    switch = argparse.ArgumentParser(add_help=False)
+    switch.add_argument("--switch", type=_endpoint, default=DEFAULT_SWITCH, metavar="ADDR",
+                        help=f"the switch's P4Runtime address (default {DEFAULT_SWITCH})")  # fmt: skip
+    switch.add_argument("--device-id", type=int, default=1, help="P4Runtime device id (default 1)")
+    switch.add_argument(
+        "--election-id", type=_positive(int), default=CLI_ELECTION_ID,
+        help=f"election id (default {CLI_ELECTION_ID}: yields to a running daemon; a higher one takes over)",
+    )  # fmt: skip
+
+    p = _Parser(
+        prog=PROG, description="Control plane of p4reduce: switches, jobs and counters over P4Runtime."
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
+
+    serve = sub.add_parser("serve", parents=[logs], help="run the controller daemon (job API)",
+                           description="Hold mastership of the configured switches, provision them and serve "
+                           "the job API until SIGINT/SIGTERM.")  # fmt: skip
+    serve.add_argument("--config", type=Path, required=True, metavar="FILE", help="topology/config file")
+    serve.add_argument(
+        "--listen",
+        type=_endpoint,
+        metavar="ADDR",
+        help=f"job API address (default: config's controller.listen or {cfg.DEFAULT_LISTEN})",
+    )
+    serve.add_argument(
+        "--lease",
+        type=_positive(float),
+        metavar="S",
+        help="seconds a job survives without heartbeats (default: config or 30)",
+    )
+    serve.add_argument(
+        "--token",
+        default=os.environ.get("P4REDUCE_TOKEN", ""),
+        help="require 'authorization: Bearer T' on every call (default: $P4REDUCE_TOKEN)",
+    )
+    serve.add_argument("--tls-cert", type=Path, metavar="FILE", help="serve TLS with this certificate")
+    serve.add_argument("--tls-key", type=Path, metavar="FILE", help="private key of --tls-cert")
+
+    prov = sub.add_parser(
+        "provision",
+        parents=[common],
+        help="set switches up from a config file, no daemon",
+        description="Push the pipeline when it differs, then install L2 forwarding, the flood "
+        "group, the aggregation address and its ARP answer on every configured switch.",
+    )
+    prov.add_argument("--config", type=Path, required=True, metavar="FILE", help="topology/config file")
+    prov.add_argument("--election-id", type=_positive(int), default=CLI_ELECTION_ID, help="election id")
+    prov.add_argument(
+        "--force-push", action="store_true", help="push the pipeline even when its cookie matches"
+    )
+
+    pipe = sub.add_parser("pipeline", help="pipeline operations").add_subparsers(
+        dest="action", metavar="ACTION", required=True, parser_class=_Parser
+    )
+    push = pipe.add_parser(
+        "push",
+        parents=[common, switch],
+        help="push P4Info + device config to a switch",
+        description="SetForwardingPipelineConfig, skipped when the switch already runs "
+        "the same pair of files (same cookie), unless --force.",
+    )
+    push.add_argument("--p4info", type=Path, required=True, metavar="FILE", help="P4Info (text protobuf)")
+    push.add_argument(
+        "--config",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="device config (bmv2 JSON, or the p4reduce-p4c JSON)",
+    )
+    push.add_argument("--force", action="store_true", help="push even when the cookie matches (clears state)")
+
+    job = sub.add_parser("job", help="jobs, through the daemon").add_subparsers(
+        dest="action", metavar="ACTION", required=True, parser_class=_Parser
+    )
+    create = job.add_parser("create", parents=[common, daemon], help="create a job (reserves its slots)")
+    create.add_argument("name")
+    create.add_argument("--world-size", type=int, required=True, metavar="N", help="number of ranks (1..32)")
+    create.add_argument("--pool-size", type=int, default=0, metavar="P", help="slots (default: the daemon's)")
+    create.add_argument(
+        "--switch-name", default="", metavar="NAME", help="switch of the job (default: first)"
+    )
+    job.add_parser("list", parents=[common, daemon], help="list jobs")
+    show = job.add_parser("show", parents=[common, daemon], help="show one job with its workers")
+    show.add_argument("name")
+    delete = job.add_parser("delete", parents=[common, daemon], help="delete a job (frees its slots)")
+    delete.add_argument("name")
+
+    fwd = sub.add_parser("fwd", help="L2 forwarding entries, directly on a switch").add_subparsers(
+        dest="action", metavar="ACTION", required=True, parser_class=_Parser
+    )
+    add = fwd.add_parser("add", parents=[common, switch], help="forward frames for MAC out of PORT")
+    add.add_argument("mac")
+    add.add_argument("port", type=int)
+    fwd.add_parser("list", parents=[common, switch], help="list L2 entries")
+    rm = fwd.add_parser("delete", parents=[common, switch], help="delete the entry of MAC")
+    rm.add_argument("mac")
+
+    counters = sub.add_parser(
+        "counters", parents=[common, daemon], help="P4 counters, labelled, via the daemon"
+    )
+    counters.add_argument("--job", default="", help="only this job's counters")
+    counters.add_argument("--switch-name", default="", metavar="NAME", help="switch (default: first)")
+    counters.add_argument("--watch", type=_positive(float), metavar="SECONDS", help="repeat every SECONDS")
+    counters.add_argument(
+        "--count", type=_positive(int), metavar="N", help="with --watch: stop after N rounds"
+    )
+
+    shell = sub.add_parser(
+        "shell",
+        parents=[switch],
+        help="p4runtime-shell on a switch (isolated venv)",
+        description="Open p4runtime-shell against the switch, using the P4Info the switch "
+        "runs. The shell lives in the venv made by scripts/p4runtime-shell.sh.",
+    )
+    shell.add_argument(
+        "--venv",
+        type=Path,
+        default=Path(os.environ.get("P4RT_VENV", REPO / ".venv-p4rt")),
+        help="p4runtime-shell venv (default: $P4RT_VENV or .venv-p4rt)",
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    level = getattr(args, "log_level", None) or ("info" if args.command == "serve" else "warning")
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command != "serve":
+        logging.getLogger("finsy").setLevel(logging.CRITICAL)  # one-shot commands report errors themselves
+    try:
+        return COMMANDS[(args.command, getattr(args, "action", None))](args)
+    except ControllerError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `p4reduce-ctl counters | head`: the reader left, nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+# ---- daemon --------------------------------------------------------------------------------------
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from controller.server import ServeOptions, serve
+
+    topology = cfg.load(args.config)
+    settings = topology.controller
+    options = ServeOptions(
+        listen=args.listen or settings.listen,
+        lease_seconds=args.lease or settings.lease_seconds,
+        token=args.token,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+    )
+    asyncio.run(serve(topology, options))
+    return 0
+
+
+def cmd_provision(args: argparse.Namespace) -> int:
+    from controller.provision import provision, session_for
+
+    topology = cfg.load(args.config)
+
+    async def run() -> list[Any]:
+        reports = []
+        for switch in topology.switches:
+            async with session_for(switch, args.election_id, args.force_push) as session:
+                reports.append(await provision(session, topology, switch))
+        return reports
+
+    reports = asyncio.run(run())
+    headers = ["switch", "pipeline", "l2_entries", "flood_ports", "updates"]
+    rows = [
+        [r.switch, _pushed(r.pipeline_pushed), r.l2_entries, list(r.flood_ports), r.updates] for r in reports
+    ]
+    _print(args, headers, rows)
+    return 0
+
+
+# ---- switch-direct commands ----------------------------------------------------------------------
+
+
+def _session(args: argparse.Namespace, **kwargs: Any) -> SwitchSession:
+    return SwitchSession(
+        args.switch, args.switch, device_id=args.device_id, election_id=args.election_id, **kwargs
+    )
+
+
+def cmd_pipeline_push(args: argparse.Namespace) -> int:
+    async def run() -> tuple[bool, str]:
+        async with _session(args, p4info=args.p4info, device_config=args.config, force_push=args.force) as s:
+            return s.pushed, s.schema.get_pipeline_info()
+
+    pushed, info = asyncio.run(run())
+    _print(args, ["switch", "pipeline", "program"], [[args.switch, _pushed(pushed), info]])
+    return 0
+
+
+def cmd_fwd_add(args: argparse.Namespace) -> int:
+    from controller.tables.l2 import L2Entry, L2Forwarding
+
+    entry = L2Entry(parse_mac(args.mac), parse_port_number(args.port, "port"))
+
+    async def run() -> None:
+        async with _session(args) as s:
+            l2 = L2Forwarding()
+            await s.write(l2.reconcile(await l2.read(s), [entry]))
+
+    asyncio.run(run())
+    _print(args, ["mac", "port"], [[format_mac(entry.mac), entry.port]])
+    return 0
+
+
+def cmd_fwd_list(args: argparse.Namespace) -> int:
+    from controller.tables.l2 import L2Forwarding
+
+    async def run() -> list[Any]:
+        async with _session(args, require_primary=False) as s:
+            return await L2Forwarding().read(s)
+
+    _print(args, ["mac", "port"], [[format_mac(e.mac), e.port] for e in asyncio.run(run())])
+    return 0
+
+
+def cmd_fwd_delete(args: argparse.Namespace) -> int:
+    from controller.tables.l2 import L2Entry, L2Forwarding
+
+    mac = parse_mac(args.mac)
+
+    async def run() -> None:
+        async with _session(args) as s:
+            l2 = L2Forwarding()
+            if mac not in {e.mac for e in await l2.read(s)}:
+                raise ControllerError(f"no L2 entry for {format_mac(mac)} on {args.switch}")
+            await s.write([l2.update("-", L2Entry(mac, 0))])
+
+    asyncio.run(run())
+    if not args.json:
+        print(f"deleted {format_mac(mac)}")
+    return 0
+
+
+def cmd_shell(args: argparse.Namespace) -> int:
+    python = args.venv / "bin" / "python"
+    if not python.exists():
+        raise ControllerError(
+            f"p4runtime-shell venv {args.venv} is missing; create it with: "
+            f"{REPO / 'scripts' / 'p4runtime-shell.sh'}"
+        )
+    env = dict(os.environ, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
+    command = [str(python), "-m", "p4runtime_sh", "--grpc-addr", args.switch,
+               "--device-id", str(args.device_id), "--election-id", f"0,{args.election_id}"]  # fmt: skip
+    return subprocess.call(command, env=env)
+
+
+# ---- job API commands ----------------------------------------------------------------------------
+
+
+def _client(args: argparse.Namespace) -> JobClient:
+    return JobClient(args.controller, args.token, args.tls_ca)
+
+
+def _job_dict(job: pb.JobDescription) -> dict[str, Any]:
+    return {
+        "name": job.name, "job_id": job.job_id, "state": job.state, "world_size": job.world_size,
+        "base_slot": job.base_slot, "pool_size": job.pool_size, "multicast_group": job.multicast_group,
+        "switch": job.switch_name, "switch_ipv4": job.switch_ipv4, "switch_udp_port": job.switch_udp_port,
+        "values_per_packet": job.values_per_packet, "lease_seconds": job.lease_seconds,
+        "workers": [{"rank": r, "ipv4": w.ipv4, "udp_port": w.udp_port, "mac": w.mac,
+                     "switch_port": w.switch_port} for r, w in enumerate(job.workers)],
+    }  # fmt: skip
+
+
+JOB_HEADERS = ["name", "id", "state", "ranks", "slots", "group", "switch"]
+
+
+def _job_row(job: pb.JobDescription) -> list[Any]:
+    slots = f"{job.base_slot}..{job.base_slot + job.pool_size - 1}"
+    return [job.name, job.job_id, job.state, job.world_size, slots, job.multicast_group, job.switch_name]
+
+
+def cmd_job_create(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        job = client.create(args.name, args.world_size, args.pool_size, args.switch_name)
+    _print(args, JOB_HEADERS, [_job_row(job)], [_job_dict(job)])
+    return 0
+
+
+def cmd_job_list(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        jobs = client.list()
+    _print(args, JOB_HEADERS, [_job_row(j) for j in jobs], [_job_dict(j) for j in jobs])
+    return 0
+
+
+def cmd_job_show(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        job = client.get(args.name)
+    if args.json:
+        print(as_json(_job_dict(job)))
+        return 0
+    print(table(JOB_HEADERS, [_job_row(job)]))
+    print(f"aggregation address {job.switch_ipv4}:{job.switch_udp_port}, K = {job.values_per_packet}, "
+          f"lease {job.lease_seconds:g} s")  # fmt: skip
+    if job.workers:
+        rows = [[r, f"{w.ipv4}:{w.udp_port}", w.mac, w.switch_port] for r, w in enumerate(job.workers)]
+        print(table(["rank", "address", "mac", "switch_port"], rows))
+    return 0
+
+
+def cmd_job_delete(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        client.delete(args.name)
+    if not args.json:
+        print(f"deleted job {args.name}")
+    return 0
+
+
+def cmd_counters(args: argparse.Namespace) -> int:
+    rounds = args.count if args.watch else 1
+    previous: dict[tuple[str, int], int] = {}
+    with _client(args) as client:
+        for round_ in range(rounds or sys.maxsize):
+            values = client.counters(args.job, args.switch_name)
+            rows = []
+            for v in values:
+                delta = v.packets - previous.get((v.counter, v.index), v.packets)
+                previous[(v.counter, v.index)] = v.packets
+                rows.append(
+                    [v.counter, v.index, v.label, v.packets, v.bytes] + ([delta] if args.watch else [])
+                )
+            headers = ["counter", "index", "label", "packets", "bytes"] + (["+packets"] if args.watch else [])
+            dicts = [{"counter": v.counter, "index": v.index, "label": v.label, "packets": v.packets,
+                      "bytes": v.bytes} for v in values]  # fmt: skip
+            if args.watch and not args.json:
+                print(time.strftime("%H:%M:%S"))
+            _print(args, headers, rows, dicts)
+            sys.stdout.flush()
+            if args.watch and round_ + 1 != rounds:
+                time.sleep(args.watch)
+    return 0
+
+
+def _pushed(pushed: bool) -> str:
+    return "pushed" if pushed else "unchanged"
+
+
+def _print(
+    args: argparse.Namespace,
+    headers: list[str],
+    rows: list[list[Any]],
+    dicts: list[dict[str, Any]] | None = None,
+) -> None:
+    if args.json:
+        print(as_json(dicts if dicts is not None else [dict(zip(headers, r, strict=True)) for r in rows]))
+    else:
+        print(table(headers, rows))
+
+
+COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
+    ("serve", None): cmd_serve,
+    ("provision", None): cmd_provision,
+    ("pipeline", "push"): cmd_pipeline_push,
+    ("job", "create"): cmd_job_create,
+    ("job", "list"): cmd_job_list,
+    ("job", "show"): cmd_job_show,
+    ("job", "delete"): cmd_job_delete,
+    ("fwd", "add"): cmd_fwd_add,
+    ("fwd", "list"): cmd_fwd_list,
+    ("fwd", "delete"): cmd_fwd_delete,
+    ("counters", None): cmd_counters,
+    ("shell", None): cmd_shell,
+}

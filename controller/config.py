@@ -1,0 +1,247 @@
+"""The topology/config file: switches, hosts and controller settings (YAML or JSON).
+
+One file describes a lab or rack; `p4reduce-ctl provision` and
+`p4reduce-ctl serve` read it. Paths inside it are relative to the file.
+Validation is complete before anything touches a switch, and every mistake
+is reported as one line naming the offending key (docs/controller.md has
+the schema and an example).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from contracts.protocol import MAX_WORKERS, SLOT_COUNT, UDP_PORT
+from controller.addresses import parse_endpoint, parse_ipv4, parse_mac, parse_port_number
+from controller.errors import ConfigError
+
+DEFAULT_LISTEN = "127.0.0.1:50051"
+DEFAULT_LEASE_SECONDS = 30.0
+DEFAULT_POOL_SIZE = 64
+DEFAULT_JOIN_TIMEOUT = 60.0
+DEFAULT_ELECTION_ID = 10
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    name: str
+    ipv4: int
+    mac: int
+    switch: str
+    port: int
+
+
+@dataclass(frozen=True)
+class SwitchConfig:
+    name: str
+    address: str
+    device_id: int
+    p4info: Path
+    device_config: Path
+    agg_ipv4: int
+    agg_mac: int
+    agg_udp_port: int = UDP_PORT
+    flood_ports: tuple[int, ...] = ()
+    default_host_port: int | None = None
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    listen: str = DEFAULT_LISTEN
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    default_pool_size: int = DEFAULT_POOL_SIZE
+    join_timeout_seconds: float = DEFAULT_JOIN_TIMEOUT
+    election_id: int = DEFAULT_ELECTION_ID
+
+
+@dataclass(frozen=True)
+class Topology:
+    switches: tuple[SwitchConfig, ...]
+    hosts: tuple[HostConfig, ...] = ()
+    controller: ControllerSettings = field(default_factory=ControllerSettings)
+
+    def switch(self, name: str = "") -> SwitchConfig:
+        """The named switch; with no name, the only (or first) one."""
+        if not name:
+            return self.switches[0]
+        for sw in self.switches:
+            if sw.name == name:
+                return sw
+        known = ", ".join(sw.name for sw in self.switches)
+        raise ConfigError(f"unknown switch {name!r} (configured: {known})")
+
+    def hosts_of(self, switch: str) -> list[HostConfig]:
+        return [h for h in self.hosts if h.switch == switch]
+
+    def host_by_ipv4(self, switch: str, ipv4: int) -> HostConfig | None:
+        return next((h for h in self.hosts if h.switch == switch and h.ipv4 == ipv4), None)
+
+
+def load(path: str | Path) -> Topology:
+    """Read and validate a config file; ConfigError names the file and the bad key."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(
+            f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {first}"
+        ) from None
+    try:
+        return parse(data, path.resolve().parent)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def parse(data: object, base_dir: Path) -> Topology:
+    """Build a Topology from already-decoded YAML/JSON data; paths resolve against base_dir."""
+    top = _mapping(data, "the file", required={"switches"}, optional={"hosts", "controller"})
+    switch_list = _list(top["switches"], "switches")
+    if not switch_list:
+        raise ConfigError("switches: at least one switch is needed")
+    switches = tuple(_switch(item, f"switches[{i}]", base_dir) for i, item in enumerate(switch_list))
+    _unique([s.name for s in switches], "switch name")
+    _unique([s.address + f"/{s.device_id}" for s in switches], "switch grpc address and device_id")
+    hosts = tuple(_host(item, f"hosts[{i}]") for i, item in enumerate(_list(top.get("hosts", []), "hosts")))
+    names = {s.name for s in switches}
+    for i, host in enumerate(hosts):
+        if host.switch not in names:
+            raise ConfigError(f"hosts[{i}].switch: unknown switch {host.switch!r}")
+    _unique([h.name for h in hosts], "host name")
+    _unique([f"{h.switch}/{h.mac:x}" for h in hosts], "host MAC on one switch")
+    _unique([f"{h.switch}/{h.ipv4}" for h in hosts], "host IPv4 on one switch")
+    controller = _controller(top.get("controller", {}))
+    return Topology(switches=switches, hosts=hosts, controller=controller)
+
+
+def _switch(item: object, where: str, base_dir: Path) -> SwitchConfig:
+    m = _mapping(
+        item,
+        where,
+        required={"name", "grpc", "p4info", "device_config", "aggregation"},
+        optional={"device_id", "flood_ports", "default_host_port"},
+    )
+    agg = _mapping(m["aggregation"], f"{where}.aggregation", required={"ipv4", "mac"}, optional={"udp_port"})
+    p4info = _path(m["p4info"], f"{where}.p4info", base_dir)
+    device_config = _path(m["device_config"], f"{where}.device_config", base_dir)
+    device_id = m.get("device_id", 1)
+    if isinstance(device_id, bool) or not isinstance(device_id, int) or device_id < 0:
+        raise ConfigError(f"{where}.device_id: {device_id!r} is not a non-negative integer")
+    flood = tuple(
+        parse_port_number(p, f"{where}.flood_ports[{i}]")
+        for i, p in enumerate(_list(m.get("flood_ports", []), f"{where}.flood_ports"))
+    )
+    default_port = m.get("default_host_port")
+    return SwitchConfig(
+        name=_name(m["name"], f"{where}.name"),
+        address=parse_endpoint(m["grpc"], f"{where}.grpc"),
+        device_id=device_id,
+        p4info=p4info,
+        device_config=device_config,
+        agg_ipv4=parse_ipv4(agg["ipv4"], f"{where}.aggregation.ipv4"),
+        agg_mac=parse_mac(agg["mac"], f"{where}.aggregation.mac"),
+        agg_udp_port=parse_port_number(agg.get("udp_port", UDP_PORT), f"{where}.aggregation.udp_port", 65535),
+        flood_ports=flood,
+        default_host_port=None
+        if default_port is None
+        else parse_port_number(default_port, f"{where}.default_host_port"),
+    )
+
+
+def _host(item: object, where: str) -> HostConfig:
+    m = _mapping(item, where, required={"name", "ipv4", "mac", "switch", "port"})
+    return HostConfig(
+        name=_name(m["name"], f"{where}.name"),
+        ipv4=parse_ipv4(m["ipv4"], f"{where}.ipv4"),
+        mac=parse_mac(m["mac"], f"{where}.mac"),
+        switch=_name(m["switch"], f"{where}.switch"),
+        port=parse_port_number(m["port"], f"{where}.port"),
+    )
+
+
+def _controller(item: object) -> ControllerSettings:
+    m = _mapping(
+        item,
+        "controller",
+        optional={"listen", "lease_seconds", "default_pool_size", "join_timeout_seconds", "election_id"},
+    )
+    pool = m.get("default_pool_size", DEFAULT_POOL_SIZE)
+    if isinstance(pool, bool) or not isinstance(pool, int) or not 1 <= pool <= SLOT_COUNT:
+        raise ConfigError(f"controller.default_pool_size: {pool!r} is not an integer in 1..{SLOT_COUNT}")
+    election = m.get("election_id", DEFAULT_ELECTION_ID)
+    if isinstance(election, bool) or not isinstance(election, int) or not 1 <= election < 2**128:
+        raise ConfigError(f"controller.election_id: {election!r} is not a positive integer")
+    return ControllerSettings(
+        listen=parse_endpoint(m.get("listen", DEFAULT_LISTEN), "controller.listen"),
+        lease_seconds=_seconds(m.get("lease_seconds", DEFAULT_LEASE_SECONDS), "controller.lease_seconds"),
+        default_pool_size=pool,
+        join_timeout_seconds=_seconds(
+            m.get("join_timeout_seconds", DEFAULT_JOIN_TIMEOUT), "controller.join_timeout_seconds"
+        ),
+        election_id=election,
+    )
+
+
+def check_world_size(world_size: int) -> None:
+    if not 1 <= world_size <= MAX_WORKERS:
+        raise ConfigError(f"world size {world_size} is outside 1..{MAX_WORKERS}")
+
+
+def _mapping(
+    item: object,
+    where: str,
+    required: AbstractSet[str] = frozenset(),
+    optional: AbstractSet[str] = frozenset(),
+) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(item).__name__}")
+    missing = sorted(required - item.keys())
+    if missing:
+        raise ConfigError(f"{where}: missing key {', '.join(missing)}")
+    unknown = sorted(str(k) for k in item.keys() - required - optional)
+    if unknown:
+        allowed = ", ".join(sorted(required | optional))
+        raise ConfigError(f"{where}: unknown key {', '.join(unknown)} (allowed: {allowed})")
+    return item
+
+
+def _list(item: object, where: str) -> list[Any]:
+    if not isinstance(item, list):
+        raise ConfigError(f"{where}: expected a list, got {type(item).__name__}")
+    return item
+
+
+def _name(item: object, where: str) -> str:
+    if not isinstance(item, str) or not item.strip():
+        raise ConfigError(f"{where}: expected a non-empty name")
+    return item
+
+
+def _path(item: object, where: str, base_dir: Path) -> Path:
+    if not isinstance(item, str) or not item:
+        raise ConfigError(f"{where}: expected a file path")
+    return (base_dir / item).resolve()
+
+
+def _seconds(item: object, where: str) -> float:
+    if isinstance(item, bool) or not isinstance(item, int | float) or not item > 0:
+        raise ConfigError(f"{where}: {item!r} is not a positive number of seconds")
+    return float(item)
+
+
+def _unique(values: list[str], what: str) -> None:
+    seen: set[str] = set()
+    for v in values:
+        if v in seen:
+            raise ConfigError(f"duplicate {what} {v!r}")
+        seen.add(v)

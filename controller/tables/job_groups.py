@@ -1,0 +1,31 @@
+"""The per-job multicast groups: one replica per rank, (worker's switch port, rid = rank)."""
+
+from __future__ import annotations
+
+import finsy as fy
+
+from contracts.protocol import FLOOD_GROUP
+from controller.job import Job
+from controller.p4switch import SwitchSession, Update
+from controller.tables.l2 import replica_instance, replica_port
+
+
+class JobGroups:
+    def entity(self, job: Job, with_replicas: bool = True) -> fy.P4MulticastGroupEntry:
+        replicas = [(w.switch_port, w.rank) for _, w in sorted(job.workers.items())] if with_replicas else []
+        return fy.P4MulticastGroupEntry(job.group, replicas=replicas)
+
+    def insert(self, job: Job) -> Update:
+        return Update("+", self.entity(job), f"multicast group {job.group} of job {job.name!r}")
+
+    def delete(self, group: int) -> Update:
+        return Update("-", fy.P4MulticastGroupEntry(group), f"multicast group {group}")
+
+    async def read(self, session: SwitchSession) -> dict[int, list[tuple[int, int]]]:
+        """Every group but the flood group: id -> [(port, rank)]."""
+        groups = await session.read(fy.P4MulticastGroupEntry())
+        return {
+            g.multicast_group_id: [(replica_port(r), replica_instance(r)) for r in g.replicas]
+            for g in groups
+            if g.multicast_group_id != FLOOD_GROUP
+        }

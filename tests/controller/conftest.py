@@ -1,0 +1,69 @@
+"""Fixtures of the controller's integration tests: compiled program, switch, daemons (all cleaned up)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from ctl_support import (
+    Artifacts,
+    Daemon,
+    Switch,
+    compile_bmv2,
+    compile_soft,
+    free_tcp_port,
+    start_switch,
+    stop,
+    write_config,
+)
+
+
+@pytest.fixture(scope="session", params=["soft", "bmv2"])
+def target(request: pytest.FixtureRequest) -> str:
+    """The switch under test: the embedded p4reduce-switch, or bmv2 when p4c and simple_switch_grpc exist."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def artifacts(target: str, tmp_path_factory: pytest.TempPathFactory) -> Artifacts:
+    out = tmp_path_factory.mktemp(f"build-{target}")
+    return compile_soft(out) if target == "soft" else compile_bmv2(out)
+
+
+@pytest.fixture
+def switch(target: str, artifacts: Artifacts, tmp_path: Path) -> Iterator[Switch]:
+    sw = start_switch(target, artifacts, tmp_path)
+    try:
+        yield sw
+    finally:
+        stop(sw.process)
+
+
+@pytest.fixture
+def data_plane(switch: Switch) -> tuple[str, int]:
+    """Where workers send DATA; only rootless targets can be reached from the test without namespaces."""
+    if switch.udp_address is None:
+        pytest.skip(f"{switch.target} has no rootless UDP port; its data plane is tested in the Mininet lab")
+    from contracts.protocol import UDP_PORT
+
+    return switch.udp_address, UDP_PORT
+
+
+@pytest.fixture
+def daemon(switch: Switch, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    """Start `p4reduce-ctl serve` against `switch`: daemon(*extra_args, **controller_config)."""
+    started: list[Daemon] = []
+    listen = f"127.0.0.1:{free_tcp_port()}"
+
+    def start(*args: str, token: str = "", tls_ca: Path | None = None, **controller: object) -> Daemon:
+        config = write_config(switch, tmp_path / f"lab{len(started)}.yaml", **controller)
+        d = Daemon(config, listen, tmp_path / "controller.log", args, token=token, tls_ca=tls_ca)
+        started.append(d)
+        return d.start()
+
+    try:
+        yield start
+    finally:
+        for d in started:
+            d.stop()

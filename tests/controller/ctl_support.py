@@ -1,0 +1,351 @@
+"""What the controller's integration tests run: a real switch, a real daemon, real workers.
+
+A *target* is a P4Runtime switch plus the compiler that makes its artifacts:
+the embedded `p4reduce-switch` (rootless UDP port, compiled by
+`p4reduce-p4c`) or bmv2's `simple_switch_grpc` (compiled by `p4c`). Each
+test gets its own switch and daemon on free ports, stopped afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import random
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import finsy as fy
+import grpc
+import pytest
+import yaml
+from finsy.proto import p4r, p4r_grpc
+
+from contracts import jobapi_pb2 as pb
+from contracts import jobapi_pb2_grpc as pb_grpc
+from contracts.protocol import PAYLOAD_BYTES, UDP_PORT, VALUES_PER_PACKET, MsgType
+from controller.cli import main as cli_main
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAM = ROOT / "p4src" / "v1model" / "p4reduce.p4"
+PACKET = struct.Struct(f"!BBHHBBI{VALUES_PER_PACKET}i")
+assert PACKET.size == PAYLOAD_BYTES
+START_TIMEOUT = 30.0
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_loopback_address() -> str:
+    """A 127.x.y.1 address whose port 20562 is free, so a rootless switch can serve the real DATA port."""
+    for _ in range(50):
+        address = f"127.{random.randint(64, 250)}.{random.randint(0, 255)}.1"
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.bind((address, UDP_PORT))
+            except OSError:
+                continue
+        return address
+    raise RuntimeError("no free loopback address for the switch's UDP port")
+
+
+def environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    return env
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    p4info: Path
+    device_config: Path
+
+
+@dataclass
+class Switch:
+    target: str
+    address: str
+    artifacts: Artifacts
+    udp_address: str | None  # where workers send DATA (rootless targets only)
+    process: subprocess.Popen[str]
+
+
+def compile_soft(out: Path) -> Artifacts:
+    if not (ROOT / "softswitch" / "p4c.py").exists() and not (ROOT / "softswitch" / "p4c").is_dir():
+        pytest.skip("the embedded switch's compiler (softswitch/p4c) is not in this tree")
+    artifacts = Artifacts(out / "p4reduce.p4info.txtpb", out / "p4reduce.json")
+    command = [sys.executable, "-m", "softswitch.p4c", str(PROGRAM), "-I", str(ROOT / "p4src"),
+               "-o", str(artifacts.device_config), "--p4runtime-files", str(artifacts.p4info)]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, env=environment(), timeout=300)
+    assert result.returncode == 0, result.stderr
+    return artifacts
+
+
+def compile_bmv2(out: Path) -> Artifacts:
+    missing = [tool for tool in ("p4c", "simple_switch_grpc") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"bmv2 target needs {' and '.join(missing)} on PATH")
+    artifacts = Artifacts(out / "p4reduce.p4info.txtpb", out / "p4reduce.json")
+    command = ["p4c", "--target", "bmv2", "--arch", "v1model", "-I", str(ROOT / "p4src"), "-o", str(out),
+               "--p4runtime-files", str(artifacts.p4info), str(PROGRAM)]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return artifacts
+
+
+def start_switch(target: str, artifacts: Artifacts, logs: Path) -> Switch:
+    address = f"127.0.0.1:{free_tcp_port()}"
+    udp_address = None
+    if target == "soft":
+        udp_address = free_loopback_address()
+        command = [sys.executable, "-m", "softswitch.daemon", "--no-p4", "--device-id", "1",
+                   "--grpc-server-addr", address, "--udp-port", f"1@{udp_address}:{UDP_PORT}",
+                   "--log-file", str(logs / "switch.log")]  # fmt: skip
+    else:
+        command = ["simple_switch_grpc", "--no-p4", "--device-id", "1", "--thrift-port", str(free_tcp_port()),
+                   "--log-file", str(logs / "switch"), "--", "--grpc-server-addr", address]  # fmt: skip
+    stderr = logs / "switch.stderr"
+    with stderr.open("w") as sink:  # a file, not a pipe: a chatty switch must never block on a full pipe
+        process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=sink, text=True, env=environment()
+        )
+    switch = Switch(target, address, artifacts, udp_address, process)
+    try:
+        _wait_for_grpc(address, process, stderr)
+    except BaseException:
+        stop(process)
+        raise
+    return switch
+
+
+def _wait_for_grpc(address: str, process: subprocess.Popen[str], stderr: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    with grpc.insecure_channel(address) as channel:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise AssertionError(f"{process.args[0]} exited: {stderr.read_text()}")
+            try:
+                grpc.channel_ready_future(channel).result(timeout=0.5)
+                return
+            except grpc.FutureTimeoutError:
+                continue
+    raise AssertionError(f"no gRPC server at {address} within {START_TIMEOUT} s")
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    """SIGTERM, then SIGKILL after 10 s."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def write_config(switch: Switch, path: Path, **controller: object) -> Path:
+    data = {
+        "controller": {"default_pool_size": 16, "join_timeout_seconds": 10, **controller},
+        "switches": [
+            {
+                "name": "sw1",
+                "grpc": switch.address,
+                "p4info": str(switch.artifacts.p4info),
+                "device_config": str(switch.artifacts.device_config),
+                "aggregation": {"ipv4": switch.udp_address or "10.0.0.254", "mac": "02:50:52:00:00:01"},
+                "default_host_port": 1,
+            }
+        ],
+        "hosts": [{"name": "h9", "ipv4": "10.0.0.9", "mac": "02:00:00:00:00:09", "switch": "sw1", "port": 2}],
+    }
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@dataclass
+class Daemon:
+    """`p4reduce-ctl serve` in a subprocess."""
+
+    config: Path
+    listen: str
+    log: Path
+    args: tuple[str, ...] = ()
+    process: subprocess.Popen[str] | None = None
+    token: str = ""
+    tls_ca: Path | None = None
+
+    def start(self) -> Daemon:
+        command = [sys.executable, "-m", "controller", "serve", "--config", str(self.config),
+                   "--listen", self.listen, "--log-level", "info", *self.args]  # fmt: skip
+        self._log = self.log.open("a")
+        self.process = subprocess.Popen(
+            command, stdout=self._log, stderr=subprocess.STDOUT, text=True, env=environment()
+        )
+        deadline = time.monotonic() + START_TIMEOUT
+        if self.tls_ca is None:
+            channel = grpc.insecure_channel(self.listen)
+        else:
+            channel = grpc.secure_channel(self.listen, grpc.ssl_channel_credentials(self.tls_ca.read_bytes()))
+        with channel:
+            stub = pb_grpc.JobServiceStub(channel)
+            metadata = [("authorization", f"Bearer {self.token}")] if self.token else []
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise AssertionError(f"controller exited: {self.log.read_text()}")
+                try:
+                    stub.ListJobs(pb.Empty(), timeout=1, metadata=metadata)
+                    return self
+                except grpc.RpcError:
+                    time.sleep(0.1)
+        raise AssertionError(f"controller did not serve within {START_TIMEOUT} s: {self.log.read_text()}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop(self.process)
+            self._log.close()
+            self.process = None
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+def cli(*argv: str) -> CliResult:
+    """Run p4reduce-ctl in-process (as a user would type it) and capture what it prints."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli_main(list(argv))
+        except SystemExit as exit_:
+            code = int(exit_.code or 0)
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+@dataclass
+class Worker:
+    """One rank: a UDP socket on a loopback address, as hostlib would open it."""
+
+    rank: int
+    sock: socket.socket
+    ip: str = field(init=False)
+    port: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ip, self.port = self.sock.getsockname()
+
+    @classmethod
+    def open(cls, rank: int, ip: str) -> Worker:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind((ip, 0))
+        sock.settimeout(5)
+        return cls(rank, sock)
+
+    def address(self) -> pb.WorkerAddress:
+        return pb.WorkerAddress(ipv4=self.ip, udp_port=self.port)
+
+    def send(self, switch: tuple[str, int], job_id: int, slot: int, values: list[int], set_: int = 0) -> None:
+        self.sock.sendto(
+            PACKET.pack(MsgType.DATA, self.rank, job_id, (set_ << 15) | slot, 0, 0, slot, *values), switch
+        )
+
+    def results(self, count: int) -> dict[int, list[int]]:
+        """`count` RESULT packets: slot -> values (fails on a timeout or a foreign packet)."""
+        out = {}
+        for _ in range(count):
+            msg, _, _, set_slot, _, _, _, *values = PACKET.unpack(self.sock.recv(2048))
+            assert msg == MsgType.RESULT
+            out[set_slot & 0x7FFF] = values
+        return out
+
+    def nothing_arrives(self, seconds: float = 0.5) -> bool:
+        self.sock.settimeout(seconds)
+        try:
+            self.sock.recv(2048)
+        except TimeoutError:
+            return True
+        finally:
+            self.sock.settimeout(5)
+        return False
+
+
+def join_all(stub: pb_grpc.JobServiceStub, name: str, workers: list[Worker]) -> list[pb.JobDescription]:
+    """Every rank calls JoinJob at once (as separate workers would); returns their answers by rank."""
+    answers: list[pb.JobDescription | Exception | None] = [None] * len(workers)
+
+    def join(w: Worker) -> None:
+        request = pb.JoinJobRequest(name=name, rank=w.rank, world_size=len(workers), address=w.address(),
+                                    timeout_seconds=10)  # fmt: skip
+        try:
+            answers[w.rank] = stub.JoinJob(request, timeout=15)
+        except Exception as exc:  # reported below, in the test's thread
+            answers[w.rank] = exc
+
+    threads = [threading.Thread(target=join, args=(w,)) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=20)
+    for answer in answers:
+        if not isinstance(answer, pb.JobDescription):
+            raise AssertionError(f"JoinJob failed: {answer}")
+    return answers  # type: ignore[return-value]
+
+
+def read_keys(switch: Switch, table: str) -> list[tuple[int, ...]]:
+    """The exact-match keys of every entry of `table`, read with a plain P4Runtime Read (no arbitration)."""
+    schema = fy.P4Schema(switch.artifacts.p4info)
+    info = schema.tables[table]
+    request = p4r.ReadRequest(
+        device_id=1, entities=[p4r.Entity(table_entry=p4r.TableEntry(table_id=info.id))]
+    )
+    keys = []
+    with grpc.insecure_channel(switch.address) as channel:
+        for reply in p4r_grpc.P4RuntimeStub(channel).Read(request, timeout=10):
+            for entity in reply.entities:
+                fields = sorted(entity.table_entry.match, key=lambda m: m.field_id)
+                keys.append(tuple(int.from_bytes(m.exact.value, "big") for m in fields))
+    return sorted(keys)
+
+
+def read_groups(switch: Switch) -> dict[int, list[tuple[int, int]]]:
+    entry = p4r.PacketReplicationEngineEntry(multicast_group_entry=p4r.MulticastGroupEntry())
+    request = p4r.ReadRequest(device_id=1, entities=[p4r.Entity(packet_replication_engine_entry=entry)])
+    groups = {}
+    with grpc.insecure_channel(switch.address) as channel:
+        for reply in p4r_grpc.P4RuntimeStub(channel).Read(request, timeout=10):
+            for entity in reply.entities:
+                group = entity.packet_replication_engine_entry.multicast_group_entry
+                groups[group.multicast_group_id] = sorted(
+                    (int.from_bytes(r.port, "big") if r.port else r.egress_port, r.instance)
+                    for r in group.replicas
+                )
+    return groups
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, step: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(step)
+    return condition()
+
+
+@contextlib.contextmanager
+def channel_to(daemon: Daemon) -> Iterator[pb_grpc.JobServiceStub]:
+    with grpc.insecure_channel(daemon.listen) as channel:
+        yield pb_grpc.JobServiceStub(channel)
