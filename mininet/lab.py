@@ -1,0 +1,393 @@
+"""The p4reduce Mininet lab: `sudo make lab WORKERS=4 SWITCH=soft|bmv2`.
+
+Builds the network (hosts, P4 switches, links), starts the controller
+daemon and lets it provision the switches over P4Runtime, checks plain
+connectivity (ping all pairs, which crosses the switches' L2 path),
+registers every host as a rank of one job, runs one worker per host, and
+verifies every worker's sum. Leaves logs/ (switches, controller, workers),
+pcaps/ (per switch port) and results/lab-<time>.json; exits non-zero on any
+failure and tears everything down, also on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script: make the project importable ahead of the lab folder
+
+import grpc  # noqa: E402
+from mininet.link import Link, TCLink  # noqa: E402
+from mininet.log import setLogLevel  # noqa: E402
+from mininet.net import Mininet  # noqa: E402
+
+from contracts import jobapi_pb2 as pb  # noqa: E402
+from contracts import jobapi_pb2_grpc as pb_grpc  # noqa: E402
+from contracts.protocol import UDP_PORT  # noqa: E402
+from hostlib.launch import build_program, free_port  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from switches import SWITCH_CLASSES  # noqa: E402
+from topology import Topology, TopologyError, generate, load  # noqa: E402
+
+JOB = "lab"
+WORKER_PORT = 40000
+
+
+def controller_config(topo: Topology, grpc_ports: dict[str, int], program: Path, p4info: Path) -> str:
+    """The controller's config: every host is a host of the aggregating switch (over the link if remote)."""
+    agg = topo.aggregator
+    lines = ["controller:", "  lease_seconds: 60", "  default_pool_size: 32", "switches:"]
+    for index, switch in enumerate(topo.switches):
+        lines += [
+            f"  - name: {switch.name}",
+            f"    grpc: 127.0.0.1:{grpc_ports[switch.name]}",
+            f"    device_id: {index + 1}",
+            f"    p4info: {p4info}",
+            f"    device_config: {program}",
+            "    aggregation:",
+            f"      ipv4: {switch.agg_ipv4}",
+            f'      mac: "{switch.agg_mac}"',
+        ]
+        if switch.name != agg.name:  # a bridging switch floods everything, over every port
+            lines.append(f"    flood_ports: {topo.ports(switch.name)}")
+    lines.append("hosts:")
+    for host in topo.hosts:
+        port = topo.port_towards(agg.name, host)
+        lines.append(
+            f'  - {{name: {host.name}, ipv4: {host.ipv4}, mac: "{host.mac}", switch: {agg.name}, '
+            f"port: {port}}}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def build_network(
+    topo: Topology, kind: str, grpc_ports: dict[str, int], bw: float | None, drop_rate: float
+) -> Mininet:
+    net = Mininet(topo=None, build=False, controller=None, link=TCLink if bw else Link, autoSetMacs=False)
+    cls = SWITCH_CLASSES[kind]
+    for index, s in enumerate(topo.switches):
+        net.addSwitch(
+            s.name,
+            cls=cls,
+            grpc_port=grpc_ports[s.name],
+            device_id=index + 1,
+            log_dir=str(ROOT / "logs"),
+            pcap_dir=str(ROOT / "pcaps"),
+            drop_rate=drop_rate,
+        )
+    link_opts = {"bw": bw} if bw else {}
+    for h in topo.hosts:
+        host = net.addHost(h.name, ip=f"{h.ipv4}/24", mac=h.mac)
+        net.addLink(host, net.get(h.switch), port2=h.port, **link_opts)
+    for a, pa, b, pb_ in topo.links:
+        net.addLink(net.get(a), net.get(b), port1=pa, port2=pb_, **link_opts)
+    return net
+
+
+def configure_hosts(net: Mininet, topo: Topology) -> None:
+    """Offloads off (a switch that rewrites packets must see real checksums); ARP between hosts static."""
+    for h in topo.hosts:
+        host = net.get(h.name)
+        for intf in host.intfList():
+            host.cmd(f"ethtool -K {intf.name} rx off tx off sg off tso off gso off gro off >/dev/null 2>&1")
+    net.staticArp()
+
+
+def join_all(controller: str, topo: Topology) -> pb.JobDescription:
+    """JoinJob for every host at once (the rendezvous blocks until all ranks joined)."""
+    replies: dict[int, pb.JobDescription] = {}
+    errors: list[str] = []
+    with grpc.insecure_channel(controller) as channel:
+        stub = pb_grpc.JobServiceStub(channel)
+
+        def join(rank: int, ip: str) -> None:
+            request = pb.JoinJobRequest(
+                name=JOB,
+                rank=rank,
+                world_size=len(topo.hosts),
+                timeout_seconds=30,
+                address=pb.WorkerAddress(ipv4=ip, udp_port=WORKER_PORT + rank),
+            )
+            try:
+                replies[rank] = stub.JoinJob(request, timeout=40)
+            except grpc.RpcError as error:
+                errors.append(f"rank {rank}: {error.details()}")
+
+        threads = [threading.Thread(target=join, args=(r, h.ipv4)) for r, h in enumerate(topo.hosts)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise RuntimeError("JoinJob failed: " + "; ".join(errors))
+    return replies[0]
+
+
+def heartbeat(controller: str, ranks: int, lease: float, stop: threading.Event) -> None:
+    with grpc.insecure_channel(controller) as channel:
+        stub = pb_grpc.JobServiceStub(channel)
+        while not stop.wait(lease / 3):
+            for rank in range(ranks):
+                try:
+                    stub.Heartbeat(pb.HeartbeatRequest(name=JOB, rank=rank), timeout=5)
+                except grpc.RpcError:
+                    pass
+
+
+def counters(controller: str) -> list[tuple[str, str, int, int]]:
+    with grpc.insecure_channel(controller) as channel:
+        reply = pb_grpc.JobServiceStub(channel).GetCounters(pb.GetCountersRequest(), timeout=10)
+    return [(c.counter, c.label, c.packets, c.bytes) for c in reply.counters if c.packets]
+
+
+def run(args: argparse.Namespace) -> int:
+    topo = load(args.topo) if args.topo else generate(args.topology, args.workers)
+    for folder in ("logs", "pcaps", "results", "build"):
+        (ROOT / folder).mkdir(exist_ok=True)
+    if args.switch == "bmv2":
+        program, p4info = build_bmv2()
+    else:
+        program, p4info = build_program(ROOT / "build")
+    grpc_ports = {s.name: free_port() for s in topo.switches}
+    job_port = free_port()
+    config = ROOT / "logs" / "lab-controller.yaml"
+    config.write_text(controller_config(topo, grpc_ports, program, p4info))
+    net = build_network(topo, args.switch, grpc_ports, args.bw, args.drop_rate)
+    controller: subprocess.Popen[bytes] | None = None
+    stop = threading.Event()
+    started = time.time()
+    try:
+        net.start()
+        configure_hosts(net, topo)
+        print(f"*** network up: {len(topo.switches)} switch(es) ({args.switch}), {len(topo.hosts)} hosts")
+        with open(ROOT / "logs" / "controller.log", "ab") as log:
+            controller = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "controller",
+                    "serve",
+                    "--config",
+                    str(config),
+                    "--listen",
+                    f"127.0.0.1:{job_port}",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+            )
+        wait_port(job_port, controller, "controller")
+        print(f"*** controller provisioned the switch(es); job API on 127.0.0.1:{job_port}")
+        for attempt in range(1, 4):  # the first round may lose a packet while the switches settle
+            loss = net.pingAll(timeout=2)
+            print(
+                f"*** ping all pairs, round {attempt}: {loss:.0f}% loss (ordinary traffic over the L2 path)"
+            )
+            if loss == 0:
+                break
+        desc = join_all(f"127.0.0.1:{job_port}", topo)
+        threading.Thread(
+            target=heartbeat, args=(f"127.0.0.1:{job_port}", len(topo.hosts), 60.0, stop), daemon=True
+        ).start()
+        print(
+            f"*** job {desc.name!r}: id {desc.job_id}, slots {desc.base_slot}.."
+            f"{desc.base_slot + desc.pool_size - 1}, switch {desc.switch_ipv4}:{desc.switch_udp_port}"
+        )
+        reports = run_workers(net, topo, desc, args)
+        rows = counters(f"127.0.0.1:{job_port}")
+    finally:
+        stop.set()
+        if controller is not None:
+            controller.terminate()
+            controller.wait(timeout=10)
+        if args.cli:
+            from mininet.cli import CLI
+
+            CLI(net)
+        net.stop()
+    ok = print_results(reports, rows) and loss == 0
+    result_file = ROOT / "results" / f"lab-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    result_file.write_text(
+        json.dumps(
+            {
+                "ok": ok,
+                "switch": args.switch,
+                "workers": len(topo.hosts),
+                "size": args.size,
+                "ping_loss": loss,
+                "seconds": time.time() - started,
+                "reports": reports,
+                "counters": [{"counter": c, "label": lbl, "packets": p, "bytes": b} for c, lbl, p, b in rows],
+            },
+            indent=2,
+        )
+    )
+    print(
+        f"*** {'PASS' if ok else 'FAIL'}: results in {result_file.relative_to(ROOT)}, logs in logs/, "
+        "pcaps in pcaps/"
+    )
+    return 0 if ok else 1
+
+
+def run_workers(
+    net: Mininet, topo: Topology, desc: pb.JobDescription, args: argparse.Namespace
+) -> list[dict]:
+    processes = []
+    for rank, h in enumerate(topo.hosts):
+        command = [
+            sys.executable,
+            str(Path(__file__).with_name("worker.py")),
+            "--job-id",
+            str(desc.job_id),
+            "--world",
+            str(len(topo.hosts)),
+            "--pool",
+            str(desc.pool_size),
+            "--switch",
+            f"{desc.switch_ipv4}:{desc.switch_udp_port or UDP_PORT}",
+            "--rank",
+            str(rank),
+            "--bind",
+            f"{h.ipv4}:{WORKER_PORT + rank}",
+            "--size",
+            str(args.size),
+        ]
+        for dtype in args.dtype:
+            command += ["--dtype", dtype]
+        log = open(ROOT / "logs" / f"worker-{h.name}.log", "wb")  # noqa: SIM115 (closed below)
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        processes.append((net.get(h.name).popen(command, stdout=subprocess.PIPE, stderr=log, env=env), log))
+    reports = []
+    for process, log in processes:
+        try:
+            out, _ = process.communicate(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, _ = process.communicate()
+        log.close()
+        try:
+            reports.append(json.loads(out.decode().strip().splitlines()[-1]))
+        except (IndexError, json.JSONDecodeError):
+            reports.append(
+                {"rank": len(reports), "results": [{"ok": False, "error": "no report (see its log)"}]}
+            )
+    return reports
+
+
+def print_results(reports: list[dict], rows: list[tuple[str, str, int, int]]) -> bool:
+    ok = True
+    print(f"\n{'rank':>4} {'dtype':>8} {'seconds':>8} {'goodput':>12}  check")
+    for report in reports:
+        for r in report["results"]:
+            if not r["ok"]:
+                ok = False
+                print(f"{report['rank']:>4} {r.get('dtype', '?'):>8}  FAILED: {r.get('error', 'wrong sum')}")
+                continue
+            check = "exact" if r["dtype"] == "int32" else f"max err {r['max_error']:.3g} <= {r['bound']:.3g}"
+            print(
+                f"{report['rank']:>4} {r['dtype']:>8} {r['seconds']:>8.2f} "
+                f"{r['goodput'] / 1e6:>8.2f} MB/s  {check}"
+            )
+    print("\ncounters (non-zero):")
+    for counter, label, packets, size in rows:
+        print(f"  {counter:<22} {label:<18} {packets:>9} packets {size:>11} bytes")
+    return ok
+
+
+def wait_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited ({process.returncode}); see logs/controller.log")
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on port {port}")
+
+
+def build_bmv2() -> tuple[Path, Path]:
+    """bmv2 JSON and P4Info from p4c (which must be on PATH)."""
+    out = ROOT / "build" / "bmv2"
+    out.mkdir(parents=True, exist_ok=True)
+    program, p4info = out / "p4reduce.json", out / "p4reduce.p4info.txtpb"
+    command = [
+        "p4c",
+        "--target",
+        "bmv2",
+        "--arch",
+        "v1model",
+        "-I",
+        str(ROOT / "p4src"),
+        "-o",
+        str(out),
+        "--p4runtime-files",
+        str(p4info),
+        str(ROOT / "p4src" / "v1model" / "p4reduce.p4"),
+    ]
+    subprocess.run(command, check=True)
+    return program, p4info
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="mininet/lab.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=4, help="worker hosts (1..32, default 4)")
+    parser.add_argument(
+        "--switch", choices=sorted(SWITCH_CLASSES), default="soft", help="P4 target (default soft)"
+    )
+    parser.add_argument("--topology", choices=("star", "line"), default="star", help="generated topology")
+    parser.add_argument("--topo", type=Path, help="topology JSON file (overrides --topology/--workers)")
+    parser.add_argument("--size", type=int, default=65536, help="elements per all-reduce (default 65536)")
+    parser.add_argument(
+        "--dtype",
+        action="append",
+        choices=("float32", "float16", "int32"),
+        help="dtype(s) to reduce (default float32 and int32)",
+    )
+    parser.add_argument("--bw", type=float, help="link bandwidth in Mbit/s (TCLink/htb)")
+    parser.add_argument("--drop-rate", type=float, default=0.0, help="loss injected at the embedded switch")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds a worker may take")
+    parser.add_argument("--cli", action="store_true", help="open the Mininet CLI after the run")
+    args = parser.parse_args()
+    args.dtype = args.dtype or ["float32", "int32"]
+    if os.geteuid() != 0:
+        print(
+            "lab: Mininet needs root: run `sudo make lab` (or sudo .venv/bin/python mininet/lab.py)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.switch == "bmv2":
+        missing = [tool for tool in ("simple_switch_grpc", "p4c") if not _which(tool)]
+        if missing:
+            print(
+                f"lab: --switch bmv2 needs {' and '.join(missing)} on PATH (see docs/lab.md)", file=sys.stderr
+            )
+            return 2
+    setLogLevel(os.environ.get("LAB_LOG", "warning"))
+    try:
+        return run(args)
+    except (TopologyError, RuntimeError, subprocess.CalledProcessError) as error:
+        print(f"lab: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("lab: interrupted; network torn down", file=sys.stderr)
+        return 130
+
+
+def _which(tool: str) -> bool:
+    from shutil import which
+
+    return which(tool) is not None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
