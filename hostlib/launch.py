@@ -66,9 +66,10 @@ def build_program(build: Path) -> tuple[Path, Path]:
     return program, p4info
 
 
-def _wait_for(
+def wait_for_port(
     port: int, process: subprocess.Popen[bytes], log: Path, what: str, timeout: float = 30.0
 ) -> None:
+    """Return once `process` accepts TCP connections on loopback `port`; LaunchError if it dies or stalls."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -171,13 +172,13 @@ def services(
         with open(switch_log, "ab") as out:
             switch = subprocess.Popen(switch_cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
         processes.append(switch)
-        _wait_for(grpc_port, switch, switch_log, "p4reduce-switch")
+        wait_for_port(grpc_port, switch, switch_log, "p4reduce-switch")
         with open(controller_log, "ab") as out:
             controller = subprocess.Popen(
                 controller_cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT
             )
         processes.append(controller)
-        _wait_for(job_port, controller, controller_log, "the controller (p4reduce-ctl serve)")
+        wait_for_port(job_port, controller, controller_log, "the controller (p4reduce-ctl serve)")
         yield Services(f"127.0.0.1:{grpc_port}", f"127.0.0.1:{job_port}", (switch_ip, UDP_PORT), logs)
     finally:
         for process in reversed(processes):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -32,7 +31,7 @@ from mininet.net import Mininet  # noqa: E402
 from contracts import jobapi_pb2 as pb  # noqa: E402
 from contracts import jobapi_pb2_grpc as pb_grpc  # noqa: E402
 from contracts.protocol import UDP_PORT  # noqa: E402
-from hostlib.launch import build_program, free_port  # noqa: E402
+from hostlib.launch import LaunchError, build_program, free_port, wait_for_port  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from switches import SWITCH_CLASSES  # noqa: E402
@@ -185,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
             )
-        wait_port(job_port, controller, "controller")
+        wait_for_port(job_port, controller, ROOT / "logs" / "controller.log", "the controller")
         print(f"*** controller provisioned the switch(es); job API on 127.0.0.1:{job_port}")
         for attempt in range(1, 4):  # the first round may lose a packet while the switches settle
             loss = net.pingAll(timeout=2)
@@ -303,18 +302,6 @@ def print_results(reports: list[dict], rows: list[tuple[str, str, int, int]]) ->
     return ok
 
 
-def wait_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{what} exited ({process.returncode}); see logs/controller.log")
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"{what} did not listen on port {port}")
-
-
 def build_bmv2() -> tuple[Path, Path]:
     """bmv2 JSON and P4Info from p4c (which must be on PATH)."""
     out = ROOT / "build" / "bmv2"
@@ -375,7 +362,7 @@ def main() -> int:
     setLogLevel(os.environ.get("LAB_LOG", "warning"))
     try:
         return run(args)
-    except (TopologyError, RuntimeError, subprocess.CalledProcessError) as error:
+    except (TopologyError, LaunchError, RuntimeError, subprocess.CalledProcessError) as error:
         print(f"lab: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -10,13 +10,13 @@ P4Runtime, as it would to any switch.
 from __future__ import annotations
 
 import shlex
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from mininet.node import Switch
+
+from hostlib.launch import wait_for_port
 
 
 class P4RuntimeSwitch(Switch):
@@ -65,17 +65,7 @@ class P4RuntimeSwitch(Switch):
             log.write(f"$ {shlex.join(command)}\n".encode())
             log.flush()
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.name}: switch exited ({self.process.returncode}):\n{self._tail()}")
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", self.grpc_port)) == 0:
-                    return
-            time.sleep(0.1)
-        raise RuntimeError(
-            f"{self.name}: no gRPC server on port {self.grpc_port} after 30 s:\n{self._tail()}"
-        )
+        wait_for_port(self.grpc_port, self.process, self.log_file, f"switch {self.name}")
 
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's signature)
         if self.process is not None and self.process.poll() is None:
@@ -85,12 +75,6 @@ class P4RuntimeSwitch(Switch):
             except subprocess.TimeoutExpired:
                 self.process.kill()
         super().stop(deleteIntfs)
-
-    def _tail(self) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-15:])
-        except OSError:
-            return "(no log)"
 
 
 class P4ReduceSwitch(P4RuntimeSwitch):
