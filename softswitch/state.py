@@ -14,8 +14,8 @@ scanned with precomputed (value, mask) pairs.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 EXACT = "exact"
 LPM = "lpm"
@@ -151,7 +151,9 @@ class Table:
         self._entries[ident] = entry
         self._reindex()
 
-    def modify(self, match: tuple[FieldMatch, ...], priority: int, action: ActionCall, metadata: bytes) -> Entry:
+    def modify(
+        self, match: tuple[FieldMatch, ...], priority: int, action: ActionCall, metadata: bytes
+    ) -> Entry:
         entry = self._existing(match, priority)
         entry.action = action
         entry.metadata = metadata
@@ -192,7 +194,9 @@ class Table:
                 continue
             if key.kind in (EXACT, OPTIONAL):
                 if not isinstance(m, int) or not 0 <= m <= top:
-                    raise StateError("INVALID_ARGUMENT", f"{self.name}: {key.name} out of range for bit<{key.width}>")
+                    raise StateError(
+                        "INVALID_ARGUMENT", f"{self.name}: {key.name} out of range for bit<{key.width}>"
+                    )
             elif key.kind == LPM:
                 value, plen = m  # type: ignore[misc]
                 if not 0 < plen <= key.width or value & ~_prefix_mask(key.width, plen) or value > top:

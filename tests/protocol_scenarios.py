@@ -38,7 +38,7 @@ from contracts.protocol import (
 
 
 class Driver(Protocol):
-    """What a scenario needs from a switch; names are P4Info names ("MyIngress.job_table", "hdr.p4r.job_id")."""
+    """What a scenario needs from a switch, by P4Info names ("MyIngress.job_table", "hdr.p4r.job_id")."""
 
     def table_add(self, table: str, match: dict[str, int], action: str, params: dict[str, int]) -> None: ...
     def set_default(self, table: str, action: str, params: dict[str, int]) -> None: ...
@@ -349,7 +349,9 @@ def standard_setup() -> tuple[Install, ...]:
             {"mac": mac_int(SWITCH_MAC)},
         ),
         TableEntry(
-            "MyIngress.agg_addresses", {"hdr.ipv4.dst_addr": ip_int(SWITCH_IP)}, "MyIngress.accept_aggregation"
+            "MyIngress.agg_addresses",
+            {"hdr.ipv4.dst_addr": ip_int(SWITCH_IP)},
+            "MyIngress.accept_aggregation",
         ),
     ]
     entries += [
@@ -460,7 +462,9 @@ def _scenarios() -> tuple[Scenario, ...]:
                     contribution(JOB_A, 1, 0, A1, exp=130, chunk=5, flags=3, udp_chksum=None),
                     note="middle",
                 ),
-                Check(registers={("MyIngress.bitmap", IDX(0, 0)): 0b011, ("MyIngress.remaining", IDX(0, 0)): 1}),
+                Check(
+                    registers={("MyIngress.bitmap", IDX(0, 0)): 0b011, ("MyIngress.remaining", IDX(0, 0)): 1}
+                ),
                 Send(
                     3,
                     contribution(JOB_A, 2, 0, A2, exp=135, chunk=5, flags=3),
@@ -538,7 +542,10 @@ def _scenarios() -> tuple[Scenario, ...]:
                         ("MyIngress.job_results_out", J): (1, DATA_LEN),
                         ("MyIngress.job_data_in", J): (4, 4 * DATA_LEN),
                     },
-                    registers={("MyIngress.bitmap", IDX(3, 0)): 0b110, ("MyIngress.bitmap", IDX(3, 1)): 0b001},
+                    registers={
+                        ("MyIngress.bitmap", IDX(3, 0)): 0b110,
+                        ("MyIngress.bitmap", IDX(3, 1)): 0b001,
+                    },
                 ),
                 Send(2, contribution(JOB_A, 1, 3, A1, set_bit=1, chunk=10)),
                 Send(
@@ -555,9 +562,13 @@ def _scenarios() -> tuple[Scenario, ...]:
             (
                 *_complete_slot(JOB_A, 4, s1),
                 Send(1, contribution(JOB_A, 0, 4, s2[0], set_bit=1)),
-                Check(registers={("MyIngress.bitmap", IDX(4, 0)): 0b110, ("MyIngress.bitmap", IDX(4, 1)): 0b001}),
+                Check(
+                    registers={("MyIngress.bitmap", IDX(4, 0)): 0b110, ("MyIngress.bitmap", IDX(4, 1)): 0b001}
+                ),
                 Send(2, contribution(JOB_A, 1, 4, s2[1], set_bit=1)),
-                Check(registers={("MyIngress.bitmap", IDX(4, 0)): 0b100, ("MyIngress.bitmap", IDX(4, 1)): 0b011}),
+                Check(
+                    registers={("MyIngress.bitmap", IDX(4, 0)): 0b100, ("MyIngress.bitmap", IDX(4, 1)): 0b011}
+                ),
                 Send(
                     3,
                     contribution(JOB_A, 2, 4, s2[2], set_bit=1),
@@ -585,7 +596,10 @@ def _scenarios() -> tuple[Scenario, ...]:
                         **_drops(DropReason.WRONG_SENDER, 4, 4 * DATA_LEN),
                         ("MyIngress.job_data_in", J): (0, 0),
                     },
-                    registers={("MyIngress.bitmap", IDX(0, 0)): 0, ("MyIngress.owner", JOB_A.global_slot(0)): 0},
+                    registers={
+                        ("MyIngress.bitmap", IDX(0, 0)): 0,
+                        ("MyIngress.owner", JOB_A.global_slot(0)): 0,
+                    },
                 ),
             ),
         ),
