@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
             )
         wait_for_port(job_port, controller, ROOT / "logs" / "controller.log", "the controller")
         print(f"*** controller provisioned the switch(es); job API on 127.0.0.1:{job_port}")
-        for attempt in range(1, 4):  # the first round may lose a packet while the switches settle
+        for attempt in range(1, 4):  # the first round may lose one ping: see docs/lab.md
             loss = net.pingAll(timeout=2)
             print(
                 f"*** ping all pairs, round {attempt}: {loss:.0f}% loss (ordinary traffic over the L2 path)"
