@@ -94,6 +94,9 @@ class PacketEngine:
             raise ValueError(f"pool size {pool_size} out of range")
         self.sock = sock
         self.switch = switch_address
+        # Connected: the kernel then delivers only the switch's datagrams, and reports ICMP port
+        # unreachable (no switch listening) as ECONNREFUSED instead of dropping it silently.
+        sock.connect(switch_address)
         self.job_id = job_id
         self.rank = rank
         self.pool_size = pool_size
@@ -198,10 +201,13 @@ class PacketEngine:
     # ---------------------------------------------------------------- helpers
     def _send(self, buffer: bytearray) -> None:
         try:
-            self.sock.sendto(buffer, self.switch)
+            self.sock.send(buffer)
         except ConnectionRefusedError:
-            self.stats.refused += 1  # an earlier datagram bounced; the next receive will tell
-            self.sock.sendto(buffer, self.switch)
+            self.stats.refused += 1  # an earlier datagram bounced off a closed port; try once more
+            try:
+                self.sock.send(buffer)
+            except ConnectionRefusedError:
+                self.stats.refused += 1
         self.stats.packets_sent += 1
         self.stats.bytes_sent += len(buffer)
 

@@ -1,0 +1,146 @@
+"""The packet engine and the Communicator against a reflector standing in for a 1-worker switch.
+
+The reflector answers each DATA with the RESULT a switch would send for a
+job of one worker (same header, RESULT type, values and exponent echoed),
+and can drop or duplicate answers deterministically, so loss recovery is
+tested packet by packet. End-to-end behaviour through the real switch is in
+test_through_switch.py.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from contracts.protocol import MsgType
+from hostlib import AllreduceTimeout, Communicator, JobSpec
+
+
+class Reflector:
+    def __init__(self, drop_every: int = 0, duplicate: bool = False) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.05)
+        self.address = self.sock.getsockname()
+        self.drop_every, self.duplicate = drop_every, duplicate
+        self.received = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                data, sender = self.sock.recvfrom(2048)
+            except TimeoutError:
+                continue
+            self.received += 1
+            if self.drop_every and self.received % self.drop_every == 0:
+                continue
+            result = bytes([MsgType.RESULT]) + data[1:]
+            self.sock.sendto(result, sender)
+            if self.duplicate:
+                self.sock.sendto(result, sender)
+
+    def __enter__(self) -> Reflector:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.sock.close()
+
+
+@pytest.fixture
+def reflector() -> Iterator[Reflector]:
+    with Reflector() as r:
+        yield r
+
+
+def communicator(address: tuple[str, int], pool: int = 8, timeout: float = 5.0) -> Communicator:
+    return Communicator(
+        JobSpec(job_id=3, world_size=1, pool_size=pool, switch_address=address), 0, progress_timeout=timeout
+    )
+
+
+def test_int32_comes_back_exact_and_state_persists_across_calls(reflector: Reflector) -> None:
+    data = np.arange(-5000, 5000, dtype=np.int32) * 65537
+    with communicator(reflector.address) as comm:
+        assert np.array_equal(comm.allreduce(data), data)
+        chunks = -(-data.size // 32)
+        assert comm.engine.next_chunk == chunks
+        sets_after_one = bytes(comm.engine.next_set)
+        assert np.array_equal(comm.allreduce(data), data)
+        assert comm.engine.next_chunk == 2 * chunks
+        assert bytes(comm.engine.next_set) != sets_after_one or chunks % 16 == 0
+        assert comm.stats().packets_sent == 2 * chunks
+
+
+def test_float32_sum_of_one_worker_is_within_the_bound(reflector: Reflector) -> None:
+    data = (np.random.default_rng(1).standard_normal(3000) * 100).astype(np.float32)
+    with communicator(reflector.address) as comm:
+        result = comm.allreduce(data)
+    quantum = 2.0 ** np.ceil(np.log2(np.abs(data).max())) / (2**31 - 1)
+    assert result.dtype == np.float32 and np.abs(result - data).max() <= quantum + np.abs(data).max() * 2**-24
+
+
+def test_lost_answers_are_retransmitted_and_the_result_is_still_exact() -> None:
+    data = np.arange(20000, dtype=np.int32)
+    with Reflector(drop_every=7) as lossy, communicator(lossy.address) as comm:
+        assert np.array_equal(comm.allreduce(data), data)
+        assert comm.stats().retransmissions > 0
+
+
+def test_duplicated_answers_are_ignored() -> None:
+    data = np.arange(5000, dtype=np.int32)
+    with Reflector(duplicate=True) as dup, communicator(dup.address) as comm:
+        assert np.array_equal(comm.allreduce(data), data)
+        assert np.array_equal(comm.allreduce(data), data)
+        assert comm.stats().ignored_results > 0
+
+
+def test_a_silent_switch_gives_a_clear_timeout_not_a_hang() -> None:
+    silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    silent.bind(("127.0.0.1", 0))
+    try:
+        with communicator(silent.getsockname(), timeout=0.5) as comm:
+            started = time.monotonic()
+            with pytest.raises(AllreduceTimeout, match=r"no progress for .* unanswered by the switch"):
+                comm.allreduce(np.ones(100, dtype=np.int32))
+            assert time.monotonic() - started < 5
+    finally:
+        silent.close()
+
+
+def test_a_switch_that_is_not_running_is_named_in_the_error() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()
+    with communicator(closed, timeout=0.5) as comm:
+        with pytest.raises(AllreduceTimeout, match="ICMP port unreachable"):
+            comm.allreduce(np.ones(100, dtype=np.int32))
+
+
+def test_out_async_float16_and_validation(reflector: Reflector) -> None:
+    with communicator(reflector.address) as comm:
+        data = np.arange(100, dtype=np.int32).reshape(10, 10)
+        out = np.empty_like(data)
+        assert comm.allreduce(data, out=out) is out and np.array_equal(out, data)
+        handle = comm.allreduce_async(data)
+        assert np.array_equal(handle.wait(timeout=10), data)
+        half = np.linspace(-2, 2, 50, dtype=np.float16)
+        assert comm.allreduce(half).dtype == np.float16
+        with pytest.raises(ValueError, match="out must have shape"):
+            comm.allreduce(data, out=np.empty(3, dtype=np.int32))
+        with pytest.raises(ValueError, match="NaN"):
+            comm.allreduce(np.array([np.nan], dtype=np.float32))
+    comm.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        comm.allreduce(data)
+    with pytest.raises(ValueError, match="rank 1 is outside"):
+        Communicator(JobSpec(1, 1, 8, reflector.address), 1)
