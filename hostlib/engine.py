@@ -213,10 +213,6 @@ class PacketEngine:
 
     def _retransmit(self, deadlines: np.ndarray, retries: list[int], current: list[int], now: float) -> None:
         expired = [slot for slot in np.flatnonzero(deadlines <= now).tolist() if current[slot] >= 0]
-        if expired:
-            # As TCP does (RFC 6298, 5.5): a timeout backs the timer off until a clean sample arrives,
-            # so queueing delay growing behind a full window does not turn into a retransmission storm.
-            self.rto = min(self.rto * 2, RTO_MAX)
         for slot in expired:
             retries[slot] += 1
             self.stats.retransmissions += 1
