@@ -10,50 +10,14 @@ test_through_switch.py.
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
-from contracts.protocol import MsgType
 from hostlib import AllreduceTimeout, Communicator, JobSpec
-
-
-class Reflector:
-    def __init__(self, drop_every: int = 0, duplicate: bool = False) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.settimeout(0.05)
-        self.address = self.sock.getsockname()
-        self.drop_every, self.duplicate = drop_every, duplicate
-        self.received = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                data, sender = self.sock.recvfrom(2048)
-            except TimeoutError:
-                continue
-            self.received += 1
-            if self.drop_every and self.received % self.drop_every == 0:
-                continue
-            result = bytes([MsgType.RESULT]) + data[1:]
-            self.sock.sendto(result, sender)
-            if self.duplicate:
-                self.sock.sendto(result, sender)
-
-    def __enter__(self) -> Reflector:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
-        self.sock.close()
+from hostlib.reflector import Reflector
 
 
 @pytest.fixture
