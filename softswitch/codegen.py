@@ -499,12 +499,13 @@ class Compiler:
                 copy_back.append((arg, py))
         directionless = [p for p in decl.params if not p.direction]
         if directionless:
-            values = args[len(directional) :] if entry_args is None else None
-            for i, prm in enumerate(directionless):
-                py = f"p_{prm.name}_{next(self.counter)}"
-                scope[prm.name] = py
-                value = self.expr(values[i], depth) if values is not None else f"{entry_args}[{i}]"
-                self.emit(depth, f"{py} = {value}")
+            names = [f"p_{prm.name}_{next(self.counter)}" for prm in directionless]
+            scope.update((prm.name, py) for prm, py in zip(directionless, names))
+            if entry_args is not None:  # one tuple unpack of the entry's arguments
+                self.emit(depth, f"{', '.join(names)}, = {entry_args}")
+            else:
+                for py, value in zip(names, args[len(directional) :]):
+                    self.emit(depth, f"{py} = {self.expr(value, depth)}")
         self.env.append(scope)
         has_return = _contains_return(decl.body)
         saved = self._in_action_loop
@@ -535,20 +536,34 @@ class Compiler:
             rvar = self.bind("R", reg.values)
             if call.method == "read":
                 idx = self._index(depth, call.args[1])
-                self.emit(depth, f"{self.lvalue(call.args[0])} = {rvar}[{idx}] if {idx} < {reg.size} else 0")
+                target = self.lvalue(call.args[0])
+                if idx.isdigit():  # a constant index is checked here, once
+                    self.emit(depth, f"{target} = {rvar}[{idx}]" if int(idx) < reg.size else f"{target} = 0")
+                else:
+                    self.emit(depth, f"{target} = {rvar}[{idx}] if {idx} < {reg.size} else 0")
             elif call.method == "write":
                 idx = self._index(depth, call.args[0])
-                self.emit(depth, f"if {idx} < {reg.size}:")
-                self.emit(depth + 1, f"{rvar}[{idx}] = {self.expr(call.args[1], depth)}")
+                value = self.expr(call.args[1], depth)
+                if idx.isdigit():
+                    if int(idx) < reg.size:
+                        self.emit(depth, f"{rvar}[{idx}] = {value}")
+                else:
+                    self.emit(depth, f"if {idx} < {reg.size}:")
+                    self.emit(depth + 1, f"{rvar}[{idx}] = {value}")
             else:
                 raise UnsupportedError(f"register.{call.method} at {call.pos}")
         elif call.extern == "counter" and call.method == "count":
             ctr = self.runtime.counters[self.ids[call.instance]]
             pvar, bvar = self.bind("Cp", ctr.packets), self.bind("Cb", ctr.bytes)
             idx = self._index(depth, call.args[0])
-            self.emit(depth, f"if {idx} < {ctr.size}:")
-            self.emit(depth + 1, f"{pvar}[{idx}] += 1")
-            self.emit(depth + 1, f"{bvar}[{idx}] += plen")
+            if idx.isdigit():
+                if int(idx) < ctr.size:
+                    self.emit(depth, f"{pvar}[{idx}] += 1")
+                    self.emit(depth, f"{bvar}[{idx}] += plen")
+            else:
+                self.emit(depth, f"if {idx} < {ctr.size}:")
+                self.emit(depth + 1, f"{pvar}[{idx}] += 1")
+                self.emit(depth + 1, f"{bvar}[{idx}] += plen")
         elif call.extern == "direct_counter" and call.method == "count":
             self.emit(depth, "pass  # direct counters count on table hits")
         else:
