@@ -97,6 +97,34 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
+def start_controller(config: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    """`p4reduce-ctl serve` on loopback `port`, logging to `log`; returns once it serves the job API."""
+    command = [
+        sys.executable,
+        "-m",
+        "controller",
+        "serve",
+        "--config",
+        str(config),
+        "--listen",
+        f"127.0.0.1:{port}",
+    ]
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            cwd=ROOT,
+        )
+    try:
+        wait_for_port(port, process, log, "the controller (p4reduce-ctl serve)")
+    except LaunchError:
+        _stop(process)
+        raise
+    return process
+
+
 @contextmanager
 def services(
     logs: Path,
@@ -156,16 +184,6 @@ def services(
         f"      udp_port: {UDP_PORT}\n"
         "    default_host_port: 1\n"
     )
-    controller_cmd = [
-        sys.executable,
-        "-m",
-        "controller",
-        "serve",
-        "--config",
-        str(config),
-        "--listen",
-        f"127.0.0.1:{job_port}",
-    ]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     processes: list[subprocess.Popen[bytes]] = []
     try:
@@ -173,12 +191,7 @@ def services(
             switch = subprocess.Popen(switch_cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
         processes.append(switch)
         wait_for_port(grpc_port, switch, switch_log, "p4reduce-switch")
-        with open(controller_log, "ab") as out:
-            controller = subprocess.Popen(
-                controller_cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT
-            )
-        processes.append(controller)
-        wait_for_port(job_port, controller, controller_log, "the controller (p4reduce-ctl serve)")
+        processes.append(start_controller(config, job_port, controller_log))
         yield Services(f"127.0.0.1:{grpc_port}", f"127.0.0.1:{job_port}", (switch_ip, UDP_PORT), logs)
     finally:
         for process in reversed(processes):

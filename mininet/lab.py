@@ -31,7 +31,7 @@ from mininet.net import Mininet  # noqa: E402
 from contracts import jobapi_pb2 as pb  # noqa: E402
 from contracts import jobapi_pb2_grpc as pb_grpc  # noqa: E402
 from contracts.protocol import UDP_PORT  # noqa: E402
-from hostlib.launch import LaunchError, build_program, free_port, wait_for_port  # noqa: E402
+from hostlib.launch import LaunchError, build_program, free_port, start_controller  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from switches import SWITCH_CLASSES  # noqa: E402
@@ -168,23 +168,7 @@ def run(args: argparse.Namespace) -> int:
         net.start()
         configure_hosts(net, topo)
         print(f"*** network up: {len(topo.switches)} switch(es) ({args.switch}), {len(topo.hosts)} hosts")
-        with open(ROOT / "logs" / "controller.log", "ab") as log:
-            controller = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "controller",
-                    "serve",
-                    "--config",
-                    str(config),
-                    "--listen",
-                    f"127.0.0.1:{job_port}",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=ROOT,
-            )
-        wait_for_port(job_port, controller, ROOT / "logs" / "controller.log", "the controller")
+        controller = start_controller(config, job_port, ROOT / "logs" / "controller.log")
         print(f"*** controller provisioned the switch(es); job API on 127.0.0.1:{job_port}")
         for attempt in range(1, 4):  # the first round may lose one ping: see docs/lab.md
             loss = net.pingAll(timeout=2)
