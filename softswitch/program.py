@@ -30,13 +30,14 @@ def loads(data: bytes | str) -> ir.Program:
         raise ProgramFormatError(f"not a p4reduce-p4c program: not JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != ir.FORMAT:
         raise ProgramFormatError(
-            "not a p4reduce-p4c program (no \"format\": \"p4reduce-softswitch-program\"; "
+            'not a p4reduce-p4c program (no "format": "p4reduce-softswitch-program"; '
             "a bmv2 JSON from p4c cannot run on p4reduce-switch)"
         )
     version = doc.get("version")
     if version != ir.FORMAT_VERSION:
         raise ProgramFormatError(
-            f"compiled program has format version {version!r}, this switch reads version {ir.FORMAT_VERSION}: "
+            f"compiled program has format version {version!r}, this switch reads "
+            f"version {ir.FORMAT_VERSION}: "
             "recompile it with this p4reduce-p4c"
         )
     try:

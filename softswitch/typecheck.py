@@ -117,7 +117,6 @@ class _Checker:
         except Fail:
             return None
 
-
     # ------------------------------------------------------------ program
 
     def program(self, tree: Tree) -> ir.Program:
@@ -214,8 +213,11 @@ class _Checker:
         if kind == "bit1_type":
             return ir.BitType(1)
         if kind in ("bit_type", "int_type"):
-            width = self.const_int(t.children[-1] if not isinstance(t.children[-1], Token) or
-                                   t.children[-1].type == "NUMBER" else t.children[1])
+            width = self.const_int(
+                t.children[-1]
+                if not isinstance(t.children[-1], Token) or t.children[-1].type == "NUMBER"
+                else t.children[1]
+            )
             if width <= 0:
                 raise self.error(t, f"width of {kind[:-5]}<{width}> must be positive")
             return ir.BitType(width, kind == "int_type")
@@ -241,7 +243,9 @@ class _Checker:
             args = tuple(self.resolve_type(a, type_vars) for a in t.children[-1].children)
             if isinstance(found, ExternInfo):
                 if len(args) != len(found.type_params):
-                    raise self.error(t, f"{name}: expects {len(found.type_params)} type arguments, got {len(args)}")
+                    raise self.error(
+                        t, f"{name}: expects {len(found.type_params)} type arguments, got {len(args)}"
+                    )
                 return ir.ExternType(name, args)
             if found is None:
                 raise self.error(t, f"{name}: undeclared type")
@@ -313,7 +317,9 @@ class _Checker:
         fields = self.fields(rest, hname)
         for f in fields:
             if not isinstance(f.type, ir.BitType):
-                self.error(d, f"{hname}.{f.name}: header fields must be bit<W> or int<W>, not {type_str(f.type)}")
+                self.error(
+                    d, f"{hname}.{f.name}: header fields must be bit<W> or int<W>, not {type_str(f.type)}"
+                )
         self.headers[hname] = ir.HeaderDecl(hname, fields, self.pos(d))
 
     def decl_struct_decl(self, d: Tree) -> None:
@@ -329,9 +335,13 @@ class _Checker:
         ename = str(name.children[0])
         base = None
         if underlying is not None:
-            base = self.resolve_type(underlying.children[0] if underlying.data == "enum_underlying" else underlying)
+            base = self.resolve_type(
+                underlying.children[0] if underlying.data == "enum_underlying" else underlying
+            )
             if not isinstance(base, ir.BitType):
-                raise self.error(underlying, f"{ename}: the underlying type of an enum must be bit<W> or int<W>")
+                raise self.error(
+                    underlying, f"{ename}: the underlying type of an enum must be bit<W> or int<W>"
+                )
         self.declare_type(name, ename, ir.EnumType(ename, base))
         out: list[tuple[str, int | None]] = []
         for m in members:
@@ -380,7 +390,9 @@ class _Checker:
             if any(q.name == pname for q in out):
                 raise self.error(name, f"{pname}: duplicate parameter")
             d = str(direction.children[0]) if direction is not None else ""
-            out.append(ir.Param(pname, self.resolve_type(t, type_vars), d, self.annotations(ann), self.pos(p)))
+            out.append(
+                ir.Param(pname, self.resolve_type(t, type_vars), d, self.annotations(ann), self.pos(p))
+            )
         return tuple(out)
 
     @staticmethod
@@ -421,7 +433,9 @@ class _Checker:
             else:
                 self.error(m, "unsupported: abstract methods")
         methods = tuple(m for ms in info.methods.values() for m in ms)
-        self.extern_decls.append(ir.ExternDecl(ename, tparams, tuple(info.constructors), methods, self.pos(d)))
+        self.extern_decls.append(
+            ir.ExternDecl(ename, tparams, tuple(info.constructors), methods, self.pos(d))
+        )
 
     def decl_extern_function_decl(self, d: Tree) -> None:
         ann, ret, name, *rest = d.children
@@ -429,8 +443,13 @@ class _Checker:
         tparams: tuple[str, ...] = ()
         if rest and isinstance(rest[0], Tree) and rest[0].data == "type_params":
             tparams = self.type_params(rest.pop(0))
-        decl = ir.MethodDecl(fname, self.params(rest[0], tparams), self.resolve_type(ret, tparams), tparams,
-                             self.annotations(ann))
+        decl = ir.MethodDecl(
+            fname,
+            self.params(rest[0], tparams),
+            self.resolve_type(ret, tparams),
+            tparams,
+            self.annotations(ann),
+        )
         overloads = self.functions.setdefault(fname, [])
         if any(len(o.params) == len(decl.params) for o in overloads):
             raise self.error(name, f"{fname}: duplicate declaration")
@@ -500,7 +519,9 @@ class _Checker:
             if p.direction == "":
                 seen_directionless = True
             elif seen_directionless:
-                raise self.error(params_tree, f"{aname}: directional parameters must precede directionless ones")
+                raise self.error(
+                    params_tree, f"{aname}: directional parameters must precede directionless ones"
+                )
             if isinstance(p.type, ir.ExternType):
                 raise self.error(params_tree, f"{aname}.{p.name}: action parameters cannot be extern objects")
         fq = self.fq_name(prefix, aname, annotations)
@@ -532,7 +553,9 @@ class _Checker:
 
     # ------------------------------------------------------------ instantiations
 
-    def decl_instantiation(self, d: Tree, scope: Scope | None = None, prefix: str = "") -> ir.InstanceDecl | None:
+    def decl_instantiation(
+        self, d: Tree, scope: Scope | None = None, prefix: str = ""
+    ) -> ir.InstanceDecl | None:
         ann, t, args, name = d.children
         iname = str(name.children[0])
         annotations = self.annotations(ann)
@@ -561,10 +584,19 @@ class _Checker:
             ptype = self.subst(p.type, binding)
             e = self.coerce(self.expr(a, ctx, ptype), ptype, a)
             if not is_const(e):
-                raise self.error(a, f"{typ.name}: constructor argument {p.name} must be a compile-time constant")
+                raise self.error(
+                    a, f"{typ.name}: constructor argument {p.name} must be a compile-time constant"
+                )
             out_args.append(e)
-        decl = ir.InstanceDecl(iname, self.fq_name(prefix, iname, annotations), typ.name, typ.type_args,
-                               tuple(out_args), annotations, self.pos(d))
+        decl = ir.InstanceDecl(
+            iname,
+            self.fq_name(prefix, iname, annotations),
+            typ.name,
+            typ.type_args,
+            tuple(out_args),
+            annotations,
+            self.pos(d),
+        )
         if scope is None:
             self.declare_global(name, iname, InstanceInfo(decl))
             self.instances.append(decl)
@@ -597,7 +629,9 @@ class _Checker:
         blocks: list[ir.PackageBinding] = []
         for p, a in zip(params, arg_trees, strict=True):
             if not (isinstance(a, Tree) and a.data == "ctor_call" and a.children[1] is None):
-                self.error(a, f"{pname}: argument {p.name} must be a parser or control instantiation like X()")
+                self.error(
+                    a, f"{pname}: argument {p.name} must be a parser or control instantiation like X()"
+                )
                 continue
             bname = str(a.children[0])
             expected = self.types.get(p.type.name) if isinstance(p.type, ir.ExternType) else None
@@ -629,7 +663,9 @@ class _Checker:
         self.main = ir.PackageInstance(pname, iname, tuple(blocks), self.pos(d))
 
     def sig(self, params: Sequence[ir.Param]) -> str:
-        return ", ".join(f"{p.direction + ' ' if p.direction else ''}{type_str(p.type)} {p.name}" for p in params)
+        return ", ".join(
+            f"{p.direction + ' ' if p.direction else ''}{type_str(p.type)} {p.name}" for p in params
+        )
 
     @staticmethod
     def signature_matches(have: Sequence[ir.Param], want: Sequence[ir.Param]) -> bool:
@@ -696,8 +732,9 @@ class _Checker:
             s = self.attempt(lambda st=st: self.parser_state(st, ctx, names))
             if s is not None:
                 states.append(s)
-        self.parsers[pname] = ir.ParserDecl(pname, params, tuple(locals_), tuple(instances), tuple(states),
-                                            self.annotations(ann), self.pos(d))
+        self.parsers[pname] = ir.ParserDecl(
+            pname, params, tuple(locals_), tuple(instances), tuple(states), self.annotations(ann), self.pos(d)
+        )
 
     def parser_state(self, st: Tree, ctx: Context, names: set[str]) -> ir.ParserState:
         ann, name, *items = st.children
@@ -721,7 +758,9 @@ class _Checker:
         keys = tuple(self.expr(k, ctx, None) for k in keys_tree.children)
         for k, kt in zip(keys, keys_tree.children, strict=True):
             if not isinstance(k.type, ir.BitType | ir.BoolType | ir.EnumType):
-                raise self.error(kt, f"select key must be bit<W>, int<W>, bool or enum, not {type_str(k.type)}")
+                raise self.error(
+                    kt, f"select key must be bit<W>, int<W>, bool or enum, not {type_str(k.type)}"
+                )
         out: list[ir.SelectCase] = []
         for c in cases:
             keyset, target = c.children
@@ -729,7 +768,9 @@ class _Checker:
             if tname not in names:
                 self.error(target, f"{tname}: no such parser state")
                 continue
-            parts = keyset.children if isinstance(keyset, Tree) and keyset.data == "tuple_keyset" else [keyset]
+            parts = (
+                keyset.children if isinstance(keyset, Tree) and keyset.data == "tuple_keyset" else [keyset]
+            )
             if len(parts) == 1 and len(keys) > 1 and not self.is_default(parts[0]):
                 self.error(keyset, f"select has {len(keys)} keys, this case gives 1")
                 continue
@@ -740,8 +781,12 @@ class _Checker:
                 sets = tuple(ir.KeysetDefault(self.pos(parts[0])) for _ in keys)
             else:
                 sets = tuple(
-                    ks for ks in (self.attempt(lambda p=p, k=k: self.keyset(p, k.type, ctx))
-                                  for p, k in zip(parts, keys, strict=True)) if ks is not None
+                    ks
+                    for ks in (
+                        self.attempt(lambda p=p, k=k: self.keyset(p, k.type, ctx))
+                        for p, k in zip(parts, keys, strict=True)
+                    )
+                    if ks is not None
                 )
                 if len(sets) != len(keys):
                     continue
@@ -756,11 +801,17 @@ class _Checker:
         if self.is_default(t):
             return ir.KeysetDefault(self.pos(t))
         if isinstance(t, Tree) and t.data == "mask_keyset":
-            return ir.KeysetMask(self.keyset_value(t.children[0], key_type, ctx),
-                                 self.keyset_value(t.children[1], key_type, ctx), self.pos(t))
+            return ir.KeysetMask(
+                self.keyset_value(t.children[0], key_type, ctx),
+                self.keyset_value(t.children[1], key_type, ctx),
+                self.pos(t),
+            )
         if isinstance(t, Tree) and t.data == "range_keyset":
-            return ir.KeysetRange(self.keyset_value(t.children[0], key_type, ctx),
-                                  self.keyset_value(t.children[1], key_type, ctx), self.pos(t))
+            return ir.KeysetRange(
+                self.keyset_value(t.children[0], key_type, ctx),
+                self.keyset_value(t.children[1], key_type, ctx),
+                self.pos(t),
+            )
         return ir.KeysetValue(self.keyset_value(t, key_type, ctx), self.pos(t))
 
     def keyset_value(self, t: Any, key_type: ir.Type, ctx: Context) -> int:
@@ -815,15 +866,26 @@ class _Checker:
                 self.attempt(lambda item=item: self.declaration(item))
         apply = self.block(apply_tree, Context(Scope(scope), "control", in_apply=True))
         self.check_unique_fq(actions, tables, instances)
-        self.controls[cname] = ir.ControlDecl(cname, params, tuple(locals_), tuple(instances), tuple(actions),
-                                              tuple(tables), apply, self.annotations(ann), self.pos(d))
+        self.controls[cname] = ir.ControlDecl(
+            cname,
+            params,
+            tuple(locals_),
+            tuple(instances),
+            tuple(actions),
+            tuple(tables),
+            apply,
+            self.annotations(ann),
+            self.pos(d),
+        )
 
     def check_unique_fq(self, *groups: Sequence[Any]) -> None:
         seen: dict[str, Any] = {}
         for group in groups:
             for item in group:
                 if item.fq_name in seen and seen[item.fq_name] is not item:
-                    self.diagnostics.append(Diagnostic(item.pos, f"{item.fq_name}: duplicate control-plane name"))
+                    self.diagnostics.append(
+                        Diagnostic(item.pos, f"{item.fq_name}: duplicate control-plane name")
+                    )
                 seen[item.fq_name] = item
 
     # ------------------------------------------------------------ tables
@@ -878,7 +940,9 @@ class _Checker:
                     if size is not None and size <= 0:
                         self.error(value, f"{tname}: size must be positive")
                 elif pname in ("counters", "meters"):
-                    inst = self.attempt(lambda value=value, pname=pname: self.direct_instance(value, ctx, pname))
+                    inst = self.attempt(
+                        lambda value=value, pname=pname: self.direct_instance(value, ctx, pname)
+                    )
                     if inst is not None:
                         if pname == "counters":
                             direct_counter = inst
@@ -891,11 +955,15 @@ class _Checker:
                 else:
                     self.error(p, f"{tname}: unknown table property {pname}")
         if default_tree is not None:
-            default = self.attempt(lambda: self.table_action_call(default_tree, ctx, actions, "default_action"))
+            default = self.attempt(
+                lambda: self.table_action_call(default_tree, ctx, actions, "default_action")
+            )
             if default is not None:
                 ref = next((r for r in actions if r.action == default.action), None)
                 if ref is not None and ref.scope == "TABLE_ONLY":
-                    self.error(default_tree, f"{default.action} is @tableonly and cannot be the default action")
+                    self.error(
+                        default_tree, f"{default.action} is @tableonly and cannot be the default action"
+                    )
         elif any(r.action == "NoAction" for r in actions) or not actions:
             default = ir.TableActionCall("NoAction", (), self.pos(d))
         if default is None:
@@ -909,8 +977,21 @@ class _Checker:
             self.error(d, f"{tname}: no actions")
         del instances
         self.declare_local(ctx.scope, name, tname, TableInfo(tname, fq))
-        decl = ir.TableDecl(tname, fq, tuple(keys), tuple(actions), default, default_const, tuple(entries),
-                            entries_const, size, direct_counter, direct_meter, annotations, self.pos(d))
+        decl = ir.TableDecl(
+            tname,
+            fq,
+            tuple(keys),
+            tuple(actions),
+            default,
+            default_const,
+            tuple(entries),
+            entries_const,
+            size,
+            direct_counter,
+            direct_meter,
+            annotations,
+            self.pos(d),
+        )
         self.block_tables[fq] = decl
         return decl
 
@@ -919,9 +1000,12 @@ class _Checker:
         annotations = self.annotations(ann)
         e = self.expr(expr_tree, ctx, None)
         if not isinstance(e.type, ir.BitType | ir.BoolType | ir.EnumType | ir.ErrorType):
-            raise self.error(expr_tree, f"table keys must be bit<W>, int<W>, bool or enum, not {type_str(e.type)}")
-        if isinstance(e.type, ir.EnumType | ir.ErrorType) and not (isinstance(e.type, ir.EnumType)
-                                                                    and e.type.underlying is not None):
+            raise self.error(
+                expr_tree, f"table keys must be bit<W>, int<W>, bool or enum, not {type_str(e.type)}"
+            )
+        if isinstance(e.type, ir.EnumType | ir.ErrorType) and not (
+            isinstance(e.type, ir.EnumType) and e.type.underlying is not None
+        ):
             raise self.error(expr_tree, "unsupported: keys of non-serializable enum or error type")
         if str(kind) not in self.match_kinds:
             raise self.error(kind, f"{kind}: unknown match kind")
@@ -944,8 +1028,9 @@ class _Checker:
                 scope = s
         return ir.TableActionRef(info.fq_name, scope, annotations, self.pos(a))
 
-    def table_action_call(self, t: Tree, ctx: Context, actions: list[ir.TableActionRef],
-                          what: str) -> ir.TableActionCall:
+    def table_action_call(
+        self, t: Tree, ctx: Context, actions: list[ir.TableActionRef], what: str
+    ) -> ir.TableActionCall:
         if t.data == "call":
             callee, args_tree = t.children
             arg_trees = args_tree.children if args_tree is not None else []
@@ -963,7 +1048,9 @@ class _Checker:
         if any(p.direction != "" for p in info.params):
             raise self.error(t, f"{what}: action {info.name} has directional parameters")
         if len(arg_trees) != len(params):
-            raise self.error(t, f"{what}: action {info.name} takes {len(params)} arguments, got {len(arg_trees)}")
+            raise self.error(
+                t, f"{what}: action {info.name} takes {len(params)} arguments, got {len(arg_trees)}"
+            )
         args: list[ir.Expr] = []
         for p, a in zip(params, arg_trees, strict=True):
             e = self.coerce(self.expr(a, ctx, p.type), p.type, a)
@@ -972,8 +1059,9 @@ class _Checker:
             args.append(e)
         return ir.TableActionCall(info.fq_name, tuple(args), self.pos(t))
 
-    def table_entry(self, e: Tree, ctx: Context, keys: list[ir.TableKey],
-                    actions: list[ir.TableActionRef]) -> ir.TableEntry:
+    def table_entry(
+        self, e: Tree, ctx: Context, keys: list[ir.TableKey], actions: list[ir.TableActionRef]
+    ) -> ir.TableEntry:
         ann, keyset, aname, args = e.children
         parts = keyset.children if isinstance(keyset, Tree) and keyset.data == "tuple_keyset" else [keyset]
         if len(parts) != len(keys):
@@ -1067,7 +1155,9 @@ class _Checker:
         if root.direction == "in":
             raise self.error(t, f"cannot assign to {root.name}: it is an 'in' parameter")
         if root.kind == "action_param" and root.direction == "":
-            raise self.error(t, f"cannot assign to {root.name}: directionless action parameters are read-only")
+            raise self.error(
+                t, f"cannot assign to {root.name}: directionless action parameters are read-only"
+            )
         if isinstance(root.type, ir.ExternType):
             raise self.error(t, f"cannot assign to extern object {root.name}")
 
@@ -1093,7 +1183,9 @@ class _Checker:
         cond = self.expect_bool(self.expr(args[0], ctx, ir.BoolType()), args[0], "verify condition")
         err = self.expr(args[1], ctx, ir.ErrorType())
         if not isinstance(err, ir.ErrorValue):
-            raise self.error(args[1], "the second argument of verify must be an error constant such as error.NoMatch")
+            raise self.error(
+                args[1], "the second argument of verify must be an error constant such as error.NoMatch"
+            )
         return ir.Verify(cond, err, self.pos(t))
 
     def switch(self, s: Tree, ctx: Context) -> ir.Switch:
@@ -1168,8 +1260,10 @@ class _Checker:
     @staticmethod
     def mismatch(want: ir.Type, got: ir.Type) -> str:
         msg = f"type mismatch: expected {type_str(want)}, got {type_str(got)}"
-        if isinstance(want, ir.BitType) and isinstance(got, ir.BitType | ir.BoolType) or (
-            isinstance(want, ir.BoolType) and isinstance(got, ir.BitType)
+        if (
+            isinstance(want, ir.BitType)
+            and isinstance(got, ir.BitType | ir.BoolType)
+            or (isinstance(want, ir.BoolType) and isinstance(got, ir.BitType))
         ):
             msg += f" (use an explicit cast: ({type_str(want)}) ...)"
         return msg
@@ -1211,7 +1305,9 @@ class _Checker:
             return ir.Const(found.type, found.value, self.pos(t))
         if isinstance(found, ir.EnumValue | ir.ErrorValue):
             return found
-        what = {TableInfo: "a table", ActionInfo: "an action", InstanceInfo: "an extern instance"}.get(type(found))
+        what = {TableInfo: "a table", ActionInfo: "an action", InstanceInfo: "an extern instance"}.get(
+            type(found)
+        )
         raise self.error(t, f"{name} is {what or 'not a value'} and cannot be used as a value here")
 
     def e_dot_name_ref(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
@@ -1270,7 +1366,9 @@ class _Checker:
                 raise self.error(name_tok, f"unsupported: header stack .{name}")
             if name == "size":
                 return ir.Const(ir.BitType(32), typ.size, self.pos(t))
-        raise self.error(name_tok, f"{name}: {source_text(base_t)} of type {type_str(typ)} has no member {name}")
+        raise self.error(
+            name_tok, f"{name}: {source_text(base_t)} of type {type_str(typ)} has no member {name}"
+        )
 
     def e_index(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
         base = self.expr(t.children[0], ctx, None)
@@ -1287,15 +1385,17 @@ class _Checker:
         base = self.expr(t.children[0], ctx, None)
         hi, lo = self.const_int(t.children[1]), self.const_int(t.children[2])
         if isinstance(base, ir.Const) and isinstance(base.type, ir.InfIntType):
-            return ir.Const(ir.BitType(hi - lo + 1), (int(base.value) >> lo) & ((1 << (hi - lo + 1)) - 1),
-                            self.pos(t))
+            return ir.Const(
+                ir.BitType(hi - lo + 1), (int(base.value) >> lo) & ((1 << (hi - lo + 1)) - 1), self.pos(t)
+            )
         if not isinstance(base.type, ir.BitType):
             raise self.error(t, f"cannot slice a value of type {type_str(base.type)}")
         if not (0 <= lo <= hi < base.type.width):
             raise self.error(t, f"slice [{hi}:{lo}] out of range for {type_str(base.type)}")
         if isinstance(base, ir.Const):
-            return ir.Const(ir.BitType(hi - lo + 1), (int(base.value) >> lo) & ((1 << (hi - lo + 1)) - 1),
-                            self.pos(t))
+            return ir.Const(
+                ir.BitType(hi - lo + 1), (int(base.value) >> lo) & ((1 << (hi - lo + 1)) - 1), self.pos(t)
+            )
         return ir.Slice(base, hi, lo, ir.BitType(hi - lo + 1), self.pos(t))
 
     def e_cast(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
@@ -1306,11 +1406,15 @@ class _Checker:
             return e
         ok = False
         if isinstance(typ, ir.BitType):
-            ok = isinstance(src, ir.BitType | ir.InfIntType) or (src == ir.BoolType() and typ.width == 1) or (
-                isinstance(src, ir.EnumType) and src.underlying is not None)
+            ok = (
+                isinstance(src, ir.BitType | ir.InfIntType)
+                or (src == ir.BoolType() and typ.width == 1)
+                or (isinstance(src, ir.EnumType) and src.underlying is not None)
+            )
         elif isinstance(typ, ir.BoolType):
-            ok = src == ir.BitType(1) or (isinstance(e, ir.Const) and isinstance(src, ir.InfIntType)
-                                          and e.value in (0, 1))
+            ok = src == ir.BitType(1) or (
+                isinstance(e, ir.Const) and isinstance(src, ir.InfIntType) and e.value in (0, 1)
+            )
         elif isinstance(typ, ir.EnumType) and typ.underlying is not None:
             ok = isinstance(src, ir.BitType | ir.InfIntType)
         if not ok:
@@ -1376,9 +1480,14 @@ class _Checker:
         if isinstance(b.type, ir.InfIntType):
             return a, self.coerce(b, a.type, b_t)
         raise self.error(
-            b_t, f"{op}: operands have different types {type_str(a.type)} and {type_str(b.type)}"
-            + (" (use an explicit cast)" if isinstance(a.type, ir.BitType | ir.BoolType)
-               and isinstance(b.type, ir.BitType | ir.BoolType) else ""),
+            b_t,
+            f"{op}: operands have different types {type_str(a.type)} and {type_str(b.type)}"
+            + (
+                " (use an explicit cast)"
+                if isinstance(a.type, ir.BitType | ir.BoolType)
+                and isinstance(b.type, ir.BitType | ir.BoolType)
+                else ""
+            ),
         )
 
     def e_binop(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
@@ -1396,16 +1505,22 @@ class _Checker:
         a = self.expr(a_t, ctx, operand_want)
         if op in SHIFT:
             b = self.expr(b_t, ctx, None)
-            if isinstance(b.type, ir.BitType) and b.type.signed or (isinstance(b, ir.Const) and
-                                                                    isinstance(b.type, ir.InfIntType)
-                                                                    and int(b.value) < 0):
+            if (
+                isinstance(b.type, ir.BitType)
+                and b.type.signed
+                or (isinstance(b, ir.Const) and isinstance(b.type, ir.InfIntType) and int(b.value) < 0)
+            ):
                 raise self.error(b_t, "shift amount must be unsigned")
             if not isinstance(b.type, ir.BitType | ir.InfIntType):
                 raise self.error(b_t, f"shift amount must be a number, not {type_str(b.type)}")
             if isinstance(a.type, ir.InfIntType) and isinstance(want, ir.BitType):
                 a = self.coerce(a, want, a_t)
-            if isinstance(a.type, ir.InfIntType) and not (isinstance(a, ir.Const) and isinstance(b, ir.Const)):
-                raise self.error(a_t, "shifting an int constant by a variable needs a width: cast the constant")
+            if isinstance(a.type, ir.InfIntType) and not (
+                isinstance(a, ir.Const) and isinstance(b, ir.Const)
+            ):
+                raise self.error(
+                    a_t, "shifting an int constant by a variable needs a width: cast the constant"
+                )
             if not isinstance(a.type, ir.BitType | ir.InfIntType):
                 raise self.error(a_t, f"cannot shift a value of type {type_str(a.type)}")
             if isinstance(a, ir.Const) and isinstance(b, ir.Const):
@@ -1450,24 +1565,39 @@ class _Checker:
 
     @staticmethod
     def same_const(a: ir.Expr, b: ir.Expr) -> bool:
-        return getattr(a, "value", None) == getattr(b, "value", None) and a.type == b.type and (
-            getattr(a, "member", None) == getattr(b, "member", None)
-            and getattr(a, "name", None) == getattr(b, "name", None)
+        return (
+            getattr(a, "value", None) == getattr(b, "value", None)
+            and a.type == b.type
+            and (
+                getattr(a, "member", None) == getattr(b, "member", None)
+                and getattr(a, "name", None) == getattr(b, "name", None)
+            )
         )
 
     def fold(self, op: str, a: ir.Const, b: ir.Const, typ: ir.Type, pos: ir.Pos) -> ir.Const:
         x, y = self.int_value(a), self.int_value(b)
         if op in ("|+|", "|-|") and isinstance(typ, ir.BitType):
             r = x + y if op == "|+|" else x - y
-            lo, hi = ((-(1 << (typ.width - 1)), (1 << (typ.width - 1)) - 1) if typ.signed
-                      else (0, (1 << typ.width) - 1))
+            lo, hi = (
+                (-(1 << (typ.width - 1)), (1 << (typ.width - 1)) - 1)
+                if typ.signed
+                else (0, (1 << typ.width) - 1)
+            )
             r = min(max(r, lo), hi)
         else:
             r = {
-                "+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y,
-                "/": lambda: x // y, "%": lambda: x % y, "&": lambda: x & y, "|": lambda: x | y,
-                "^": lambda: x ^ y, "<<": lambda: x << y, ">>": lambda: x >> y,
-                "|+|": lambda: x + y, "|-|": lambda: x - y,
+                "+": lambda: x + y,
+                "-": lambda: x - y,
+                "*": lambda: x * y,
+                "/": lambda: x // y,
+                "%": lambda: x % y,
+                "&": lambda: x & y,
+                "|": lambda: x | y,
+                "^": lambda: x ^ y,
+                "<<": lambda: x << y,
+                ">>": lambda: x >> y,
+                "|+|": lambda: x + y,
+                "|-|": lambda: x - y,
             }[op]()
         if isinstance(typ, ir.BitType):
             return ir.Const(typ, fit(r, typ), pos)
@@ -1525,8 +1655,15 @@ class _Checker:
                 return found
         return self.expr(target_t, ctx, None)
 
-    def args(self, params: Sequence[ir.Param], arg_trees: Sequence[Any], t: Tree, ctx: Context, what: str,
-             binding: dict[str, ir.Type]) -> tuple[tuple[ir.Expr, ...], tuple[str, ...]]:
+    def args(
+        self,
+        params: Sequence[ir.Param],
+        arg_trees: Sequence[Any],
+        t: Tree,
+        ctx: Context,
+        what: str,
+        binding: dict[str, ir.Type],
+    ) -> tuple[tuple[ir.Expr, ...], tuple[str, ...]]:
         if len(params) != len(arg_trees):
             raise self.error(t, f"{what}: expects {len(params)} arguments, got {len(arg_trees)}")
         out: list[ir.Expr] = []
@@ -1562,27 +1699,47 @@ class _Checker:
             out.append(e)
         return tuple(out), tuple(p.direction for p in params)
 
-    def extern_method(self, inst: ir.InstanceDecl, mname: str, mname_tok: Any, arg_trees: list[Any],
-                      t: Tree, ctx: Context) -> ir.Expr:
+    def extern_method(
+        self, inst: ir.InstanceDecl, mname: str, mname_tok: Any, arg_trees: list[Any], t: Tree, ctx: Context
+    ) -> ir.Expr:
         info = self.externs_info(inst.extern)
         overloads = [m for m in info.methods.get(mname, []) if len(m.params) == len(arg_trees)]
         if not overloads:
             if mname not in info.methods:
                 raise self.error(mname_tok, f"{mname}: {inst.extern} has no method {mname}")
             counts = sorted({len(m.params) for m in info.methods[mname]})
-            raise self.error(t, f"{inst.name}.{mname}: expects {' or '.join(map(str, counts))} arguments, "
-                                f"got {len(arg_trees)}")
+            raise self.error(
+                t,
+                f"{inst.name}.{mname}: expects {' or '.join(map(str, counts))} arguments, "
+                f"got {len(arg_trees)}",
+            )
         if ctx.block == "global":
             raise self.error(t, "extern methods cannot be called here")
         m = overloads[0]
         binding = dict(zip(info.type_params, inst.type_args, strict=False))
         args, dirs = self.args(m.params, arg_trees, t, ctx, f"{inst.name}.{mname}", binding)
         ret = self.subst(m.return_type, binding)
-        return ir.ExternMethodCall(inst.fq_name, inst.extern, mname, args, dirs, ret,
-                                   tuple(binding.get(p, ir.VoidType()) for p in m.type_params), self.pos(t))
+        return ir.ExternMethodCall(
+            inst.fq_name,
+            inst.extern,
+            mname,
+            args,
+            dirs,
+            ret,
+            tuple(binding.get(p, ir.VoidType()) for p in m.type_params),
+            self.pos(t),
+        )
 
-    def value_method(self, target: ir.Expr, target_t: Any, mname: str, mname_tok: Any, arg_trees: list[Any],
-                     t: Tree, ctx: Context) -> ir.Expr:
+    def value_method(
+        self,
+        target: ir.Expr,
+        target_t: Any,
+        mname: str,
+        mname_tok: Any,
+        arg_trees: list[Any],
+        t: Tree,
+        ctx: Context,
+    ) -> ir.Expr:
         typ = target.type
         pos = self.pos(t)
         if isinstance(typ, ir.HeaderType):
@@ -1617,7 +1774,9 @@ class _Checker:
             info = self.types.get(typ.name)
             if isinstance(info, ExternInfo) and mname in info.methods:
                 raise self.error(mname_tok, f"unsupported: {typ.name}.{mname}")
-        raise self.error(mname_tok, f"{mname}: {source_text(target_t)} of type {type_str(typ)} has no method {mname}")
+        raise self.error(
+            mname_tok, f"{mname}: {source_text(target_t)} of type {type_str(typ)} has no method {mname}"
+        )
 
     def action_call(self, info: ActionInfo, arg_trees: list[Any], t: Tree, ctx: Context) -> ir.Expr:
         args, dirs = self.args(info.params, arg_trees, t, ctx, info.name, {})
@@ -1627,11 +1786,19 @@ class _Checker:
         overloads = [f for f in self.functions[name] if len(f.params) == len(arg_trees)]
         if not overloads:
             counts = sorted({len(f.params) for f in self.functions[name]})
-            raise self.error(t, f"{name}: expects {' or '.join(map(str, counts))} arguments, got {len(arg_trees)}")
+            raise self.error(
+                t, f"{name}: expects {' or '.join(map(str, counts))} arguments, got {len(arg_trees)}"
+            )
         if ctx.block == "global":
             raise self.error(t, f"{name} cannot be called here")
         f = overloads[0]
         binding: dict[str, ir.Type] = {}
         args, dirs = self.args(f.params, arg_trees, t, ctx, name, binding)
-        return ir.ExternFunctionCall(name, args, dirs, self.subst(f.return_type, binding),
-                                     tuple(binding.get(p, ir.VoidType()) for p in f.type_params), self.pos(t))
+        return ir.ExternFunctionCall(
+            name,
+            args,
+            dirs,
+            self.subst(f.return_type, binding),
+            tuple(binding.get(p, ir.VoidType()) for p in f.type_params),
+            self.pos(t),
+        )

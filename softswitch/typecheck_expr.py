@@ -84,7 +84,12 @@ def parse_int(text: str) -> tuple[int, ir.Type]:
     signed = False
     body = text.replace("_", "")
     for marker in ("w", "s"):
-        if marker in body and body[0].isdigit() and body.index(marker) > 0 and body[: body.index(marker)].isdigit():
+        if (
+            marker in body
+            and body[0].isdigit()
+            and body.index(marker) > 0
+            and body[: body.index(marker)].isdigit()
+        ):
             head, body = body.split(marker, 1)
             width, signed = int(head), marker == "s"
             break
