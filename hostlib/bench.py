@@ -195,9 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             import torch.distributed  # noqa: F401
         except ImportError:
             parser.error("--baseline gloo needs PyTorch: pip install 'p4reduce[torch]'")
-    print(
-        f"p4reduce-bench: {args.workers} workers, sizes {args.sizes}, dtypes {args.dtypes}, x{args.iters}"
-    )
+    print(f"p4reduce-bench: {args.workers} workers, sizes {args.sizes}, dtypes {args.dtypes}, x{args.iters}")
     try:
         lossless = run_suite(args, 0.0, "lossless")
         base = summarize(lossless, args.sizes, args.dtypes, args.baseline == "gloo")
