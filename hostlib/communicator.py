@@ -61,6 +61,18 @@ class JobSpec:
                 f"{VALUES_PER_PACKET}: switch program and host library do not match"
             )
 
+    @classmethod
+    def from_description(cls, reply: pb.JobDescription) -> JobSpec:
+        """The controller's answer to JoinJob, with the protocol's defaults for fields it left unset."""
+        return cls(
+            job_id=reply.job_id,
+            world_size=reply.world_size,
+            pool_size=reply.pool_size,
+            switch_address=(reply.switch_ipv4, reply.switch_udp_port or UDP_PORT),
+            values_per_packet=reply.values_per_packet or VALUES_PER_PACKET,
+            name=reply.name,
+        )
+
 
 class Handle:
     """An all-reduce in flight; `wait()` returns its result (or raises its error)."""
@@ -134,15 +146,7 @@ class Communicator:
             sock.close()
             channel.close()
             raise JoinError(_rpc_message(error, controller)) from None
-        spec = JobSpec(
-            job_id=reply.job_id,
-            world_size=reply.world_size,
-            pool_size=reply.pool_size,
-            switch_address=(reply.switch_ipv4, reply.switch_udp_port or UDP_PORT),
-            values_per_packet=reply.values_per_packet or VALUES_PER_PACKET,
-            name=reply.name,
-        )
-        comm = cls(spec, rank, progress_timeout=progress_timeout, sock=sock)
+        comm = cls(JobSpec.from_description(reply), rank, progress_timeout=progress_timeout, sock=sock)
         comm._channel, comm._controller, comm._metadata = channel, stub, metadata
         lease = reply.lease_seconds or 30.0
         comm._heartbeat = threading.Thread(

@@ -1,11 +1,16 @@
-"""Start the embedded switch and the controller daemon as child processes (demo, bench, tests).
+"""Start the embedded switch, the controller daemon and workers as child processes (demo, bench, labs).
 
 Everything binds to loopback; logs go to files so a failure can be shown
-with the tail of the log that explains it.
+with the tail of the log that explains it. Workers inside Mininet hosts
+cannot reach the controller's loopback job API, so their runner joins the
+job for them and hands each its place in the job on the command line
+(`worker_arguments` writes it, `add_worker_arguments` and `worker_job` read
+it back).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import subprocess
@@ -17,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.protocol import UDP_PORT
+from hostlib.communicator import JobSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = ROOT / "p4src" / "v1model" / "p4reduce.p4"
@@ -196,3 +202,34 @@ def services(
     finally:
         for process in reversed(processes):
             _stop(process)
+
+
+def worker_arguments(job: JobSpec, rank: int, bind: tuple[str, int]) -> list[str]:
+    """A worker's place in a job as command-line options (mininet/worker.py, experiments/agent.py)."""
+    (switch_ip, switch_port), (ip, port) = job.switch_address, bind
+    return [
+        f"--job-id={job.job_id}",
+        f"--world={job.world_size}",
+        f"--pool={job.pool_size}",
+        f"--switch={switch_ip}:{switch_port}",
+        f"--rank={rank}",
+        f"--bind={ip}:{port}",
+    ]
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options `worker_arguments` writes."""
+    parser.add_argument("--job-id", type=int, required=True)
+    parser.add_argument("--world", type=int, required=True)
+    parser.add_argument("--pool", type=int, required=True)
+    parser.add_argument("--switch", required=True, help="aggregation address IP:PORT")
+    parser.add_argument("--rank", type=int, required=True)
+    parser.add_argument("--bind", required=True, help="this worker's IP:PORT")
+
+
+def worker_job(args: argparse.Namespace) -> tuple[JobSpec, int, tuple[str, int]]:
+    """(job, rank, local address) from options added by `add_worker_arguments`."""
+    switch_ip, switch_port = args.switch.rsplit(":", 1)
+    ip, port = args.bind.rsplit(":", 1)
+    job = JobSpec(args.job_id, args.world, args.pool, (switch_ip, int(switch_port)))
+    return job, args.rank, (ip, int(port))

@@ -30,8 +30,14 @@ from mininet.net import Mininet  # noqa: E402
 
 from contracts import jobapi_pb2 as pb  # noqa: E402
 from contracts import jobapi_pb2_grpc as pb_grpc  # noqa: E402
-from contracts.protocol import UDP_PORT  # noqa: E402
-from hostlib.launch import LaunchError, build_program, free_port, start_controller  # noqa: E402
+from hostlib import JobSpec  # noqa: E402
+from hostlib.launch import (  # noqa: E402
+    LaunchError,
+    build_program,
+    free_port,
+    start_controller,
+    worker_arguments,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from switches import SWITCH_CLASSES  # noqa: E402
@@ -41,10 +47,12 @@ JOB = "lab"
 WORKER_PORT = 40000
 
 
-def controller_config(topo: Topology, grpc_ports: dict[str, int], program: Path, p4info: Path) -> str:
+def controller_config(
+    topo: Topology, grpc_ports: dict[str, int], program: Path, p4info: Path, pool_size: int = 32
+) -> str:
     """The controller's config: every host is a host of the aggregating switch (over the link if remote)."""
     agg = topo.aggregator
-    lines = ["controller:", "  lease_seconds: 60", "  default_pool_size: 32", "switches:"]
+    lines = ["controller:", "  lease_seconds: 60", f"  default_pool_size: {pool_size}", "switches:"]
     for index, switch in enumerate(topo.switches):
         lines += [
             f"  - name: {switch.name}",
@@ -69,7 +77,12 @@ def controller_config(topo: Topology, grpc_ports: dict[str, int], program: Path,
 
 
 def build_network(
-    topo: Topology, kind: str, grpc_ports: dict[str, int], bw: float | None, drop_rate: float
+    topo: Topology,
+    kind: str,
+    grpc_ports: dict[str, int],
+    bw: float | None,
+    drop_rate: float,
+    drop_rate_out: float = 0.0,
 ) -> Mininet:
     net = Mininet(topo=None, build=False, controller=None, link=TCLink if bw else Link, autoSetMacs=False)
     cls = SWITCH_CLASSES[kind]
@@ -82,6 +95,7 @@ def build_network(
             log_dir=str(ROOT / "logs"),
             pcap_dir=str(ROOT / "pcaps"),
             drop_rate=drop_rate,
+            drop_rate_out=drop_rate_out,
         )
     link_opts = {"bw": bw} if bw else {}
     for h in topo.hosts:
@@ -225,24 +239,13 @@ def run_workers(
     net: Mininet, topo: Topology, desc: pb.JobDescription, args: argparse.Namespace
 ) -> list[dict]:
     processes = []
+    job = JobSpec.from_description(desc)
     for rank, h in enumerate(topo.hosts):
         command = [
             sys.executable,
             str(Path(__file__).with_name("worker.py")),
-            "--job-id",
-            str(desc.job_id),
-            "--world",
-            str(len(topo.hosts)),
-            "--pool",
-            str(desc.pool_size),
-            "--switch",
-            f"{desc.switch_ipv4}:{desc.switch_udp_port or UDP_PORT}",
-            "--rank",
-            str(rank),
-            "--bind",
-            f"{h.ipv4}:{WORKER_PORT + rank}",
-            "--size",
-            str(args.size),
+            *worker_arguments(job, rank, (h.ipv4, WORKER_PORT + rank)),
+            f"--size={args.size}",
         ]
         for dtype in args.dtype:
             command += ["--dtype", dtype]

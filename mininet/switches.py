@@ -31,6 +31,7 @@ class P4RuntimeSwitch(Switch):
         log_dir: str = "logs",
         pcap_dir: str | None = "pcaps",
         drop_rate: float = 0.0,
+        drop_rate_out: float = 0.0,
         **params: object,
     ) -> None:
         super().__init__(name, **params)
@@ -40,6 +41,7 @@ class P4RuntimeSwitch(Switch):
         self.log_dir = Path(log_dir)
         self.pcap_dir = Path(pcap_dir) if pcap_dir else None
         self.drop_rate = drop_rate
+        self.drop_rate_out = drop_rate_out
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -100,8 +102,9 @@ class P4ReduceSwitch(P4RuntimeSwitch):
             command += ["--cpu-port", str(self.cpu_port)]
         if self.pcap_dir is not None:
             command += ["--pcap", str(self.pcap_dir / self.name)]
-        if self.drop_rate:
-            command += ["--drop-rate", str(self.drop_rate), "--seed", "1"]
+        if self.drop_rate or self.drop_rate_out:
+            command += ["--drop-rate", str(self.drop_rate), "--drop-rate-out", str(self.drop_rate_out)]
+            command += ["--seed", "1"]
         return command
 
 
@@ -109,7 +112,7 @@ class Bmv2GrpcSwitch(P4RuntimeSwitch):
     """bmv2's simple_switch_grpc (must be on PATH; see docs/lab.md)."""
 
     def command(self) -> list[str]:
-        if self.drop_rate:
+        if self.drop_rate or self.drop_rate_out:
             raise RuntimeError("simple_switch_grpc has no loss injection; use --switch soft for --drop-rate")
         command = [
             "simple_switch_grpc",

@@ -12,26 +12,20 @@ import json
 import sys
 import time
 
-from hostlib import Communicator, JobSpec
+from hostlib import Communicator
+from hostlib.launch import add_worker_arguments, worker_job
 from hostlib.verify import check, make_input
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--job-id", type=int, required=True)
-    parser.add_argument("--world", type=int, required=True)
-    parser.add_argument("--pool", type=int, required=True)
-    parser.add_argument("--switch", required=True, help="aggregation address IP:PORT")
-    parser.add_argument("--rank", type=int, required=True)
-    parser.add_argument("--bind", required=True, help="this worker's IP:PORT")
+    add_worker_arguments(parser)
     parser.add_argument("--size", type=int, required=True)
     parser.add_argument("--dtype", action="append", required=True)
     args = parser.parse_args()
-    switch_ip, switch_port = args.switch.rsplit(":", 1)
-    ip, port = args.bind.rsplit(":", 1)
-    job = JobSpec(args.job_id, args.world, args.pool, (switch_ip, int(switch_port)))
+    job, rank, bind = worker_job(args)
     results = []
-    with Communicator(job, args.rank, (ip, int(port)), progress_timeout=20.0) as comm:
+    with Communicator(job, rank, bind, progress_timeout=20.0) as comm:
         for dtype in args.dtype:
             data = make_input(args.rank, args.size, dtype)
             started = time.perf_counter()
