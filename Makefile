@@ -5,6 +5,8 @@
 #   make test      the test suite
 #   make lab       Mininet lab (root): WORKERS=4 SWITCH=soft|bmv2
 #   make bench     benchmarks
+#   make experiments  the performance report's experiments (root): CSV, PNG, TXT in $(OUT)
+#                  one at a time: make exp-gloo | exp-workers | exp-loss | exp-switch; QUICK=1 for tiny sizes
 #   make stop      stop switches/controllers started by the lab, clean Mininet
 #   make clean     remove build/, logs/, pcaps/, results/
 
@@ -19,8 +21,11 @@ P4_MAIN := p4src/v1model/p4reduce.p4
 P4_SOURCES := $(shell find p4src -name '*.p4' 2>/dev/null)
 WORKERS ?= 4
 SWITCH ?= soft
+OUT ?= results
+EXPERIMENTS := gloo workers loss switch
+EXP_FLAGS := --out $(OUT) $(if $(QUICK),--quick)
 
-.PHONY: install build demo test lab bench stop clean lint
+.PHONY: install build demo test lab bench stop clean lint experiments $(addprefix exp-,$(EXPERIMENTS))
 
 install: $(VENV)/.installed
 
@@ -37,7 +42,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	@# compat mode: the checkout itself goes on sys.path, so packages added later import at once.
-	$(PY) -m pip install -q -e '.[dev,torch]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[dev,torch,experiments]' --config-settings editable_mode=compat
 	@# p4runtime-shell pins protobuf < 3.21: its own venv, for `p4reduce-ctl shell` and the interop tests.
 	bash scripts/p4runtime-shell.sh >/dev/null
 	@touch $@
@@ -62,11 +67,16 @@ bench: install
 	$(PY) benchmarks/bench_hostlib.py
 	$(BIN)/p4reduce-bench --sizes 64K,1M --dtypes float32,int32 --drop-rate 0.01 --baseline gloo
 
+experiments: $(addprefix exp-,$(EXPERIMENTS))
+
+$(addprefix exp-,$(EXPERIMENTS)): exp-%: install
+	$(PY) -m experiments.$* $(EXP_FLAGS)
+
 lab: install
 	$(PY) mininet/lab.py --workers $(WORKERS) --switch $(SWITCH)
 
 lint: install
-	$(BIN)/ruff check softswitch controller hostlib mininet tests benchmarks
+	$(BIN)/ruff check softswitch controller hostlib mininet tests benchmarks experiments
 
 clean:
 	rm -rf $(BUILD) logs pcaps results

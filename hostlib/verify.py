@@ -75,6 +75,23 @@ def check(
     return bool(np.all(error <= bound)), float(error.max(initial=0.0)), float(bound.max(initial=0.0))
 
 
+def check_float_sum(
+    result: np.ndarray, world: int, elements: int, dtype: str, iteration: int = 0
+) -> tuple[bool, float, float]:
+    """(ok, max error, max bound) of a baseline's sum computed in the input's own float type.
+
+    A sum of N terms rounded at every step, in any order (a ring's), is off
+    by at most (N-1)·eps·Σ|x| per element; with cancellation that exceeds
+    what `check` allows for p4reduce, whose fixed-point sum is exact.
+    """
+    inputs = [make_input(rank, elements, dtype, iteration).astype(np.float64) for rank in range(world)]
+    want = np.sum(inputs, axis=0)
+    eps = float(np.finfo(dtype).eps)
+    bound = (world - 1) * eps * np.sum(np.abs(inputs), axis=0) + float(np.finfo(dtype).smallest_subnormal)
+    error = np.abs(result.astype(np.float64) - want)
+    return bool(np.all(error <= bound)), float(error.max(initial=0.0)), float(bound.max(initial=0.0))
+
+
 def run_worker(
     controller: str,
     job: str,

@@ -1,0 +1,91 @@
+"""One experiment worker inside a Mininet host: holds a p4reduce communicator and a Gloo group, runs orders.
+
+The runner (experiments/cluster.py) starts one agent per host and then
+speaks a line protocol over its stdin/stdout, so that every all-reduce is a
+separate, synchronized step it can bracket with switch port counters:
+
+    runner -> agent   {"system": "p4reduce" | "gloo", "elements": N, "dtype": "float32", "iteration": I}
+    agent  -> runner  {"seconds": S, "ok": true, "retransmissions": R, "packets_sent": P, "error": ""}
+
+The agent answers `{"ready": true}` once both the communicator and the Gloo
+group exist, and exits on end of input. Every result is checked against
+numpy's sum (hostlib.verify) before the answer is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import timedelta
+
+from hostlib import Communicator
+from hostlib.launch import add_worker_arguments, worker_job
+from hostlib.verify import check, check_float_sum, make_input
+
+
+def reply(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_worker_arguments(parser)
+    parser.add_argument("--gloo", help="Gloo rendezvous IP:PORT (rank 0's address); no Gloo if absent")
+    args = parser.parse_args()
+    job, rank, bind = worker_job(args)
+    dist = None
+    if args.gloo:
+        import torch.distributed as dist
+
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://{args.gloo}",
+            rank=args.rank,
+            world_size=args.world,
+            timeout=timedelta(seconds=120),
+        )
+    with Communicator(job, rank, bind, progress_timeout=60.0) as comm:
+        reply({"ready": True})
+        for line in sys.stdin:
+            order = json.loads(line)
+            data = make_input(args.rank, order["elements"], order["dtype"], order["iteration"])
+            before = comm.stats()
+            retx, sent = before.retransmissions, before.packets_sent
+            started = time.perf_counter()
+            try:
+                if order["system"] == "gloo":
+                    if dist is None:
+                        raise RuntimeError("this agent was started without --gloo")
+                    import torch
+
+                    tensor = torch.from_numpy(data.copy())
+                    dist.all_reduce(tensor)
+                    result = tensor.numpy()
+                else:
+                    result = comm.allreduce(data)
+            except Exception as error:  # reported to the runner, which marks the step failed
+                reply({"seconds": 0.0, "ok": False, "error": f"{type(error).__name__}: {error}"})
+                continue
+            seconds = time.perf_counter() - started
+            verify = check_float_sum if order["system"] == "gloo" and order["dtype"] != "int32" else check
+            ok = verify(result, args.world, order["elements"], order["dtype"], order["iteration"])[0]
+            after = comm.stats()
+            reply(
+                {
+                    "seconds": seconds,
+                    "ok": bool(ok),
+                    "retransmissions": after.retransmissions - retx,
+                    "packets_sent": after.packets_sent - sent,
+                    "error": "" if ok else "wrong sum",
+                }
+            )
+    if dist is not None:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""A Mininet star of N workers around one P4 switch, driven one all-reduce at a time.
+
+`StarCluster` builds the lab's network (mininet/lab.py: hosts, the switch,
+links optionally limited with htb, the controller provisioning the switch
+over P4Runtime, one job joined for every host), starts one agent per host
+(experiments/agent.py: a p4reduce communicator and, if asked, a Gloo
+process group over the same links) and then runs steps. A step sends the
+same order to every agent at once and is bracketed by two readings of
+the switch's port counters and of the switch process's CPU time, so each
+result carries the bytes each worker put on and took off the wire and how
+busy the switch was. Needs root and Debian's mininet, like the lab.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Self
+
+from mininet.log import setLogLevel
+
+from hostlib import JobSpec
+from hostlib.launch import ROOT, LaunchError, build_program, free_port, start_controller, worker_arguments
+
+sys.path.insert(0, str(ROOT / "mininet"))  # the lab's modules (a folder of scripts, not a package)
+
+from lab import (  # noqa: E402
+    WORKER_PORT,
+    build_bmv2,
+    build_network,
+    configure_hosts,
+    controller_config,
+    heartbeat,
+    join_all,
+)
+from topology import generate  # noqa: E402
+
+GLOO_PORT = 29500
+SYSTEMS = ("p4reduce", "gloo")
+
+
+class ExperimentError(RuntimeError):
+    """A step could not be run (an agent died or stalled); the message carries the tail of its log."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One all-reduce through the cluster, as every worker and the switch saw it."""
+
+    system: str
+    workers: int
+    elements: int
+    dtype: str
+    iteration: int
+    tensor_bytes: int
+    seconds: float  # the slowest worker's all-reduce time
+    ok: bool  # every worker's result matched numpy's sum
+    retransmissions: int  # summed over workers (p4reduce only)
+    up_bytes: float  # mean over workers: bytes the switch received on the worker's port
+    down_bytes: float  # mean over workers: bytes the switch sent on the worker's port
+    switch_packets: int  # packets the switch received on all worker ports
+    switch_cpu: float  # switch process CPU seconds / wall seconds during the step
+    error: str = ""
+
+    @property
+    def goodput(self) -> float:
+        """Input bytes per second per worker: the figure a training job feels."""
+        return self.tensor_bytes / self.seconds if self.seconds else 0.0
+
+    @property
+    def packets_per_second(self) -> float:
+        """Packets into the switch per second of all-reduce: the switch's own throughput."""
+        return self.switch_packets / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class _Agent:
+    process: subprocess.Popen[bytes]
+    log: IO[bytes]
+    log_path: Path
+
+
+class StarCluster:
+    def __init__(
+        self,
+        workers: int,
+        *,
+        switch: str = "soft",
+        bw: float | None = None,
+        drop_rate: float = 0.0,
+        gloo: bool = True,
+        pool_size: int = 32,
+        logs: Path = ROOT / "logs" / "experiments",
+        step_timeout: float = 900.0,
+    ) -> None:
+        if os.geteuid() != 0:
+            raise ExperimentError("experiments run in Mininet, which needs root: use sudo")
+        self.workers, self.switch_kind, self.bw, self.drop_rate = workers, switch, bw, drop_rate
+        self.gloo, self.pool_size, self.logs, self.step_timeout = gloo, pool_size, logs, step_timeout
+        self.topo = generate("star", workers)
+        self._agents: list[_Agent] = []
+        self._stop = threading.Event()
+        self._controller: subprocess.Popen[bytes] | None = None
+        self.net = None
+
+    # ----------------------------------------------------------- life cycle
+    def __enter__(self) -> Self:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        setLogLevel("warning")
+        self.logs.mkdir(parents=True, exist_ok=True)
+        program, p4info = build_bmv2() if self.switch_kind == "bmv2" else build_program(ROOT / "build")
+        grpc_ports = {s.name: free_port() for s in self.topo.switches}
+        config = self.logs / "controller.yaml"
+        config.write_text(controller_config(self.topo, grpc_ports, program, p4info, self.pool_size))
+        self.net = net = build_network(
+            self.topo, self.switch_kind, grpc_ports, self.bw, self.drop_rate, self.drop_rate
+        )
+        for switch in net.switches:
+            switch.log_dir, switch.pcap_dir = self.logs, None  # no pcaps: runs move hundreds of MB
+        net.start()
+        configure_hosts(net, self.topo)
+        job_port = free_port()
+        self._controller = start_controller(config, job_port, self.logs / "controller.log")
+        controller = f"127.0.0.1:{job_port}"
+        # The first round may lose a ping (docs/lab.md); under injected loss some always do.
+        tolerated = 0.0 if not self.drop_rate else 50.0
+        for _ in range(3):
+            if (dropped := net.pingAll(timeout=1)) <= tolerated:
+                break
+        else:
+            raise ExperimentError(f"hosts cannot reach each other ({dropped:.0f}% of pings lost)")
+        job = JobSpec.from_description(join_all(controller, self.topo))
+        threading.Thread(
+            target=heartbeat, args=(controller, self.workers, 60.0, self._stop), daemon=True
+        ).start()
+        first = self.topo.hosts[0].ipv4
+        for rank, host in enumerate(self.topo.hosts):
+            command = [
+                sys.executable,
+                "-m",
+                "experiments.agent",
+                *worker_arguments(job, rank, (host.ipv4, WORKER_PORT + rank)),
+            ]
+            if self.gloo:
+                command.append(f"--gloo={first}:{GLOO_PORT}")
+            env = dict(os.environ, PYTHONPATH=str(ROOT), GLOO_SOCKET_IFNAME=f"{host.name}-eth0")
+            log_path = self.logs / f"agent-{host.name}.log"
+            log = open(log_path, "wb")  # noqa: SIM115 (closed in close())
+            process = net.get(host.name).popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, cwd=ROOT
+            )
+            self._agents.append(_Agent(process, log, log_path))
+        for agent in self._agents:
+            self._read(agent, 180.0)  # {"ready": true}
+
+    def close(self) -> None:
+        for agent in self._agents:
+            if agent.process.stdin:
+                agent.process.stdin.close()
+        for agent in self._agents:
+            try:
+                agent.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                agent.process.kill()
+            agent.log.close()
+        self._agents.clear()
+        self._stop.set()
+        if self._controller is not None:
+            self._controller.terminate()
+            self._controller.wait(timeout=10)
+            self._controller = None
+        if self.net is not None:
+            self.net.stop()
+            self.net = None
+
+    # ----------------------------------------------------------------- steps
+    def run(self, system: str, elements: int, dtype: str = "float32", iteration: int = 0) -> Step:
+        """One all-reduce of `elements` by every worker at once; the switch's view of it."""
+        if system not in SYSTEMS or (system == "gloo" and not self.gloo):
+            raise ValueError(f"system {system!r} is not available in this cluster")
+        order = json.dumps(
+            {"system": system, "elements": elements, "dtype": dtype, "iteration": iteration}
+        ).encode()
+        before, cpu_before, wall_before = self._port_counters(), self._switch_cpu(), time.monotonic()
+        for agent in self._agents:
+            assert agent.process.stdin is not None
+            agent.process.stdin.write(order + b"\n")
+            agent.process.stdin.flush()
+        replies = [self._read(agent, self.step_timeout) for agent in self._agents]
+        wall = time.monotonic() - wall_before
+        after, cpu = self._port_counters(), self._switch_cpu() - cpu_before
+        delta = [[a - b for a, b in zip(x, y)] for x, y in zip(after, before)]
+        itemsize = 2 if dtype == "float16" else 4
+        return Step(
+            system=system,
+            workers=self.workers,
+            elements=elements,
+            dtype=dtype,
+            iteration=iteration,
+            tensor_bytes=elements * itemsize,
+            seconds=max(r["seconds"] for r in replies),
+            ok=all(r["ok"] for r in replies),
+            retransmissions=sum(r.get("retransmissions", 0) for r in replies),
+            up_bytes=sum(d[0] for d in delta) / self.workers,
+            down_bytes=sum(d[1] for d in delta) / self.workers,
+            switch_packets=sum(d[2] for d in delta),
+            switch_cpu=cpu / wall if wall else 0.0,
+            error="; ".join(sorted({r["error"] for r in replies if r.get("error")})),
+        )
+
+    def _read(self, agent: _Agent, timeout: float) -> dict:
+        assert agent.process.stdout is not None
+        ready, _, _ = select.select([agent.process.stdout], [], [], timeout)
+        line = agent.process.stdout.readline() if ready else b""
+        if not line:
+            state = "exited" if agent.process.poll() is not None else f"stalled for {timeout:.0f} s"
+            agent.log.flush()
+            tail = "\n".join(agent.log_path.read_text(errors="replace").splitlines()[-15:])
+            raise ExperimentError(f"agent {agent.log_path.stem} {state}:\n{tail}")
+        return json.loads(line)
+
+    def _port_counters(self) -> list[tuple[int, int, int]]:
+        """(rx bytes, tx bytes, rx packets) of the switch port facing each worker, from the kernel."""
+        agg = self.topo.aggregator.name
+        readings = []
+        for host in self.topo.hosts:
+            stats = Path(f"/sys/class/net/{agg}-eth{self.topo.port_towards(agg, host)}/statistics")
+            readings.append(
+                tuple(int((stats / name).read_text()) for name in ("rx_bytes", "tx_bytes", "rx_packets"))
+            )
+        return readings  # type: ignore[return-value]
+
+    def _switch_cpu(self) -> float:
+        """CPU seconds (user + system, all threads) the switch process has used so far."""
+        assert self.net is not None
+        process = self.net.get(self.topo.aggregator.name).process
+        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+__all__ = ["ExperimentError", "LaunchError", "StarCluster", "Step", "SYSTEMS"]

@@ -1,0 +1,125 @@
+"""p4reduce against Gloo's ring all-reduce over the same Mininet star, links limited with htb.
+
+Both systems run in the same worker processes over the same links: p4reduce
+sends each tensor once up and receives the sum once down (S each way per
+worker); a ring sends and receives 2(N-1)/N·S. With the link the
+bottleneck, the ideal speedup is 2(N-1)/N (1.5 for 4 workers); each
+system's header overhead moves that to the wire-adjusted ideal printed
+next to it. Bytes on the wire come from the switch's port counters.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from experiments.cluster import ExperimentError, LaunchError, StarCluster
+from experiments.report import (
+    P4REDUCE_EFFICIENCY,
+    TCP_EFFICIENCY,
+    Report,
+    figure,
+    human,
+    ideal_speedup,
+    parse_sizes,
+    parser,
+    progress,
+    size_axis,
+)
+
+FULL_SIZES, QUICK_SIZES = "64K,256K,1M,4M,16M", "16K,64K"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser("gloo", __doc__.splitlines()[0])
+    p.add_argument("--workers", type=int, default=4, help="hosts on the star (default 4)")
+    p.add_argument("--bw", type=float, default=4.0, help="link rate in Mbit/s, both directions (default 4)")
+    p.add_argument("--sizes", help=f"tensor sizes in bytes (default {FULL_SIZES}; --quick: {QUICK_SIZES})")
+    p.add_argument("--switch", choices=("soft", "bmv2"), default="soft", help="P4 target (default soft)")
+    args = p.parse_args(argv)
+    sizes = parse_sizes(args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES))
+    iters = 1 if args.quick else args.iters
+    report = Report("gloo", args.out)
+    n = args.workers
+    try:
+        with (
+            StarCluster(n, switch=args.switch, bw=args.bw, pool_size=args.pool) as cluster,
+            progress(len(sizes) * iters * 2, f"p4reduce vs Gloo, {n} workers, {args.bw:g} Mbit/s") as bar,
+        ):
+            for size in sizes:
+                for iteration in range(iters):
+                    for system in ("p4reduce", "gloo"):
+                        step = cluster.run(system, size // 4, "float32", iteration)
+                        report.add(step, switch=args.switch, bw_mbit=args.bw)
+                        bar.advance(bar.task_ids[0])
+    except (ExperimentError, LaunchError) as error:
+        print(f"experiments.gloo: {error}", file=sys.stderr)
+        return 1
+
+    seconds, up, down, cpu = (
+        report.medians(value, "system", "tensor_bytes")
+        for value in ("seconds", "up_bytes", "down_bytes", "switch_cpu")
+    )
+    ideal = ideal_speedup(n)
+    adjusted = ideal * P4REDUCE_EFFICIENCY / TCP_EFFICIENCY
+    report.table(
+        f"p4reduce vs Gloo ring: {n} workers, {args.bw:g} Mbit/s links, float32, median of {iters}",
+        ["size", "p4reduce s", "Gloo s", "speedup", "ideal 2(N-1)/N", "wire-adjusted", "switch CPU"],
+        [
+            [
+                human(s),
+                f"{seconds['p4reduce', s]:.3f}",
+                f"{seconds['gloo', s]:.3f}",
+                f"{seconds['gloo', s] / seconds['p4reduce', s]:.2f}x",
+                f"{ideal:.2f}x",
+                f"{adjusted:.2f}x",
+                f"{cpu['p4reduce', s]:.0%}",
+            ]
+            for s in sizes
+        ],
+    )
+    report.table(
+        "bytes on the wire per worker (switch port counters), as multiples of the tensor size S",
+        ["size", "p4reduce up", "down", "expected", "Gloo up", "down", "expected (payload)", "with headers"],
+        [
+            [
+                human(s),
+                f"{up['p4reduce', s] / s:.3f}",
+                f"{down['p4reduce', s] / s:.3f}",
+                f"{1 / P4REDUCE_EFFICIENCY:.3f}",
+                f"{up['gloo', s] / s:.3f}",
+                f"{down['gloo', s] / s:.3f}",
+                f"{ideal:.3f}",
+                f"{ideal / TCP_EFFICIENCY:.3f}",
+            ]
+            for s in sizes
+        ],
+    )
+    report.note(
+        "expected: p4reduce S up and S down in 182-byte frames carrying 128 bytes"
+        f" (x{1 / P4REDUCE_EFFICIENCY:.3f}), plus one priming packet per slot per float call;"
+        f" a ring 2(N-1)/N·S = {ideal:.2f}·S each way, x{1 / TCP_EFFICIENCY:.3f} in TCP frames, plus ACKs."
+    )
+
+    fig, (times, speedups, wire) = figure(3, f"p4reduce vs Gloo ring, {n} workers, {args.bw:g} Mbit/s links")
+    for system, style in (("p4reduce", "o-"), ("gloo", "s-")):
+        times.plot(sizes, [seconds[system, s] for s in sizes], style, label=system)
+        wire.plot(sizes, [up[system, s] / s for s in sizes], style, label=f"{system} (measured, up)")
+    times.set(yscale="log", ylabel="all-reduce time (s), slowest worker")
+    speedups.plot(sizes, [seconds["gloo", s] / seconds["p4reduce", s] for s in sizes], "o-", label="measured")
+    speedups.axhline(ideal, color="green", linestyle="--", label=f"ideal 2(N-1)/N = {ideal:.2f}")
+    speedups.axhline(adjusted, color="gray", linestyle=":", label=f"ideal with headers = {adjusted:.2f}")
+    speedups.set(ylabel="speedup over Gloo (x)", ylim=(0, None))
+    wire.axhline(1 / P4REDUCE_EFFICIENCY, color="C0", linestyle=":", label="p4reduce expected")
+    wire.axhline(ideal / TCP_EFFICIENCY, color="C1", linestyle=":", label="ring expected")
+    wire.axhline(1.0, color="C0", linestyle="--", label="S (in-network ideal)")
+    wire.axhline(ideal, color="C1", linestyle="--", label="2(N-1)/N·S (ring ideal)")
+    wire.set(ylabel="bytes sent per worker / S", ylim=(0, None))
+    for axes in (times, speedups, wire):
+        size_axis(axes, sizes)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7)
+    return 0 if report.save(fig) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

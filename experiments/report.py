@@ -1,0 +1,199 @@
+"""What every experiment shares: its command line, progress, the CSV, the summary table, the figure's frame.
+
+Each experiment writes results/<name>.csv (one row per all-reduce),
+results/<name>.png and results/<name>.txt (the summary table, the exact
+command and the machine it ran on), and prints the same table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import os
+import shlex
+import shutil
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from hostlib.launch import ROOT
+
+if TYPE_CHECKING:
+    from experiments.cluster import Step
+
+# Wire efficiency of each system's packets (payload / Ethernet frame, without preamble and FCS):
+# p4reduce: 128 B of values in 14 + 20 + 8 + 12 B of headers; Gloo: TCP segments of a 1500 B MTU
+# with timestamps (1448 B of data in a 1514 B frame), ACKs not counted.
+P4REDUCE_EFFICIENCY = 128 / 182
+TCP_EFFICIENCY = 1448 / 1514
+
+
+def ideal_speedup(workers: int) -> float:
+    """A ring moves 2(N-1)/N·S per worker each way, in-network aggregation S: the link-bound speedup."""
+    return 2 * (workers - 1) / workers
+
+
+def ideal_goodput(system: str, workers: int, link: float) -> float:
+    """Bytes of tensor per second a worker can reduce when its link (bytes/s) is the only limit."""
+    if system == "p4reduce":
+        return link * P4REDUCE_EFFICIENCY
+    return link * TCP_EFFICIENCY / ideal_speedup(workers)
+
+
+def describe_machine() -> str:
+    """One line for every figure: CPU, cores, kernel, Python; the emulation's CPU is part of the result."""
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Linux {os.uname().release}, Python {sys.version.split()[0]}"
+
+
+def parser(name: str, doc: str) -> argparse.ArgumentParser:
+    """The options every experiment takes."""
+    p = argparse.ArgumentParser(prog=f"python -m experiments.{name}", description=doc)
+    p.add_argument("--quick", action="store_true", help="tiny sizes, one iteration (CI)")
+    p.add_argument("--iters", type=int, default=3, help="all-reduces per point (default 3; --quick: 1)")
+    p.add_argument("--pool", type=int, default=8, help="slots per job, the p4reduce window (default 8)")
+    p.add_argument("--out", type=Path, default=ROOT / "results", help="folder for CSV, PNG, TXT (results/)")
+    return p
+
+
+def bmv2_available() -> bool:
+    return shutil.which("simple_switch_grpc") is not None and shutil.which("p4c") is not None
+
+
+def targets(choice: str) -> list[str]:
+    """`auto`: the embedded switch, and bmv2 too when it is installed."""
+    if choice == "auto":
+        return ["soft", "bmv2"] if bmv2_available() else ["soft"]
+    if choice == "bmv2" and not bmv2_available():
+        raise SystemExit("--switch bmv2 needs simple_switch_grpc and p4c on PATH (see docs/lab.md)")
+    return [choice]
+
+
+def parse_sizes(text: str) -> list[int]:
+    """`64K,1M` -> bytes."""
+    units = {"K": 1 << 10, "M": 1 << 20}
+    sizes = []
+    for item in text.split(","):
+        item = item.strip().upper()
+        try:
+            sizes.append(int(item[:-1]) * units[item[-1]] if item[-1:] in units else int(item))
+        except (ValueError, KeyError):
+            raise argparse.ArgumentTypeError(f"bad size {item!r} (like 65536, 64K or 16M)") from None
+    return sizes
+
+
+def human(size: float) -> str:
+    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:g} {unit}"
+    return f"{size:g} B"
+
+
+@contextmanager
+def progress(total: int, what: str) -> Iterator[Progress]:
+    """A progress bar on stderr; `advance(task)` after each all-reduce."""
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+    )
+    with bar:
+        bar.add_task(what, total=total)
+        yield bar
+
+
+class Report:
+    """Rows in, results/<name>.{csv,txt,png} out."""
+
+    def __init__(self, name: str, out: Path) -> None:
+        self.name, self.out = name, out
+        out.mkdir(parents=True, exist_ok=True)
+        self.rows: list[dict[str, object]] = []
+        self.console = Console(record=True, width=120)
+
+    def add(self, step: Step, **labels: object) -> None:
+        row = dict(labels)
+        row.update(dataclasses.asdict(step))
+        row["goodput"] = step.goodput
+        row["packets_per_second"] = step.packets_per_second
+        self.rows.append(row)
+
+    def medians(self, value: str, *keys: str) -> dict:
+        """Median of column `value` over the iterations of each point, keyed by the `keys` columns' values.
+
+        One key gives a plain dict of its values, several a dict of tuples.
+        """
+        groups: dict[object, list[float]] = defaultdict(list)
+        for row in self.rows:
+            key = tuple(row[k] for k in keys)
+            groups[key[0] if len(keys) == 1 else key].append(row[value])  # type: ignore[arg-type]
+        return {key: statistics.median(values) for key, values in groups.items()}
+
+    def table(self, title: str, columns: list[str], rows: list[list[str]]) -> None:
+        table = Table(title=title)
+        for column in columns:
+            table.add_column(column, justify="right")
+        for row in rows:
+            table.add_row(*row)
+        self.console.print(table)
+
+    def note(self, text: str) -> None:
+        self.console.print(text)
+
+    def save(self, figure: object) -> bool:
+        """Write CSV, figure and summary; True when every all-reduce was verified correct."""
+        csv_path = self.out / f"{self.name}.csv"
+        with open(csv_path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(self.rows[0]))
+            writer.writeheader()
+            writer.writerows(self.rows)
+        figure.savefig(self.out / f"{self.name}.png", dpi=110, bbox_inches="tight")  # type: ignore[attr-defined]
+        failed = [r for r in self.rows if not r["ok"]]
+        self.note(
+            f"{len(self.rows)} all-reduces, {len(failed)} wrong or failed"
+            + (f": {failed[0]['error']}" if failed else ", every result verified against numpy")
+        )
+        command = shlex.join([Path(sys.executable).name, "-m", f"experiments.{self.name}", *sys.argv[1:]])
+        self.note(f"command: {command}\nmachine: {describe_machine()}")
+        self.note(f"wrote {csv_path}, {self.name}.png and {self.name}.txt in {self.out}")
+        (self.out / f"{self.name}.txt").write_text(self.console.export_text())
+        return not failed
+
+
+def figure(columns: int, title: str) -> tuple[object, list[object]]:
+    """A matplotlib figure (Agg: no display) with `columns` axes side by side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, columns, figsize=(5.2 * columns, 3.8), squeeze=False)
+    fig.suptitle(title, fontsize=10)
+    fig.text(0.01, -0.02, describe_machine(), fontsize=7, color="gray")
+    return fig, list(axes[0])
+
+
+def size_axis(axes: object, sizes: list[int]) -> None:
+    """Log x axis in bytes, ticked at the sizes measured and labelled 64 KB, 1 MB, ..."""
+    axes.set_xscale("log")  # type: ignore[attr-defined]
+    axes.set_xticks(sizes, [human(s) for s in sizes], fontsize=7)  # type: ignore[attr-defined]
+    axes.minorticks_off()  # type: ignore[attr-defined]
+    axes.set_xlabel("tensor size")  # type: ignore[attr-defined]

@@ -1,0 +1,112 @@
+"""Goodput per worker as the job grows from 2 to 8 workers, p4reduce and Gloo, over a Mininet star.
+
+With links the bottleneck (--bw), in-network aggregation should stay flat:
+each worker moves S up and S down whatever N is, so its goodput is the link
+rate times p4reduce's wire efficiency. A ring moves 2(N-1)/N·S, so its
+goodput falls towards half the link rate. A second p4reduce series runs on
+unlimited links, where the switch's CPU (a Python process here, an ASIC on
+Tofino) is the bottleneck and shares its packet rate among the workers.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from experiments.cluster import ExperimentError, LaunchError, StarCluster
+from experiments.report import (
+    Report,
+    figure,
+    human,
+    ideal_goodput,
+    parser,
+    progress,
+    targets,
+)
+
+FULL_BYTES, QUICK_BYTES = 1 << 20, 16 << 10
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser("workers", __doc__.splitlines()[0])
+    p.add_argument("--workers", default="2,4,8", help="job sizes to run (default 2,4,8)")
+    p.add_argument("--bw", type=float, default=2.0, help="link rate in Mbit/s (default 2)")
+    p.add_argument("--bytes", type=int, help=f"tensor bytes (default {human(FULL_BYTES)}; --quick: 16 KB)")
+    p.add_argument(
+        "--switch", choices=("auto", "soft", "bmv2"), default="auto", help="auto: soft, and bmv2 if installed"
+    )
+    args = p.parse_args(argv)
+    counts = [int(n) for n in args.workers.split(",")]
+    size = args.bytes or (QUICK_BYTES if args.quick else FULL_BYTES)
+    iters = 1 if args.quick else args.iters
+    kinds = targets(args.switch)
+    if "bmv2" not in kinds:
+        print("bmv2 (simple_switch_grpc, p4c) not installed: the embedded switch only", file=sys.stderr)
+    # (switch, links, systems) per series; the unlimited series isolates the switch's own capacity
+    series = [(kind, args.bw, ("p4reduce", "gloo")) for kind in kinds]
+    series += [(kind, None, ("p4reduce",)) for kind in kinds]
+    total = sum(len(systems) for _, _, systems in series) * len(counts) * iters
+    report = Report("workers", args.out)
+    try:
+        with progress(total, f"goodput vs workers, {human(size)} float32") as bar:
+            for kind, bw, systems in series:
+                for n in counts:
+                    gloo = "gloo" in systems
+                    with StarCluster(n, switch=kind, bw=bw, gloo=gloo, pool_size=args.pool) as cluster:
+                        for iteration in range(iters):
+                            for system in systems:
+                                step = cluster.run(system, size // 4, "float32", iteration)
+                                report.add(step, switch=kind, bw_mbit=bw or 0)
+                                bar.advance(bar.task_ids[0])
+    except (ExperimentError, LaunchError) as error:
+        print(f"experiments.workers: {error}", file=sys.stderr)
+        return 1
+
+    point = ("switch", "bw_mbit", "system", "workers")
+    goodput, cpu = report.medians("goodput", *point), report.medians("switch_cpu", *point)
+    link = args.bw * 1e6 / 8
+
+    def links(bw: float) -> str:
+        return f"{bw:g} Mbit/s" if bw else "unlimited"
+
+    report.table(
+        f"goodput per worker (MB/s), {human(size)} float32, median of {iters};"
+        " ideal = link rate x wire efficiency",
+        ["switch", "links", "system", "workers", "goodput", "ideal", "of ideal", "switch CPU"],
+        [
+            [
+                kind,
+                links(bw),
+                system,
+                str(n),
+                f"{goodput[kind, bw, system, n] / 1e6:.3f}",
+                f"{ideal_goodput(system, n, link) / 1e6:.3f}" if bw else "-",
+                f"{goodput[kind, bw, system, n] / ideal_goodput(system, n, link):.0%}" if bw else "-",
+                f"{cpu[kind, bw, system, n]:.0%}",
+            ]
+            for (kind, bw, system, n) in sorted(goodput, key=lambda k: (k[0], -k[1], k[2], k[3]))
+        ],
+    )
+
+    fig, (axes,) = figure(1, f"goodput per worker vs workers, {human(size)} float32 all-reduce")
+    for index, (kind, bw, systems) in enumerate(series):
+        for system in systems:
+            label = f"{system} ({kind}, {links(bw)})"
+            style = ("o-" if system == "p4reduce" else "s-") if bw else "^--"
+            axes.plot(
+                counts,
+                [goodput[kind, bw or 0, system, n] / 1e6 for n in counts],
+                style,
+                label=label,
+                color=f"C{index * 2 + (system == 'gloo')}",
+            )
+    for system, color in (("p4reduce", "C0"), ("gloo", "C1")):
+        ideals = [ideal_goodput(system, n, link) / 1e6 for n in counts]
+        axes.plot(counts, ideals, ":", color=color, label=f"{system} ideal at {args.bw:g} Mbit/s")
+    axes.set(xlabel="workers", ylabel="goodput per worker (MB/s)", xticks=counts, ylim=(0, None))
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=7)
+    return 0 if report.save(fig) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

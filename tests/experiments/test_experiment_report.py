@@ -1,0 +1,89 @@
+"""The experiments' arithmetic: sizes, ideal figures, target choice, and the baseline's verification."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from experiments.report import (
+    P4REDUCE_EFFICIENCY,
+    Report,
+    describe_machine,
+    human,
+    ideal_goodput,
+    ideal_speedup,
+    parse_sizes,
+    targets,
+)
+from hostlib.verify import check_float_sum, make_input
+
+
+def test_sizes_parse_with_units_and_bad_ones_are_named() -> None:
+    assert parse_sizes("64K,1M,100") == [65536, 1 << 20, 100]
+    with pytest.raises(argparse.ArgumentTypeError, match="'12Q'"):
+        parse_sizes("12Q")
+    assert human(16 << 20) == "16 MB" and human(65536) == "64 KB" and human(100) == "100 B"
+
+
+def test_ideal_speedup_of_in_network_aggregation_over_a_ring() -> None:
+    assert ideal_speedup(2) == 1.0
+    assert ideal_speedup(4) == 1.5
+    assert ideal_speedup(8) == 1.75
+
+
+def test_ideal_goodput_is_flat_for_p4reduce_and_falls_for_a_ring() -> None:
+    link = 500_000.0  # 4 Mbit/s in bytes per second
+    flat = {ideal_goodput("p4reduce", n, link) for n in (2, 4, 8)}
+    assert flat == {link * P4REDUCE_EFFICIENCY}
+    ring = [ideal_goodput("gloo", n, link) for n in (2, 4, 8)]
+    assert ring == sorted(ring, reverse=True) and ring[-1] > link / 2 * 0.95
+
+
+def test_bmv2_is_refused_clearly_when_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("experiments.report.bmv2_available", lambda: False)
+    assert targets("auto") == ["soft"]
+    with pytest.raises(SystemExit, match="simple_switch_grpc and p4c"):
+        targets("bmv2")
+
+
+def test_a_float32_ring_sum_passes_the_baseline_check_and_a_wrong_sum_fails() -> None:
+    world, elements = 4, 4096
+    inputs = [make_input(rank, elements, "float32") for rank in range(world)]
+    ring_order = inputs[0].copy()
+    for x in inputs[1:]:
+        ring_order = (ring_order + x).astype(np.float32)  # rounded to float32 at every step
+    assert check_float_sum(ring_order, world, elements, "float32")[0]
+    wrong = ring_order.copy()
+    wrong[17] += np.float32(abs(wrong[17]) * 1e-3 + 1e-3)
+    assert not check_float_sum(wrong, world, elements, "float32")[0]
+
+
+def test_every_figure_names_the_machine_it_ran_on() -> None:
+    line = describe_machine()
+    assert f"{os.cpu_count()} cores" in line and "Python 3." in line
+
+
+def test_a_cluster_refuses_to_start_without_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = pytest.importorskip("experiments.cluster", reason="the cluster needs Debian's mininet")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(cluster.ExperimentError, match="needs root"):
+        cluster.StarCluster(2)
+
+
+def test_each_point_is_the_median_of_its_iterations(tmp_path: Path) -> None:
+    report = Report("unit", tmp_path)
+    report.rows = [
+        {"system": s, "loss": p, "seconds": t}
+        for s, p, t in [
+            ("p4reduce", 0.0, 3.0),
+            ("p4reduce", 0.0, 1.0),
+            ("p4reduce", 0.0, 2.0),
+            ("gloo", 0.0, 5.0),
+        ]
+    ]
+    assert report.medians("seconds", "system", "loss") == {("p4reduce", 0): 2.0, ("gloo", 0): 5.0}
+    assert report.medians("seconds", "system") == {"p4reduce": 2.0, "gloo": 5.0}
