@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -95,6 +96,7 @@ class StarCluster:
         switch: str = "soft",
         bw: float | None = None,
         drop_rate: float = 0.0,
+        queue: int | None = None,
         gloo: bool = True,
         pool_size: int = 32,
         logs: Path = ROOT / "logs" / "experiments",
@@ -103,6 +105,7 @@ class StarCluster:
         if os.geteuid() != 0:
             raise ExperimentError("experiments run in Mininet, which needs root: use sudo")
         self.workers, self.switch_kind, self.bw, self.drop_rate = workers, switch, bw, drop_rate
+        self.queue = queue
         self.gloo, self.pool_size, self.logs, self.step_timeout = gloo, pool_size, logs, step_timeout
         self.topo = generate("star", workers)
         self._agents: list[_Agent] = []
@@ -123,6 +126,8 @@ class StarCluster:
         self.close()
 
     def _start(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)  # `kill` must still tear Mininet down
         setLogLevel("warning")
         self.logs.mkdir(parents=True, exist_ok=True)
         program, p4info = build_bmv2() if self.switch_kind == "bmv2" else build_program(ROOT / "build")
@@ -130,7 +135,7 @@ class StarCluster:
         config = self.logs / "controller.yaml"
         config.write_text(controller_config(self.topo, grpc_ports, program, p4info, self.pool_size))
         self.net = net = build_network(
-            self.topo, self.switch_kind, grpc_ports, self.bw, self.drop_rate, self.drop_rate
+            self.topo, self.switch_kind, grpc_ports, self.bw, self.drop_rate, self.drop_rate, self.queue
         )
         for switch in net.switches:
             switch.log_dir, switch.pcap_dir = self.logs, None  # no pcaps: runs move hundreds of MB
@@ -253,6 +258,10 @@ class StarCluster:
         process = self.net.get(self.topo.aggregator.name).process
         fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 __all__ = ["ExperimentError", "LaunchError", "StarCluster", "Step", "SYSTEMS"]

@@ -17,6 +17,7 @@ from experiments.report import (
     P4REDUCE_EFFICIENCY,
     TCP_EFFICIENCY,
     Report,
+    add_link_arguments,
     figure,
     human,
     ideal_speedup,
@@ -32,7 +33,7 @@ FULL_SIZES, QUICK_SIZES = "64K,256K,1M,4M,16M", "16K,64K"
 def main(argv: list[str] | None = None) -> int:
     p = parser("gloo", __doc__.splitlines()[0])
     p.add_argument("--workers", type=int, default=4, help="hosts on the star (default 4)")
-    p.add_argument("--bw", type=float, default=4.0, help="link rate in Mbit/s, both directions (default 4)")
+    add_link_arguments(p, 4.0)
     p.add_argument("--sizes", help=f"tensor sizes in bytes (default {FULL_SIZES}; --quick: {QUICK_SIZES})")
     p.add_argument("--switch", choices=("soft", "bmv2"), default="soft", help="P4 target (default soft)")
     args = p.parse_args(argv)
@@ -42,15 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     n = args.workers
     try:
         with (
-            StarCluster(n, switch=args.switch, bw=args.bw, pool_size=args.pool) as cluster,
-            progress(len(sizes) * iters * 2, f"p4reduce vs Gloo, {n} workers, {args.bw:g} Mbit/s") as bar,
+            StarCluster(n, switch=args.switch, bw=args.bw, queue=args.queue, pool_size=args.pool) as cluster,
+            progress(len(sizes) * iters * 2, f"p4reduce vs Gloo, {n} workers, {args.bw:g} Mbit/s") as advance,
         ):
             for size in sizes:
                 for iteration in range(iters):
                     for system in ("p4reduce", "gloo"):
                         step = cluster.run(system, size // 4, "float32", iteration)
                         report.add(step, switch=args.switch, bw_mbit=args.bw)
-                        bar.advance(bar.task_ids[0])
+                        advance()
     except (ExperimentError, LaunchError) as error:
         print(f"experiments.gloo: {error}", file=sys.stderr)
         return 1
@@ -60,10 +61,24 @@ def main(argv: list[str] | None = None) -> int:
         for value in ("seconds", "up_bytes", "down_bytes", "switch_cpu")
     )
     ideal = ideal_speedup(n)
+
+    def busy(system: str, size: int) -> float:
+        """How much of the time a worker's uplink carried this system's bytes."""
+        return up[system, size] / seconds[system, size] / (args.bw * 1e6 / 8)
+
     adjusted = ideal * P4REDUCE_EFFICIENCY / TCP_EFFICIENCY
     report.table(
         f"p4reduce vs Gloo ring: {n} workers, {args.bw:g} Mbit/s links, float32, median of {iters}",
-        ["size", "p4reduce s", "Gloo s", "speedup", "ideal 2(N-1)/N", "wire-adjusted", "switch CPU"],
+        [
+            "size",
+            "p4reduce s",
+            "Gloo s",
+            "speedup",
+            "ideal 2(N-1)/N",
+            "wire-adjusted",
+            "links busy",
+            "switch CPU",
+        ],
         [
             [
                 human(s),
@@ -72,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{seconds['gloo', s] / seconds['p4reduce', s]:.2f}x",
                 f"{ideal:.2f}x",
                 f"{adjusted:.2f}x",
+                f"{busy('p4reduce', s):.0%} / {busy('gloo', s):.0%}",
                 f"{cpu['p4reduce', s]:.0%}",
             ]
             for s in sizes
@@ -95,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         ],
     )
     report.note(
+        "links busy: p4reduce / Gloo, a worker's bytes up over its all-reduce time at the link rate.\n"
         "expected: p4reduce S up and S down in 182-byte frames carrying 128 bytes"
         f" (x{1 / P4REDUCE_EFFICIENCY:.3f}), plus one priming packet per slot per float call;"
         f" a ring 2(N-1)/N·S = {ideal:.2f}·S each way, x{1 / TCP_EFFICIENCY:.3f} in TCP frames, plus ACKs."

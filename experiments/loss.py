@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from experiments.cluster import ExperimentError, LaunchError, StarCluster
-from experiments.report import Report, figure, human, parser, progress
+from experiments.report import Report, add_link_arguments, figure, human, parser, progress
 
 FULL_RATES, QUICK_RATES = "0,0.001,0.01,0.05", "0,0.05"
 FULL_BYTES, QUICK_BYTES = 1 << 20, 16 << 10
@@ -21,7 +21,7 @@ FULL_BYTES, QUICK_BYTES = 1 << 20, 16 << 10
 def main(argv: list[str] | None = None) -> int:
     p = parser("loss", __doc__.splitlines()[0])
     p.add_argument("--workers", type=int, default=4, help="hosts on the star (default 4)")
-    p.add_argument("--bw", type=float, default=4.0, help="link rate in Mbit/s (default 4)")
+    add_link_arguments(p, 4.0)
     p.add_argument("--rates", help=f"loss rates each way (default {FULL_RATES}; --quick: {QUICK_RATES})")
     p.add_argument("--bytes", type=int, help=f"tensor bytes (default {human(FULL_BYTES)}; --quick: 16 KB)")
     args = p.parse_args(argv)
@@ -33,14 +33,16 @@ def main(argv: list[str] | None = None) -> int:
     report = Report("loss", args.out)
     systems = ("p4reduce", "gloo")
     try:
-        with progress(len(rates) * iters * len(systems), f"loss, {human(size)} float32") as bar:
+        with progress(len(rates) * iters * len(systems), f"loss, {human(size)} float32") as advance:
             for rate in rates:
-                with StarCluster(args.workers, bw=args.bw, drop_rate=rate, pool_size=args.pool) as cluster:
+                with StarCluster(
+                    args.workers, bw=args.bw, queue=args.queue, drop_rate=rate, pool_size=args.pool
+                ) as cluster:
                     for iteration in range(iters):
                         for system in systems:
                             step = cluster.run(system, size // 4, "float32", iteration)
                             report.add(step, loss=rate, bw_mbit=args.bw)
-                            bar.advance(bar.task_ids[0])
+                            advance()
     except (ExperimentError, LaunchError) as error:
         print(f"experiments.loss: {error}", file=sys.stderr)
         return 1

@@ -15,8 +15,9 @@ import shlex
 import shutil
 import statistics
 import sys
+import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,6 +73,17 @@ def parser(name: str, doc: str) -> argparse.ArgumentParser:
     return p
 
 
+def add_link_arguments(p: argparse.ArgumentParser, bw: float) -> None:
+    """--bw and --queue: the htb-limited links of experiments where the network is the bottleneck."""
+    p.add_argument("--bw", type=float, default=bw, help=f"link rate in Mbit/s (default {bw:g})")
+    p.add_argument(
+        "--queue",
+        type=int,
+        default=100,
+        help="packets a limited link queues (default 100; the kernel's 1000 is seconds at a few Mbit/s)",
+    )
+
+
 def bmv2_available() -> bool:
     return shutil.which("simple_switch_grpc") is not None and shutil.which("p4c") is not None
 
@@ -106,18 +118,27 @@ def human(size: float) -> str:
 
 
 @contextmanager
-def progress(total: int, what: str) -> Iterator[Progress]:
-    """A progress bar on stderr; `advance(task)` after each all-reduce."""
-    bar = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-    )
-    with bar:
-        bar.add_task(what, total=total)
-        yield bar
+def progress(total: int, what: str) -> Iterator[Callable[[], None]]:
+    """A function to call after each all-reduce.
+
+    On a terminal it advances a rich progress bar; in a log (CI, nohup) it
+    prints one line per step, since a bar there would show only at the end.
+    """
+    console = Console(stderr=True)
+    if console.is_terminal:
+        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn())
+        with Progress(*columns, TimeElapsedColumn(), console=console) as bar:
+            task = bar.add_task(what, total=total)
+            yield lambda: bar.advance(task)
+        return
+    started, done = time.monotonic(), 0
+
+    def advance() -> None:
+        nonlocal done
+        done += 1
+        print(f"{what}: {done}/{total} after {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+
+    yield advance
 
 
 class Report:

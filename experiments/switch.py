@@ -32,12 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     kinds = targets(args.switch)
     report = Report("switch", args.out)
     try:
-        with progress(len(kinds) * iters, f"switch throughput, {args.workers} workers") as bar:
+        with progress(len(kinds) * iters, f"switch throughput, {args.workers} workers") as advance:
             for kind in kinds:
                 with StarCluster(args.workers, switch=kind, gloo=False, pool_size=args.pool) as cluster:
                     for iteration in range(iters):
                         report.add(cluster.run("p4reduce", size // 4, "float32", iteration), switch=kind)
-                        bar.advance(bar.task_ids[0])
+                        advance()
     except (ExperimentError, LaunchError) as error:
         print(f"experiments.switch: {error}", file=sys.stderr)
         return 1

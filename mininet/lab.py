@@ -83,7 +83,13 @@ def build_network(
     bw: float | None,
     drop_rate: float,
     drop_rate_out: float = 0.0,
+    queue: int | None = None,
 ) -> Mininet:
+    """The lab's network, not started; `bw` limits links with htb, `queue` (packets) bounds htb's queue.
+
+    Without `queue` a limited link queues txqueuelen (1000) packets: seconds
+    at a few Mbit/s, which a TCP flow fills and every ring step then waits behind.
+    """
     net = Mininet(topo=None, build=False, controller=None, link=TCLink if bw else Link, autoSetMacs=False)
     cls = SWITCH_CLASSES[kind]
     for index, s in enumerate(topo.switches):
@@ -98,11 +104,16 @@ def build_network(
             drop_rate_out=drop_rate_out,
         )
     link_opts = {"bw": bw} if bw else {}
+    links = []
     for h in topo.hosts:
         host = net.addHost(h.name, ip=f"{h.ipv4}/24", mac=h.mac)
-        net.addLink(host, net.get(h.switch), port2=h.port, **link_opts)
+        links.append(net.addLink(host, net.get(h.switch), port2=h.port, **link_opts))
     for a, pa, b, pb_ in topo.links:
-        net.addLink(net.get(a), net.get(b), port1=pa, port2=pb_, **link_opts)
+        links.append(net.addLink(net.get(a), net.get(b), port1=pa, port2=pb_, **link_opts))
+    if bw and queue:
+        for link in links:
+            for intf in (link.intf1, link.intf2):  # a pfifo under TCLink's htb class 5:1
+                intf.tc(f"%s qdisc add dev %s parent 5:1 handle 10: pfifo limit {queue}")
     return net
 
 

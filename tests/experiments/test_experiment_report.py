@@ -17,6 +17,7 @@ from experiments.report import (
     ideal_goodput,
     ideal_speedup,
     parse_sizes,
+    progress,
     targets,
 )
 from hostlib.verify import check_float_sum, make_input
@@ -87,3 +88,11 @@ def test_each_point_is_the_median_of_its_iterations(tmp_path: Path) -> None:
     ]
     assert report.medians("seconds", "system", "loss") == {("p4reduce", 0): 2.0, ("gloo", 0): 5.0}
     assert report.medians("seconds", "system") == {"p4reduce": 2.0, "gloo": 5.0}
+
+
+def test_progress_in_a_log_is_one_line_per_step(capsys: pytest.CaptureFixture[str]) -> None:
+    with progress(2, "unit") as advance:
+        advance()
+        advance()
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" after ")[0] for line in lines] == ["unit: 1/2", "unit: 2/2"]

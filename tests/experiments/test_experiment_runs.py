@@ -33,7 +33,7 @@ pytestmark = [
 # experiment -> (extra arguments, CSV rows expected: points x systems)
 CASES = {
     "gloo": ([], 2 * 2),  # 2 sizes x (p4reduce, gloo)
-    "workers": (["--workers", "2,3"], 2 * 2 + 2),  # links limited: both systems; unlimited: p4reduce
+    "workers": (["--workers", "2,3"], 2 * 2 * 2),  # 2 job sizes x (limited, unlimited links) x both systems
     "loss": ([], 2 * 2),  # rates 0 and 5 % x both systems
     "switch": ([], 1),
 }
