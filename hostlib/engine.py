@@ -16,8 +16,9 @@ slot and results are copied out of one receive buffer, so no per-value
 Python runs on the data path.
 
 Loss: a use whose result has not arrived within the retransmission timeout
-(smoothed RTT + 4 x deviation, bounded to [10 ms, 1 s], doubled per retry of
-that use) is sent again, unchanged. A call with no progress for
+(smoothed RTT + 4 x deviation, bounded to [10 ms, 1 s]; doubled at each
+expiry until the next valid sample, and per retry of that use) is sent
+again, unchanged. A call with no progress for
 `progress_timeout` seconds fails with AllreduceTimeout instead of hanging.
 """
 
@@ -213,11 +214,16 @@ class PacketEngine:
 
     def _retransmit(self, deadlines: np.ndarray, retries: list[int], current: list[int], now: float) -> None:
         expired = [slot for slot in np.flatnonzero(deadlines <= now).tolist() if current[slot] >= 0]
+        if expired:
+            # RFC 6298 5.5: the timeout backs off and stays backed off until a fresh sample. Karn's
+            # rule keeps the slow (retransmitted) uses out of the estimate, so without this a queue
+            # building behind a large window would keep the timeout below the RTT: every use resent.
+            self.rto = min(self.rto * 2, RTO_MAX)
         for slot in expired:
             retries[slot] += 1
             self.stats.retransmissions += 1
             self._send(self._buffers[slot])
-            deadlines[slot] = now + min(self.rto * 2 ** retries[slot], RTO_MAX)
+            deadlines[slot] = now + min(self.rto * 2 ** (retries[slot] - 1), RTO_MAX)
 
     def _sample_rtt(self, rtt: float) -> None:
         """RFC 6298 smoothing; the timeout stays within [RTO_MIN, RTO_MAX]."""

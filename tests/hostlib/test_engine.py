@@ -60,6 +60,21 @@ def test_lost_answers_are_retransmitted_and_the_result_is_still_exact() -> None:
         assert comm.stats().retransmissions > 0
 
 
+def test_a_timeout_backs_off_the_timer_until_a_fresh_sample(reflector: Reflector) -> None:
+    # RFC 6298 5.5 and 5.7. Karn's rule keeps retransmitted (slow) uses out of the estimate, so
+    # without the back-off a queue building behind a large window keeps the timer below the RTT.
+    with communicator(reflector.address) as comm:
+        engine = comm.engine
+        engine.rto = 0.02
+        deadlines, current = np.array([0.0, np.inf]), [5, -1]
+        engine._retransmit(deadlines, [0, 0], current, now=1.0)
+        assert engine.rto == 0.04 and deadlines[0] == 1.04 and engine.stats.retransmissions == 1
+        engine._retransmit(deadlines, [1, 0], current, now=1.04)
+        assert engine.rto == 0.08 and deadlines[0] == pytest.approx(1.04 + 0.16)  # and per retry of the use
+        engine._sample_rtt(0.002)
+        assert engine.rto == 0.01  # a valid sample sets it again, here to the floor
+
+
 def test_duplicated_answers_are_ignored() -> None:
     data = np.arange(5000, dtype=np.int32)
     with Reflector(duplicate=True) as dup, communicator(dup.address) as comm:
