@@ -15,11 +15,16 @@ moves bytes: packets are built with struct into one preallocated buffer per
 slot and results are copied out of one receive buffer, so no per-value
 Python runs on the data path.
 
-Loss: a use whose result has not arrived within the retransmission timeout
-(smoothed RTT + 4 x deviation, bounded to [10 ms, 1 s]; doubled at each
-expiry until the next valid sample, and per retry of that use) is sent
-again, unchanged. A call with no progress for
-`progress_timeout` seconds fails with AllreduceTimeout instead of hanging.
+Loss is recovered two ways, both by sending the use again, unchanged:
+- fast retransmission (`Overtaking`): once results of uses sent after the
+  oldest unanswered transmission have overtaken it, that use is resent at
+  once, without waiting for a timer;
+- the retransmission timer, for what nothing overtakes (the tail of a
+  call): the larger of smoothed RTT + 4 x deviation and 3 x smoothed RTT,
+  bounded to [10 ms, 1 s]; doubled at each expiry until the next valid
+  sample, and per resend of that use.
+A call with no progress for `progress_timeout` seconds fails with
+AllreduceTimeout instead of hanging.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import math
 import socket
 import struct
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -37,6 +43,8 @@ from contracts.protocol import HEADER_BYTES, PAYLOAD_BYTES, SET_BIT, SLOT_MASK, 
 
 HEADER = struct.Struct(">BBHHBBI")  # msg_type, rank, job_id, set|slot, exp, flags, chunk
 RTO_MIN, RTO_MAX, RTO_INITIAL = 0.01, 1.0, 0.2
+RTO_SRTT_MULTIPLE = 3  # the timer never fires sooner than this many smoothed round trips
+FAST_RETRANSMIT_AFTER = 3  # results of later uses that mark the oldest unanswered use lost
 _CHUNK_MOD = 1 << 32
 
 
@@ -66,7 +74,8 @@ class EngineStats:
     packets_received: int = 0
     bytes_sent: int = 0
     bytes_received: int = 0
-    retransmissions: int = 0
+    retransmissions: int = 0  # all resends, fast or timed
+    fast_retransmissions: int = 0  # resends because later uses' results overtook the use
     ignored_results: int = 0  # duplicates, late results, strays
     refused: int = 0  # ICMP port unreachable seen on the socket
     calls: int = 0
@@ -77,6 +86,48 @@ class EngineStats:
     @property
     def goodput_bytes_per_second(self) -> float:
         return self.tensor_bytes / self.busy_seconds if self.busy_seconds else 0.0
+
+
+class Overtaking:
+    """Which unanswered use to take as lost: the oldest, once results of later sends have overtaken it.
+
+    The switch answers a slot's use when the last worker's contribution
+    arrives, and a job's workers send in lockstep, so results come back
+    nearly in the order a worker sent its uses. When results of
+    FAST_RETRANSMIT_AFTER transmissions sent after the oldest unanswered one
+    have arrived, that one, or its result, is almost surely lost (RFC 8985's
+    rule, counted in packets like TCP's duplicate ACKs). A resend takes its
+    place at the back of the order, so a lost resend is found the same way.
+    A result of a resent use counts as overtaking nothing: it may answer the
+    first send. O(1) per packet, amortized.
+    """
+
+    def __init__(self, slots: int) -> None:
+        self._latest = [0] * slots  # sequence number of each slot's last transmission; 0 when answered
+        self._order: deque[tuple[int, int]] = deque()  # (sequence number, slot), oldest first
+        self._sent = 0
+        self._overtaken = 0  # results that overtook the transmission at the front of `_order`
+
+    def sent(self, slot: int) -> None:
+        """A transmission of the slot's current use, first or resend."""
+        self._sent += 1
+        self._latest[slot] = self._sent
+        self._order.append((self._sent, slot))
+
+    def answered(self, slot: int, first_send: bool) -> int:
+        """The slot's result arrived; returns the slot whose use is now taken as lost, or -1."""
+        seq, self._latest[slot] = self._latest[slot], 0
+        order, latest = self._order, self._latest
+        while order and latest[order[0][1]] != order[0][0]:
+            order.popleft()  # answered, or sent again since
+            self._overtaken = 0
+        if not first_send or not order or order[0][0] > seq:
+            return -1
+        self._overtaken += 1
+        if self._overtaken < FAST_RETRANSMIT_AFTER:
+            return -1
+        self._overtaken = 0
+        return order.popleft()[1]
 
 
 class PacketEngine:
@@ -125,6 +176,7 @@ class PacketEngine:
         sent_at = [0.0] * slots
         retries = [0] * slots
         deadlines = np.full(slots, math.inf)
+        overtaking = Overtaking(slots)
         stats = self.stats
         sock, header, receive = self.sock, HEADER, self._receive
         view = memoryview(receive)
@@ -147,6 +199,7 @@ class PacketEngine:
             sent_at[slot] = now
             retries[slot] = 0
             deadlines[slot] = now + self.rto
+            overtaking.sent(slot)
 
         for slot in range(slots):
             send(slot, slot, 0)
@@ -156,7 +209,7 @@ class PacketEngine:
         while outstanding:
             now = time.perf_counter()
             if now >= next_check:
-                self._retransmit(deadlines, retries, current, now)
+                self._retransmit(deadlines, retries, current, overtaking, now)
                 if now - last_progress > self.progress_timeout:
                     raise AllreduceTimeout(self._stall_message(now - last_progress, outstanding, uses))
                 next_check = min(float(deadlines.min()), now + 0.05)
@@ -184,8 +237,10 @@ class PacketEngine:
                 stats.ignored_results += 1
                 continue
             finished = time.perf_counter()
-            if retries[slot] == 0:  # Karn: only unambiguous samples
+            first_send = retries[slot] == 0
+            if first_send:  # Karn: only unambiguous samples
                 self._sample_rtt(finished - sent_at[slot])
+            lost = overtaking.answered(slot, first_send)
             plan.deliver(use, values_view, exp)
             last_progress = finished
             following = use + slots
@@ -195,6 +250,9 @@ class PacketEngine:
                 current[slot] = -1
                 deadlines[slot] = math.inf
                 outstanding -= 1
+            if lost >= 0:
+                stats.fast_retransmissions += 1
+                self._resend(lost, retries, deadlines, overtaking, finished)
         self.next_chunk = (first_chunk + uses) % _CHUNK_MOD
         stats.calls += 1
         stats.busy_seconds += time.perf_counter() - started
@@ -212,7 +270,14 @@ class PacketEngine:
         self.stats.packets_sent += 1
         self.stats.bytes_sent += len(buffer)
 
-    def _retransmit(self, deadlines: np.ndarray, retries: list[int], current: list[int], now: float) -> None:
+    def _retransmit(
+        self,
+        deadlines: np.ndarray,
+        retries: list[int],
+        current: list[int],
+        overtaking: Overtaking,
+        now: float,
+    ) -> None:
         expired = [slot for slot in np.flatnonzero(deadlines <= now).tolist() if current[slot] >= 0]
         if expired:
             # RFC 6298 5.5: the timeout backs off and stays backed off until a fresh sample. Karn's
@@ -220,19 +285,30 @@ class PacketEngine:
             # building behind a large window would keep the timeout below the RTT: every use resent.
             self.rto = min(self.rto * 2, RTO_MAX)
         for slot in expired:
-            retries[slot] += 1
-            self.stats.retransmissions += 1
-            self._send(self._buffers[slot])
-            deadlines[slot] = now + min(self.rto * 2 ** (retries[slot] - 1), RTO_MAX)
+            self._resend(slot, retries, deadlines, overtaking, now)
+
+    def _resend(
+        self, slot: int, retries: list[int], deadlines: np.ndarray, overtaking: Overtaking, now: float
+    ) -> None:
+        """Send a slot's current use again; its timer doubles with each resend of that use."""
+        retries[slot] += 1
+        self.stats.retransmissions += 1
+        self._send(self._buffers[slot])
+        overtaking.sent(slot)
+        deadlines[slot] = now + min(self.rto * 2 ** (retries[slot] - 1), RTO_MAX)
 
     def _sample_rtt(self, rtt: float) -> None:
-        """RFC 6298 smoothing; the timeout stays within [RTO_MIN, RTO_MAX]."""
+        """RFC 6298 smoothing, with a floor of RTO_SRTT_MULTIPLE x srtt; within [RTO_MIN, RTO_MAX]."""
         if self._srtt is None:
             self._srtt, self._rttvar = rtt, rtt / 2
         else:
             self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - rtt)
             self._srtt = 0.875 * self._srtt + 0.125 * rtt
-        self.rto = min(max(self._srtt + 4 * self._rttvar, RTO_MIN), RTO_MAX)
+        # RFC 6298's srtt + 4 x rttvar alone sits just above the median when a queue makes round trips
+        # steady (measured: 10% of uses resent for nothing with 32 slots at 4 Mbit/s); and a use also
+        # waits while a peer recovers its previous one. Fast retransmission recovers loss mid-call,
+        # so the timer can afford to be late: never under RTO_SRTT_MULTIPLE round trips.
+        self.rto = min(max(self._srtt + 4 * self._rttvar, RTO_SRTT_MULTIPLE * self._srtt, RTO_MIN), RTO_MAX)
         if len(self.stats.rtt_samples) < 10_000:
             self.stats.rtt_samples.append(rtt)
 
