@@ -5,7 +5,8 @@ speaks a line protocol over its stdin/stdout, so that every all-reduce is a
 separate, synchronized step it can bracket with switch port counters:
 
     runner -> agent   {"system": "p4reduce" | "gloo", "elements": N, "dtype": "float32", "iteration": I}
-    agent  -> runner  {"seconds": S, "ok": true, "retransmissions": R, "packets_sent": P, "error": ""}
+    agent  -> runner  {"seconds": S, "ok": true, "retransmissions": R, "fast_retransmissions": F,
+                       "packets_sent": P, "error": ""}
 
 The agent answers `{"ready": true}` once both the communicator and the Gloo
 group exist, and exits on end of input. Every result is checked against
@@ -53,7 +54,6 @@ def main() -> int:
             order = json.loads(line)
             data = make_input(args.rank, order["elements"], order["dtype"], order["iteration"])
             before = comm.stats()
-            retx, sent = before.retransmissions, before.packets_sent
             started = time.perf_counter()
             try:
                 if order["system"] == "gloo":
@@ -77,8 +77,9 @@ def main() -> int:
                 {
                     "seconds": seconds,
                     "ok": bool(ok),
-                    "retransmissions": after.retransmissions - retx,
-                    "packets_sent": after.packets_sent - sent,
+                    "retransmissions": after.retransmissions - before.retransmissions,
+                    "fast_retransmissions": after.fast_retransmissions - before.fast_retransmissions,
+                    "packets_sent": after.packets_sent - before.packets_sent,
                     "error": "" if ok else "wrong sum",
                 }
             )

@@ -27,6 +27,7 @@ from typing import IO, Self
 
 from mininet.log import setLogLevel
 
+from experiments.step import Step
 from hostlib import JobSpec
 from hostlib.launch import ROOT, LaunchError, build_program, free_port, start_controller, worker_arguments
 
@@ -49,36 +50,6 @@ SYSTEMS = ("p4reduce", "gloo")
 
 class ExperimentError(RuntimeError):
     """A step could not be run (an agent died or stalled); the message carries the tail of its log."""
-
-
-@dataclass(frozen=True)
-class Step:
-    """One all-reduce through the cluster, as every worker and the switch saw it."""
-
-    system: str
-    workers: int
-    elements: int
-    dtype: str
-    iteration: int
-    tensor_bytes: int
-    seconds: float  # the slowest worker's all-reduce time
-    ok: bool  # every worker's result matched numpy's sum
-    retransmissions: int  # summed over workers (p4reduce only)
-    up_bytes: float  # mean over workers: bytes the switch received on the worker's port
-    down_bytes: float  # mean over workers: bytes the switch sent on the worker's port
-    switch_packets: int  # packets the switch received on all worker ports
-    switch_cpu: float  # switch process CPU seconds / wall seconds during the step
-    error: str = ""
-
-    @property
-    def goodput(self) -> float:
-        """Input bytes per second per worker: the figure a training job feels."""
-        return self.tensor_bytes / self.seconds if self.seconds else 0.0
-
-    @property
-    def packets_per_second(self) -> float:
-        """Packets into the switch per second of all-reduce: the switch's own throughput."""
-        return self.switch_packets / self.seconds if self.seconds else 0.0
 
 
 @dataclass
@@ -223,6 +194,7 @@ class StarCluster:
             seconds=max(r["seconds"] for r in replies),
             ok=all(r["ok"] for r in replies),
             retransmissions=sum(r.get("retransmissions", 0) for r in replies),
+            fast_retransmissions=sum(r.get("fast_retransmissions", 0) for r in replies),
             up_bytes=sum(d[0] for d in delta) / self.workers,
             down_bytes=sum(d[1] for d in delta) / self.workers,
             switch_packets=sum(d[2] for d in delta),

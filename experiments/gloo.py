@@ -53,8 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                         report.add(step, switch=args.switch, bw_mbit=args.bw)
                         advance()
     except (ExperimentError, LaunchError) as error:
-        print(f"experiments.gloo: {error}", file=sys.stderr)
-        return 1
+        return report.abort(error)
 
     seconds, up, down, cpu = (
         report.medians(value, "system", "tensor_bytes")
@@ -68,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
 
     adjusted = ideal * P4REDUCE_EFFICIENCY / TCP_EFFICIENCY
     report.table(
-        f"p4reduce vs Gloo ring: {n} workers, {args.bw:g} Mbit/s links, float32, median of {iters}",
+        f"p4reduce vs Gloo ring: {n} workers, {args.bw:g} Mbit/s links, float32, {args.pool} slots,"
+        f" median of {iters}",
         [
             "size",
             "p4reduce s",

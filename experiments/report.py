@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import math
 import os
 import shlex
 import shutil
@@ -20,16 +21,13 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from experiments.step import Step
 from hostlib.launch import ROOT
-
-if TYPE_CHECKING:
-    from experiments.cluster import Step
 
 # Wire efficiency of each system's packets (payload / Ethernet frame, without preamble and FCS):
 # p4reduce: 128 B of values in 14 + 20 + 8 + 12 B of headers; Gloo: TCP segments of a 1500 B MTU
@@ -68,7 +66,7 @@ def parser(name: str, doc: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"python -m experiments.{name}", description=doc)
     p.add_argument("--quick", action="store_true", help="tiny sizes, one iteration (CI)")
     p.add_argument("--iters", type=int, default=3, help="all-reduces per point (default 3; --quick: 1)")
-    p.add_argument("--pool", type=int, default=8, help="slots per job, the p4reduce window (default 8)")
+    p.add_argument("--pool", type=int, default=32, help="slots per job, the p4reduce window (default 32)")
     p.add_argument("--out", type=Path, default=ROOT / "results", help="folder for CSV, PNG, TXT (results/)")
     return p
 
@@ -141,12 +139,24 @@ def progress(total: int, what: str) -> Iterator[Callable[[], None]]:
     yield advance
 
 
+class _Points(dict):
+    """Medians by point; a point with no verified all-reduce is NaN, which tables print and plots skip."""
+
+    def __missing__(self, key: object) -> float:
+        return math.nan
+
+
 class Report:
-    """Rows in, results/<name>.{csv,txt,png} out."""
+    """Rows in, results/<name>.{csv,txt,png} out.
+
+    Each row reaches the CSV as soon as it is added, so a run that dies half
+    way (an agent stalls, the machine is needed back) keeps what it measured.
+    """
 
     def __init__(self, name: str, out: Path) -> None:
         self.name, self.out = name, out
         out.mkdir(parents=True, exist_ok=True)
+        self.csv_path = out / f"{name}.csv"
         self.rows: list[dict[str, object]] = []
         self.console = Console(record=True, width=120)
 
@@ -156,17 +166,24 @@ class Report:
         row["goodput"] = step.goodput
         row["packets_per_second"] = step.packets_per_second
         self.rows.append(row)
+        with open(self.csv_path, "w" if len(self.rows) == 1 else "a", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(self.rows[0]))
+            if len(self.rows) == 1:
+                writer.writeheader()
+            writer.writerow(row)
 
     def medians(self, value: str, *keys: str) -> dict:
-        """Median of column `value` over the iterations of each point, keyed by the `keys` columns' values.
+        """Median of column `value` over the verified iterations of each point, keyed by the `keys` columns.
 
-        One key gives a plain dict of its values, several a dict of tuples.
+        One key gives a plain dict of its values, several a dict of tuples;
+        a point whose every all-reduce failed is NaN.
         """
         groups: dict[object, list[float]] = defaultdict(list)
         for row in self.rows:
-            key = tuple(row[k] for k in keys)
-            groups[key[0] if len(keys) == 1 else key].append(row[value])  # type: ignore[arg-type]
-        return {key: statistics.median(values) for key, values in groups.items()}
+            if row["ok"]:
+                key = tuple(row[k] for k in keys)
+                groups[key[0] if len(keys) == 1 else key].append(row[value])  # type: ignore[arg-type]
+        return _Points({key: statistics.median(values) for key, values in groups.items()})
 
     def table(self, title: str, columns: list[str], rows: list[list[str]]) -> None:
         table = Table(title=title)
@@ -179,22 +196,28 @@ class Report:
     def note(self, text: str) -> None:
         self.console.print(text)
 
+    def abort(self, error: Exception) -> int:
+        """A run that cannot go on: say why and where its rows are; the exit status."""
+        print(f"experiments.{self.name}: {error}", file=sys.stderr)
+        if self.rows:
+            print(f"experiments.{self.name}: {len(self.rows)} all-reduce(s) so far are in {self.csv_path}")
+        return 1
+
     def save(self, figure: object) -> bool:
-        """Write CSV, figure and summary; True when every all-reduce was verified correct."""
-        csv_path = self.out / f"{self.name}.csv"
-        with open(csv_path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(self.rows[0]))
-            writer.writeheader()
-            writer.writerows(self.rows)
+        """Write the figure and the summary; True when every all-reduce was verified correct."""
         figure.savefig(self.out / f"{self.name}.png", dpi=110, bbox_inches="tight")  # type: ignore[attr-defined]
         failed = [r for r in self.rows if not r["ok"]]
         self.note(
             f"{len(self.rows)} all-reduces, {len(failed)} wrong or failed"
-            + (f": {failed[0]['error']}" if failed else ", every result verified against numpy")
+            + (
+                f" (left out of the medians): {failed[0]['error']}"
+                if failed
+                else ", every result verified against numpy"
+            )
         )
         command = shlex.join([Path(sys.executable).name, "-m", f"experiments.{self.name}", *sys.argv[1:]])
         self.note(f"command: {command}\nmachine: {describe_machine()}")
-        self.note(f"wrote {csv_path}, {self.name}.png and {self.name}.txt in {self.out}")
+        self.note(f"wrote {self.csv_path}, {self.name}.png and {self.name}.txt in {self.out}")
         (self.out / f"{self.name}.txt").write_text(self.console.export_text())
         return not failed
 

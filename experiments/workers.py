@@ -60,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                                 report.add(step, switch=kind, bw_mbit=bw or 0)
                                 advance()
     except (ExperimentError, LaunchError) as error:
-        print(f"experiments.workers: {error}", file=sys.stderr)
-        return 1
+        return report.abort(error)
 
     point = ("switch", "bw_mbit", "system", "workers")
     goodput, cpu = report.medians("goodput", *point), report.medians("switch_cpu", *point)
@@ -71,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         return f"{bw:g} Mbit/s" if bw else "unlimited"
 
     report.table(
-        f"goodput per worker (MB/s), {human(size)} float32, median of {iters};"
+        f"goodput per worker (MB/s), {human(size)} float32, {args.pool} slots, median of {iters};"
         " ideal = link rate x wire efficiency",
         ["switch", "links", "system", "workers", "goodput", "ideal", "of ideal", "switch CPU"],
         [

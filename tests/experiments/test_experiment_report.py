@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import csv
+import math
 import os
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from experiments.report import (
     progress,
     targets,
 )
+from experiments.step import Step
 from hostlib.verify import check_float_sum, make_input
 
 
@@ -75,19 +78,61 @@ def test_a_cluster_refuses_to_start_without_root(monkeypatch: pytest.MonkeyPatch
         cluster.StarCluster(2)
 
 
-def test_each_point_is_the_median_of_its_iterations(tmp_path: Path) -> None:
+def test_each_point_is_the_median_of_its_verified_iterations(tmp_path: Path) -> None:
     report = Report("unit", tmp_path)
     report.rows = [
-        {"system": s, "loss": p, "seconds": t}
-        for s, p, t in [
-            ("p4reduce", 0.0, 3.0),
-            ("p4reduce", 0.0, 1.0),
-            ("p4reduce", 0.0, 2.0),
-            ("gloo", 0.0, 5.0),
+        {"system": s, "loss": p, "seconds": t, "ok": ok}
+        for s, p, t, ok in [
+            ("p4reduce", 0.0, 3.0, True),
+            ("p4reduce", 0.0, 1.0, True),
+            ("p4reduce", 0.0, 2.0, True),
+            ("p4reduce", 0.0, 0.0, False),  # a failed all-reduce has no time worth a median
+            ("gloo", 0.0, 5.0, True),
+            ("gloo", 0.05, 0.0, False),
         ]
     ]
     assert report.medians("seconds", "system", "loss") == {("p4reduce", 0): 2.0, ("gloo", 0): 5.0}
     assert report.medians("seconds", "system") == {"p4reduce": 2.0, "gloo": 5.0}
+    failed_point = report.medians("seconds", "system", "loss")["gloo", 0.05]
+    assert math.isnan(failed_point)  # tables print it as nan and plots leave it out, instead of a crash
+
+
+def test_rows_reach_the_csv_as_they_come_and_an_abort_says_where(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = Report("unit", tmp_path)
+    report.add(_step(seconds=2.0), loss=0.0)
+    report.add(_step(seconds=0.0, ok=False, error="AllreduceTimeout: no progress"), loss=0.05)
+    with open(tmp_path / "unit.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(row["loss"], row["ok"], row["error"]) for row in rows] == [
+        ("0.0", "True", ""),
+        ("0.05", "False", "AllreduceTimeout: no progress"),
+    ]
+    assert report.abort(RuntimeError("agent h2 exited")) == 1
+    captured = capsys.readouterr()
+    assert "experiments.unit: agent h2 exited" in captured.err
+    assert f"2 all-reduce(s) so far are in {tmp_path / 'unit.csv'}" in captured.out
+
+
+def _step(seconds: float, ok: bool = True, error: str = "") -> Step:
+    return Step(
+        system="p4reduce",
+        workers=2,
+        elements=1024,
+        dtype="float32",
+        iteration=0,
+        tensor_bytes=4096,
+        seconds=seconds,
+        ok=ok,
+        retransmissions=0,
+        fast_retransmissions=0,
+        up_bytes=5800.0,
+        down_bytes=5800.0,
+        switch_packets=64,
+        switch_cpu=0.5,
+        error=error,
+    )
 
 
 def test_progress_in_a_log_is_one_line_per_step(capsys: pytest.CaptureFixture[str]) -> None:
