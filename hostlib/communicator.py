@@ -17,6 +17,7 @@ set bits and chunk numbers in step.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -193,7 +194,9 @@ class Communicator:
         return self.allreduce_async(array, out).wait()
 
     def stats(self) -> EngineStats:
-        return self.engine.stats
+        """A snapshot of the counters so far: take one before and one after a call to see what it cost."""
+        stats = self.engine.stats
+        return dataclasses.replace(stats, rtt_samples=list(stats.rtt_samples))
 
     # ------------------------------------------------------------ closing
     def close(self) -> None:

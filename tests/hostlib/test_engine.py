@@ -130,6 +130,16 @@ def test_steady_round_trips_keep_the_timer_at_three_of_them(reflector: Reflector
         assert engine.rto == pytest.approx(0.036)
 
 
+def test_stats_are_a_snapshot_to_subtract(reflector: Reflector) -> None:
+    with communicator(reflector.address) as comm:
+        comm.allreduce(np.ones(320, dtype=np.int32))
+        before = comm.stats()
+        comm.allreduce(np.ones(320, dtype=np.int32))
+        after = comm.stats()
+        assert (before.packets_sent, after.packets_sent - before.packets_sent) == (10, 10)
+        assert (before.calls, after.calls) == (1, 2)
+
+
 def test_duplicated_answers_are_ignored() -> None:
     data = np.arange(5000, dtype=np.int32)
     with Reflector(duplicate=True) as dup, communicator(dup.address) as comm:
