@@ -16,8 +16,8 @@ slot and results are copied out of one receive buffer, so no per-value
 Python runs on the data path.
 
 Loss is recovered two ways, both by sending the use again, unchanged:
-- fast retransmission (`Overtaking`): once results of uses sent after the
-  oldest unanswered transmission have overtaken it, that use is resent at
+- fast retransmission (`Overtaking`): once results of three uses sent
+  after an unanswered transmission have overtaken it, its use is resent at
   once, without waiting for a timer;
 - the retransmission timer, for what nothing overtakes (the tail of a
   call): the larger of smoothed RTT + 4 x deviation and 3 x smoothed RTT,
@@ -29,6 +29,7 @@ AllreduceTimeout instead of hanging.
 
 from __future__ import annotations
 
+import heapq
 import math
 import socket
 import struct
@@ -44,7 +45,7 @@ from contracts.protocol import HEADER_BYTES, PAYLOAD_BYTES, SET_BIT, SLOT_MASK, 
 HEADER = struct.Struct(">BBHHBBI")  # msg_type, rank, job_id, set|slot, exp, flags, chunk
 RTO_MIN, RTO_MAX, RTO_INITIAL = 0.01, 1.0, 0.2
 RTO_SRTT_MULTIPLE = 3  # the timer never fires sooner than this many smoothed round trips
-FAST_RETRANSMIT_AFTER = 3  # results of later uses that mark the oldest unanswered use lost
+FAST_RETRANSMIT_AFTER = 3  # results of later sends that mark an unanswered transmission lost
 _CHUNK_MOD = 1 << 32
 
 
@@ -89,24 +90,26 @@ class EngineStats:
 
 
 class Overtaking:
-    """Which unanswered use to take as lost: the oldest, once results of later sends have overtaken it.
+    """Which unanswered uses to take as lost: those that results of later sends have overtaken.
 
     The switch answers a slot's use when the last worker's contribution
     arrives, and a job's workers send in lockstep, so results come back
-    nearly in the order a worker sent its uses. When results of
-    FAST_RETRANSMIT_AFTER transmissions sent after the oldest unanswered one
-    have arrived, that one, or its result, is almost surely lost (RFC 8985's
-    rule, counted in packets like TCP's duplicate ACKs). A resend takes its
-    place at the back of the order, so a lost resend is found the same way.
-    A result of a resent use counts as overtaking nothing: it may answer the
-    first send. O(1) per packet, amortized.
+    nearly in the order a worker sent its uses. A transmission is taken as
+    lost, it or its result, once results of FAST_RETRANSMIT_AFTER
+    transmissions sent after it have arrived (RFC 6675's IsLost, the rule
+    behind TCP's three duplicate ACKs): that is, once it is older than the
+    FAST_RETRANSMIT_AFTER-th newest transmission answered so far. Every
+    transmission so marked is reported, however many are lost in one
+    window. A resend takes its place at the back of the order, so a lost
+    resend is found the same way. A result of a resent use is no evidence:
+    it may answer the first send. O(1) per packet, amortized.
     """
 
     def __init__(self, slots: int) -> None:
         self._latest = [0] * slots  # sequence number of each slot's last transmission; 0 when answered
         self._order: deque[tuple[int, int]] = deque()  # (sequence number, slot), oldest first
         self._sent = 0
-        self._overtaken = 0  # results that overtook the transmission at the front of `_order`
+        self._newest = [0] * FAST_RETRANSMIT_AFTER  # min-heap: the newest transmissions answered
 
     def sent(self, slot: int) -> None:
         """A transmission of the slot's current use, first or resend."""
@@ -114,20 +117,21 @@ class Overtaking:
         self._latest[slot] = self._sent
         self._order.append((self._sent, slot))
 
-    def answered(self, slot: int, first_send: bool) -> int:
-        """The slot's result arrived; returns the slot whose use is now taken as lost, or -1."""
+    def answered(self, slot: int, first_send: bool) -> list[int]:
+        """The slot's result arrived; returns the slots whose uses are now taken as lost."""
         seq, self._latest[slot] = self._latest[slot], 0
+        if not first_send:
+            return []
+        newest = self._newest
+        if seq > newest[0]:
+            heapq.heapreplace(newest, seq)
+        lost = []
         order, latest = self._order, self._latest
-        while order and latest[order[0][1]] != order[0][0]:
-            order.popleft()  # answered, or sent again since
-            self._overtaken = 0
-        if not first_send or not order or order[0][0] > seq:
-            return -1
-        self._overtaken += 1
-        if self._overtaken < FAST_RETRANSMIT_AFTER:
-            return -1
-        self._overtaken = 0
-        return order.popleft()[1]
+        while order and order[0][0] < newest[0]:
+            sent, older = order.popleft()
+            if latest[older] == sent:  # still unanswered, and not sent again since
+                lost.append(older)
+        return lost
 
 
 class PacketEngine:
@@ -240,7 +244,7 @@ class PacketEngine:
             first_send = retries[slot] == 0
             if first_send:  # Karn: only unambiguous samples
                 self._sample_rtt(finished - sent_at[slot])
-            lost = overtaking.answered(slot, first_send)
+            overtaken = overtaking.answered(slot, first_send)
             plan.deliver(use, values_view, exp)
             last_progress = finished
             following = use + slots
@@ -250,7 +254,7 @@ class PacketEngine:
                 current[slot] = -1
                 deadlines[slot] = math.inf
                 outstanding -= 1
-            if lost >= 0:
+            for lost in overtaken:
                 stats.fast_retransmissions += 1
                 self._resend(lost, retries, deadlines, overtaking, finished)
         self.next_chunk = (first_chunk + uses) % _CHUNK_MOD

@@ -63,46 +63,50 @@ def test_lost_answers_are_retransmitted_and_the_result_is_still_exact() -> None:
         assert stats.retransmissions > 0 and stats.fast_retransmissions > stats.retransmissions / 2
 
 
-def test_results_in_send_order_mark_nothing_lost() -> None:
-    overtaking = Overtaking(4)
-    for slot in range(4):
+def sent_in_order(slots: int) -> Overtaking:
+    overtaking = Overtaking(slots)
+    for slot in range(slots):
         overtaking.sent(slot)
+    return overtaking
+
+
+def test_results_in_send_order_mark_nothing_lost() -> None:
+    overtaking = sent_in_order(4)
     for _ in range(3):
         for slot in range(4):
-            assert overtaking.answered(slot, first_send=True) == -1
+            assert overtaking.answered(slot, first_send=True) == []
             overtaking.sent(slot)  # the slot's next use
 
 
 def test_a_use_overtaken_by_three_later_results_is_lost_once_until_resent() -> None:
-    overtaking = Overtaking(8)
-    for slot in range(8):
-        overtaking.sent(slot)
-    assert [overtaking.answered(slot, first_send=True) for slot in (1, 2)] == [-1, -1]
-    assert overtaking.answered(3, first_send=True) == 0  # third result sent after slot 0's use
-    assert overtaking.answered(4, first_send=True) == -1  # reported once
+    overtaking = sent_in_order(8)
+    assert [overtaking.answered(slot, first_send=True) for slot in (1, 2)] == [[], []]
+    assert overtaking.answered(3, first_send=True) == [0]  # the third result sent after slot 0's use
+    assert overtaking.answered(4, first_send=True) == []  # reported once
     overtaking.sent(0)  # the resend goes to the back of the order
     assert [overtaking.answered(slot, first_send=True) for slot in (5, 6, 7)] == [
-        -1,
-        -1,
-        -1,
+        [],
+        [],
+        [],
     ]  # sent before it
-    for slot in (1, 2):
+    for slot in (1, 2, 3):
         overtaking.sent(slot)
-    assert overtaking.answered(1, first_send=True) == -1
-    assert overtaking.answered(2, first_send=True) == -1
-    overtaking.sent(3)
-    assert overtaking.answered(3, first_send=True) == 0  # the resend was lost too
+    assert [overtaking.answered(slot, first_send=True) for slot in (1, 2, 3)] == [[], [], [0]]  # lost again
+
+
+def test_every_use_lost_in_one_window_is_found_at_once() -> None:
+    overtaking = sent_in_order(8)
+    assert [overtaking.answered(slot, first_send=True) for slot in (3, 4)] == [[], []]
+    assert overtaking.answered(5, first_send=True) == [0, 1, 2]
 
 
 def test_results_of_resent_uses_overtake_nothing() -> None:
     # A resend's result may answer the first send, which is older than everything else in flight.
-    overtaking = Overtaking(5)
-    for slot in range(5):
-        overtaking.sent(slot)
+    overtaking = sent_in_order(5)
     overtaking.sent(1)  # slot 1 resent
-    assert overtaking.answered(1, first_send=False) == -1
-    assert [overtaking.answered(slot, first_send=True) for slot in (2, 3)] == [-1, -1]
-    assert overtaking.answered(4, first_send=True) == 0
+    assert overtaking.answered(1, first_send=False) == []
+    assert [overtaking.answered(slot, first_send=True) for slot in (2, 3)] == [[], []]
+    assert overtaking.answered(4, first_send=True) == [0]
 
 
 def test_a_timeout_backs_off_the_timer_until_a_fresh_sample(reflector: Reflector) -> None:
