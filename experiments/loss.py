@@ -89,10 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     for system, style in (("p4reduce", "o-"), ("gloo", "s-")):
         left.plot(xs, [goodput[system, r] / 1e6 for r in rates], style, label=system)
     left.set(ylabel="goodput per worker (MB/s)", ylim=(0, None))
-    right.plot(xs, [retransmissions["p4reduce", r] / sent * 100 for r in rates], "o-", label="p4reduce, all")
-    right.plot(xs, [fast["p4reduce", r] / sent * 100 for r in rates], "^--", label="p4reduce, fast")
+    all_resends = [retransmissions["p4reduce", r] / sent * 100 for r in rates]
+    right.plot(xs, all_resends, "o-", color="C0", label="p4reduce, all resends")
+    fast_resends = [fast["p4reduce", r] / sent * 100 for r in rates]
+    right.plot(xs, fast_resends, "^--", color="C2", label="p4reduce, fast (overtaken)")
     expected = [2 * args.workers * r * 100 for r in rates]
-    right.plot(xs, expected, ":", color="gray", label="2Np: resends with N workers")
+    right.plot(xs, expected, ":", color="gray", label="2Np, expected for small p")
     right.set(ylabel="retransmissions per packet (%)")
     for axes in (left, right):
         axes.set_xscale("log")

@@ -88,24 +88,27 @@ def main(argv: list[str] | None = None) -> int:
         ],
     )
 
-    fig, (axes,) = figure(1, f"goodput per worker vs workers, {human(size)} float32 all-reduce")
-    for index, (kind, bw) in enumerate(series):
-        for system in systems:
-            label = f"{system} ({kind}, {links(bw)})"
-            style = ("o" if system == "p4reduce" else "s") + ("-" if bw else "--")
-            axes.plot(
-                counts,
-                [goodput[kind, bw or 0, system, n] / 1e6 for n in counts],
-                style,
-                label=label,
-                color=f"C{index * 2 + (system == 'gloo')}",
-            )
+    fig, (limited, unlimited) = figure(2, f"goodput per worker vs workers, {human(size)} float32 all-reduce")
+    for kind, bw in series:
+        axes = limited if bw else unlimited
+        for system, style, color in (("p4reduce", "o-", "C0"), ("gloo", "s-", "C1")):
+            label = system if kind == "soft" else f"{system} (bmv2)"
+            if kind == "bmv2":
+                style, color = style[0] + "--", "C2" if system == "p4reduce" else "C3"
+            goodputs = [goodput[kind, bw or 0, system, n] / 1e6 for n in counts]
+            axes.plot(counts, goodputs, style, color=color, label=label)
     for system, color in (("p4reduce", "C0"), ("gloo", "C1")):
         ideals = [ideal_goodput(system, n, link) / 1e6 for n in counts]
-        axes.plot(counts, ideals, ":", color=color, label=f"{system} ideal at {args.bw:g} Mbit/s")
-    axes.set(xlabel="workers", ylabel="goodput per worker (MB/s, log)", xticks=counts, yscale="log")
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=7)
+        limited.plot(counts, ideals, ":", color=color, label=f"{system} ideal")
+    limited.set(title=f"{links(args.bw)} links: the network decides", ylim=(0, None))
+    unlimited.set(title="unlimited links: the emulation's CPU decides", yscale="log")
+    for axes in (limited, unlimited):
+        axes.set(xlabel="workers", xticks=counts)
+        axes.title.set_fontsize(9)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7)
+    limited.set_ylabel("goodput per worker (MB/s)")
+    unlimited.set_ylabel("goodput per worker (MB/s, log)")
     return 0 if report.save(fig) else 1
 
 

@@ -58,6 +58,9 @@ def test_quick_run_writes_verified_results(name: str, tmp_path: Path) -> None:
     assert len(rows) == rows_expected
     assert all(row["ok"] == "True" for row in rows)
     assert all(float(row["seconds"]) > 0 and float(row["up_bytes"]) > 0 for row in rows)
+    if name == "loss":  # 5% of 512 packets each way: p4reduce must have resent some, and counted them
+        lossy = [row for row in rows if row["system"] == "p4reduce" and float(row["loss"]) > 0]
+        assert lossy and all(int(row["retransmissions"]) > 0 for row in lossy)
     assert (tmp_path / f"{name}.png").read_bytes().startswith(b"\x89PNG")
     summary = (tmp_path / f"{name}.txt").read_text()
     assert f"-m experiments.{name} --quick" in summary
