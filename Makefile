@@ -7,7 +7,7 @@
 #   make bench     benchmarks
 #   make experiments  the performance report's experiments (root): CSV, PNG, TXT in $(OUT)
 #                  one at a time: make exp-gloo | exp-workers | exp-loss | exp-switch; QUICK=1 for tiny sizes
-#   make stop      stop switches/controllers started by the lab, clean Mininet
+#   make stop      (root) remove what an interrupted lab or experiment left: daemons, host shells, links
 #   make clean     remove build/, logs/, pcaps/, results/
 
 SHELL := /bin/bash
@@ -81,7 +81,5 @@ lint: install
 clean:
 	rm -rf $(BUILD) logs pcaps results
 
-stop:
-	-pkill -f p4reduce-switch || true
-	-pkill -f 'p4reduce-ctl serve' || true
-	-command -v mn >/dev/null && mn -c >/dev/null 2>&1 || true
+stop: install
+	$(PY) mininet/lab.py --clean

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -342,6 +343,9 @@ def main() -> int:
     parser.add_argument("--drop-rate", type=float, default=0.0, help="loss injected at the embedded switch")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds a worker may take")
     parser.add_argument("--cli", action="store_true", help="open the Mininet CLI after the run")
+    parser.add_argument(
+        "--clean", action="store_true", help="only remove what an interrupted lab left (daemons, links)"
+    )
     args = parser.parse_args()
     args.dtype = args.dtype or ["float32", "int32"]
     if os.geteuid() != 0:
@@ -350,6 +354,9 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
+    if args.clean:
+        clean_leftovers()
+        return 0
     if args.switch == "bmv2":
         missing = [tool for tool in ("simple_switch_grpc", "p4c") if not _which(tool)]
         if missing:
@@ -366,6 +373,28 @@ def main() -> int:
     except KeyboardInterrupt:
         print("lab: interrupted; network torn down", file=sys.stderr)
         return 130
+
+
+def clean_leftovers() -> None:
+    """Remove what an interrupted lab or experiment leaves behind, and nothing else.
+
+    That is the switch daemons on raw ports and the controller they were
+    provisioned by (both started with files under logs/), Mininet's host
+    shells and its `<node>-ethN` links. Mininet's own `mn -c` does this
+    too, but it also kills every `ping` on the machine and deletes every
+    /tmp/*.log and /tmp/*.out, which are not ours to delete.
+    """
+    logs = re.escape(str(ROOT / "logs"))
+    for pattern in (
+        rf"softswitch\.daemon --no-p4 -i .*--log-file {logs}/",
+        rf"simple_switch_grpc --no-p4 .*--log-file {logs}/",
+        rf"controller serve --config {logs}/",
+        "mininet:",  # Mininet's host shells: bash ... mininet:h1
+    ):
+        subprocess.run(["pkill", "-9", "-f", pattern], check=False)
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    for name in sorted(set(re.findall(r"^\d+: ([-_.\w]+-eth\d+)[@:]", links, re.MULTILINE))):
+        subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
 
 
 def _which(tool: str) -> bool:

@@ -44,7 +44,9 @@ def run_quick(name: str, out: Path, *extra: str) -> subprocess.CompletedProcess[
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=280, cwd=ROOT)
     finally:
-        subprocess.run(["mn", "-c"], capture_output=True, timeout=120)
+        subprocess.run(
+            [sys.executable, str(ROOT / "mininet" / "lab.py"), "--clean"], capture_output=True, timeout=60
+        )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,7 @@ def run_lab(*args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
             [sys.executable, str(LAB), *args], capture_output=True, text=True, timeout=240, cwd=ROOT
         )
     finally:
-        subprocess.run(["mn", "-c"], capture_output=True, timeout=60)
+        subprocess.run([sys.executable, str(LAB), "--clean"], capture_output=True, timeout=60)
     new = sorted(set((ROOT / "results").glob("lab-*.json")) - before)
     return done, json.loads(new[-1].read_text()) if new else {}
 
@@ -82,3 +83,39 @@ def test_star_lab_on_bmv2() -> None:
     done, results = run_lab("--switch", "bmv2", "--workers", "4", "--size", "4096")
     assert done.returncode == 0, done.stdout + done.stderr
     assert results["ok"]
+
+
+@needs_mininet
+@pytest.mark.root
+def test_clean_removes_a_labs_leftovers_and_keeps_what_is_not_ours() -> None:
+    # An interrupted lab leaves links named like Mininet's and daemons started with files under logs/;
+    # `mn -c` would also delete every /tmp/*.log, which the user's and other programs' may be.
+    subprocess.run(["ip", "link", "add", "h97-eth0", "type", "veth", "peer", "name", "s97-eth3"], check=True)
+    daemon = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(60)",
+            "controller",
+            "serve",
+            "--config",
+            f"{ROOT}/logs/x",
+        ]
+    )
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "controller", "serve"])
+    with tempfile.NamedTemporaryFile(dir="/tmp", suffix=".log") as someone_elses_log:
+        try:
+            done = subprocess.run(
+                [sys.executable, str(LAB), "--clean"], capture_output=True, text=True, timeout=60
+            )
+            assert done.returncode == 0, done.stderr
+            links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+            assert "h97-eth0" not in links and "s97-eth3" not in links
+            assert daemon.wait(timeout=10) != 0  # killed
+            assert bystander.poll() is None  # a controller not started by a lab is left alone
+            assert Path(someone_elses_log.name).exists()
+        finally:
+            subprocess.run(["ip", "link", "del", "h97-eth0"], capture_output=True)
+            for process in (daemon, bystander):
+                process.kill()
+                process.wait()
