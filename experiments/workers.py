@@ -91,12 +91,15 @@ def main(argv: list[str] | None = None) -> int:
     fig, (limited, unlimited) = figure(2, f"goodput per worker vs workers, {human(size)} float32 all-reduce")
     for kind, bw in series:
         axes = limited if bw else unlimited
-        for system, style, color in (("p4reduce", "o-", "C0"), ("gloo", "s-", "C1")):
-            label = system if kind == "soft" else f"{system} (bmv2)"
-            if kind == "bmv2":
-                style, color = style[0] + "--", "C2" if system == "p4reduce" else "C3"
+        for system, marker, soft_color, bmv2_color in (
+            ("p4reduce", "o", "C0", "C2"),
+            ("gloo", "s", "C1", "C3"),
+        ):
             goodputs = [goodput[kind, bw or 0, system, n] / 1e6 for n in counts]
-            axes.plot(counts, goodputs, style, color=color, label=label)
+            if kind == "soft":
+                axes.plot(counts, goodputs, marker + "-", color=soft_color, label=system)
+            else:
+                axes.plot(counts, goodputs, marker + "--", color=bmv2_color, label=f"{system} (bmv2)")
     for system, color in (("p4reduce", "C0"), ("gloo", "C1")):
         ideals = [ideal_goodput(system, n, link) / 1e6 for n in counts]
         limited.plot(counts, ideals, ":", color=color, label=f"{system} ideal")
