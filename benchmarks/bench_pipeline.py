@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from softswitch.executor import Pipeline  # noqa: E402
+from softswitch.backends.python.executor import Pipeline  # noqa: E402
 from softswitch.frontend import compile_file  # noqa: E402
 from softswitch.p4info import build_p4info  # noqa: E402
 from tests import protocol_scenarios as ps  # noqa: E402

@@ -44,7 +44,7 @@ from switch_aggregation import (  # noqa: E402
 )
 
 from contracts.protocol import UDP_PORT  # noqa: E402
-from softswitch.ports import host_mac  # noqa: E402
+from softswitch.dataplane.ports import host_mac  # noqa: E402
 
 JOB, GROUP = 1, 2
 ECHO_LOOP = """

@@ -22,9 +22,9 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
 
-from softswitch.dataplane import TRACE, Dataplane, Faults
-from softswitch.pcap import PcapDirectory
-from softswitch.ports import Port, RawPort, UdpPort
+from softswitch.dataplane.loop import TRACE, Dataplane, Faults
+from softswitch.dataplane.pcap import PcapDirectory
+from softswitch.dataplane.ports import Port, RawPort, UdpPort
 
 if TYPE_CHECKING:
     from finsy.proto import p4r
@@ -233,9 +233,9 @@ def setup_logging(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Start everything, serve until SIGINT/SIGTERM, stop everything."""
-    from softswitch.loader import load_pipeline
-    from softswitch.p4runtime import P4RuntimeService, serve
-    from softswitch.p4runtime_errors import P4RuntimeError
+    from softswitch.backends.loader import load_pipeline
+    from softswitch.p4runtime.errors import P4RuntimeError
+    from softswitch.p4runtime.server import P4RuntimeService, serve
 
     try:
         faults = Faults(args.drop_rate, args.drop_rate_out, args.seed)

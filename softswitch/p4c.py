@@ -16,8 +16,8 @@ from finsy.proto import p4i
 from google.protobuf import json_format
 
 from softswitch import program as program_file
-from softswitch.diagnostics import CompileError
 from softswitch.frontend import compile_file
+from softswitch.frontend.diagnostics import CompileError
 from softswitch.p4info import build_p4info, to_text
 
 VERSION = "p4reduce-p4c 0.1.0 (P4_16, v1model subset)"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from softswitch.executor import Pipeline
+from softswitch.backends.python.executor import Pipeline
 from softswitch.frontend import compile_file
 from softswitch.p4info import build_p4info
 from tests.executor.pipeline_driver import PipelineDriver

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from finsy.proto import p4i
 
-from softswitch import state as st
-from softswitch.executor import Pipeline
+from softswitch.backends.python.executor import Pipeline
+from softswitch.runtime import state as st
 
 
 class PipelineDriver:

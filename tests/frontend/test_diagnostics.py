@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from softswitch.diagnostics import CompileError
 from softswitch.frontend import compile_file
+from softswitch.frontend.diagnostics import CompileError
 
 HERE = Path(__file__).parent
 SKELETON = (HERE / "skeleton.p4.in").read_text()

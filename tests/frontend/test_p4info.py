@@ -9,8 +9,8 @@ from finsy.proto import p4i
 
 from contracts.protocol import DROP_REASON_COUNT, MAX_JOBS, SLOT_COUNT
 from softswitch.frontend import compile_file
-from softswitch.p4ids import aliases, assign_ids, jenkins_one_at_a_time
 from softswitch.p4info import build_p4info
+from softswitch.p4info.ids import aliases, assign_ids, jenkins_one_at_a_time
 
 ROOT = Path(__file__).resolve().parents[2]
 

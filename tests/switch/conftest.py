@@ -18,14 +18,14 @@ from switch_support import (
     stop_server,
 )
 
-from softswitch.loader import load_pipeline
-from softswitch.p4runtime_arbitration import uint128
+from softswitch.backends.loader import load_pipeline
+from softswitch.p4runtime.arbitration import uint128
 
 
 @pytest.fixture(scope="session")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """p4src/v1model/p4reduce.p4 compiled by p4reduce-p4c: (program JSON, P4Info)."""
-    for module in ("softswitch.p4c", "softswitch.executor"):
+    for module in ("softswitch.p4c", "softswitch.backends.python.executor"):
         pytest.importorskip(module, reason="the embedded switch's compiler and executor are needed")
     return compile_program(tmp_path_factory.mktemp("p4reduce"))
 

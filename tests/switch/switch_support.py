@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import grpc
 from finsy.proto import p4i, p4r, p4r_grpc, p4t, rpc_status
 
-from softswitch import state as st
-from softswitch.dataplane import Dataplane
-from softswitch.p4runtime import P4RuntimeService, PipelineLoader, serve
-from softswitch.p4runtime_arbitration import uint128
+from softswitch.dataplane.loop import Dataplane
+from softswitch.p4runtime.arbitration import uint128
+from softswitch.p4runtime.server import P4RuntimeService, PipelineLoader, serve
+from softswitch.runtime import state as st
 
 DEVICE_ID = 1
 

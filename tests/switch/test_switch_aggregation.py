@@ -21,7 +21,7 @@ from switch_support import free_tcp_port
 from test_switch_daemon import command, environment, wait_for_grpc
 
 from contracts.protocol import UDP_PORT, MsgType
-from softswitch.ports import host_mac
+from softswitch.dataplane.ports import host_mac
 
 JOB, GROUP = 7, 2
 

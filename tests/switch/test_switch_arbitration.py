@@ -7,7 +7,7 @@ import pytest
 from finsy.proto import p4r
 from switch_support import DEVICE_ID, Server, StreamClient, become_primary
 
-from softswitch.p4runtime_arbitration import election_id, uint128
+from softswitch.p4runtime.arbitration import election_id, uint128
 
 OK, ALREADY_EXISTS, NOT_FOUND = 0, 6, 5
 

@@ -16,7 +16,7 @@ import pytest
 from finsy.proto import p4r, p4r_grpc
 from switch_support import free_tcp_port
 
-from softswitch.pcap import read_pcap
+from softswitch.dataplane.pcap import read_pcap
 
 ROOT = Path(__file__).resolve().parents[2]
 

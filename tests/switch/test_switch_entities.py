@@ -28,7 +28,7 @@ from switch_support import (
     batch_details,
 )
 
-from softswitch.p4runtime_arbitration import uint128
+from softswitch.p4runtime.arbitration import uint128
 
 Code = grpc.StatusCode
 INSERT, MODIFY, DELETE = p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE

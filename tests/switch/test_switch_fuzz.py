@@ -26,7 +26,7 @@ from switch_support import (
     batch_details,
 )
 
-from softswitch.p4runtime_arbitration import uint128
+from softswitch.p4runtime.arbitration import uint128
 
 ROUNDS = 300
 REQUEST_LEVEL = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNIMPLEMENTED}

@@ -22,9 +22,9 @@ from switch_support import (
     stop_server,
 )
 
-from softswitch.dataplane import Dataplane
-from softswitch.p4runtime_arbitration import uint128
-from softswitch.ports import UdpPort, host_mac, switch_mac
+from softswitch.dataplane.loop import Dataplane
+from softswitch.dataplane.ports import UdpPort, host_mac, switch_mac
+from softswitch.p4runtime.arbitration import uint128
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from switch_support import (
     reflector_config,
 )
 
-from softswitch.p4runtime_arbitration import uint128
+from softswitch.p4runtime.arbitration import uint128
 
 Code = grpc.StatusCode
 Set = p4r.SetForwardingPipelineConfigRequest

@@ -10,10 +10,10 @@ import pytest
 from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
-from softswitch.dataplane import Dataplane, Faults
-from softswitch.pcap import PcapDirectory, read_pcap
-from softswitch.ports import UdpPort, host_mac, ipv4_checksum, switch_mac
-from softswitch.state import RuntimeState
+from softswitch.dataplane.loop import Dataplane, Faults
+from softswitch.dataplane.pcap import PcapDirectory, read_pcap
+from softswitch.dataplane.ports import UdpPort, host_mac, ipv4_checksum, switch_mac
+from softswitch.runtime.state import RuntimeState
 
 
 class Echo:

@@ -9,9 +9,9 @@ import threading
 import pytest
 from switch_netns import two_hosts
 
-from softswitch.dataplane import Dataplane
-from softswitch.ports import RawPort
-from softswitch.state import RuntimeState
+from softswitch.dataplane.loop import Dataplane
+from softswitch.dataplane.ports import RawPort
+from softswitch.runtime.state import RuntimeState
 
 pytestmark = pytest.mark.root
 

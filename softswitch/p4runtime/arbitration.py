@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import grpc
 from finsy.proto import p4r, rpc_code, rpc_status
 
-from softswitch.p4runtime_errors import invalid, not_found, unimplemented
+from softswitch.p4runtime.errors import invalid, not_found, unimplemented
 
 OUTBOX_SIZE = 4096
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from finsy.proto import p4i
 
-from softswitch import state as st
-from softswitch.p4runtime_errors import invalid
+from softswitch.p4runtime.errors import invalid
+from softswitch.runtime import state as st
 
 _MATCH_KINDS = {
     p4i.MatchField.EXACT: st.EXACT,

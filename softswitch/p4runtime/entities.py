@@ -15,9 +15,8 @@ from typing import TypeVar
 
 from finsy.proto import p4d, p4r
 
-from softswitch import state as st
-from softswitch.p4runtime_codec import decode, encode
-from softswitch.p4runtime_errors import (
+from softswitch.p4runtime.codec import decode, encode
+from softswitch.p4runtime.errors import (
     P4RuntimeError,
     already_exists,
     invalid,
@@ -26,7 +25,8 @@ from softswitch.p4runtime_errors import (
     permission_denied,
     unimplemented,
 )
-from softswitch.p4runtime_schema import DEFAULT_ONLY, TABLE_ONLY, ActionInfo, Bits, Schema, TableInfo
+from softswitch.p4runtime.schema import DEFAULT_ONLY, TABLE_ONLY, ActionInfo, Bits, Schema, TableInfo
+from softswitch.runtime import state as st
 
 INSERT, MODIFY, DELETE = p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE
 _UPDATE_NAMES = {INSERT: "INSERT", MODIFY: "MODIFY", DELETE: "DELETE"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from finsy.proto import p4i
 
-from softswitch import state as st
+from softswitch.runtime import state as st
 
 _MATCH_KINDS = {
     p4i.MatchField.EXACT: st.EXACT,

@@ -17,8 +17,8 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.lark import PostLex
 
-from softswitch.diagnostics import CompileError, Diagnostic
-from softswitch.preprocess import Preprocessed
+from softswitch.frontend.diagnostics import CompileError, Diagnostic
+from softswitch.frontend.preprocess import Preprocessed
 
 # Keywords after which the next identifier is a new type name.
 _TYPE_INTRODUCERS = {"header", "header_union", "struct", "extern", "parser", "control", "package", "enum"}

@@ -15,9 +15,9 @@ from typing import Any
 from lark import Token, Tree
 
 from softswitch import ir
-from softswitch.diagnostics import CompileError, Diagnostic
-from softswitch.preprocess import P4INCLUDE, Preprocessed
-from softswitch.typecheck_expr import (
+from softswitch.frontend.diagnostics import CompileError, Diagnostic
+from softswitch.frontend.preprocess import P4INCLUDE, Preprocessed
+from softswitch.frontend.typecheck_expr import (
     ARITH,
     BITWISE,
     EQUALITY,

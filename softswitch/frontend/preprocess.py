@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pcpp
 
-from softswitch.diagnostics import CompileError, Diagnostic
+from softswitch.frontend.diagnostics import CompileError, Diagnostic
 from softswitch.ir import Pos
 
 P4INCLUDE = Path(__file__).resolve().parent / "p4include"

@@ -15,7 +15,7 @@ with bmv2's standard_metadata semantics:
   still goes through ingress, which decides;
 * the payload after the last parsed header is carried through untouched.
 
-The per-packet work is in the functions `softswitch.codegen` generates.
+The per-packet work is in the functions `softswitch.backends.python.codegen` generates.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from __future__ import annotations
 from finsy.proto import p4i
 
 from softswitch import ir
-from softswitch import state as st
-from softswitch.codegen import DROP_PORT, Compiler, UnsupportedError
-from softswitch.runtime_build import build_state
+from softswitch.backends.python.codegen import DROP_PORT, Compiler, UnsupportedError
+from softswitch.runtime import state as st
+from softswitch.runtime.build import build_state
 
 INSTANCE_TYPE_REPLICATION = 5
 

@@ -16,9 +16,9 @@ program's own. Every dropped item is reported so the server can log it.
 
 from __future__ import annotations
 
-from softswitch import state as st
-from softswitch.p4runtime_entities import EntityStore
-from softswitch.p4runtime_schema import TableInfo
+from softswitch.p4runtime.entities import EntityStore
+from softswitch.p4runtime.schema import TableInfo
+from softswitch.runtime import state as st
 
 
 def reconcile(old: EntityStore, new: EntityStore) -> list[str]:

@@ -3,7 +3,7 @@
 The controller resolves every id by name from the P4Info, and the same
 controller drives bmv2 (P4Info from p4c) and the embedded switch (P4Info
 from here), so this must follow p4c: fully qualified names, p4c's aliases
-and id scheme (softswitch.p4ids), match fields and action params numbered
+and id scheme (softswitch.p4info.ids), match fields and action params numbered
 from 1 in declaration order, action refs in the table's order with their
 scopes, `initial_default_action`, sizes (1024 when unspecified), counters,
 direct counters and registers of the v1model externs, and objects sorted
@@ -15,7 +15,8 @@ from __future__ import annotations
 from finsy.proto import p4i
 from google.protobuf import text_format
 
-from softswitch import ir, p4ids
+from softswitch import ir
+from softswitch.p4info import ids as p4ids
 
 _MATCH_TYPES = {
     "exact": p4i.MatchField.EXACT,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import grpc
 
-from softswitch.state import StateError
+from softswitch.runtime.state import StateError
 
 
 class P4RuntimeError(Exception):

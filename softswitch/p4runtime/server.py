@@ -28,13 +28,14 @@ import grpc
 from finsy.proto import p4i, p4r, p4r_grpc, rpc_status
 from google.protobuf import any_pb2
 
-from softswitch.dataplane import Dataplane, Pipeline
-from softswitch.p4runtime_arbitration import Abort, Arbitration, Client, election_id
-from softswitch.p4runtime_codec import decode, encode
-from softswitch.p4runtime_entities import EntityStore
-from softswitch.p4runtime_errors import P4RuntimeError, invalid, not_found, permission_denied, unimplemented
-from softswitch.p4runtime_reconcile import reconcile
-from softswitch.p4runtime_schema import Bits, Schema
+from softswitch.dataplane.loop import Dataplane
+from softswitch.p4runtime.arbitration import Abort, Arbitration, Client, election_id
+from softswitch.p4runtime.codec import decode, encode
+from softswitch.p4runtime.entities import EntityStore
+from softswitch.p4runtime.errors import P4RuntimeError, invalid, not_found, permission_denied, unimplemented
+from softswitch.p4runtime.reconcile import reconcile
+from softswitch.p4runtime.schema import Bits, Schema
+from softswitch.runtime.pipeline import Pipeline
 
 API_VERSION = "1.4.1"
 READ_CHUNK = 1000

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from finsy.proto import p4i
 
-from softswitch import executor, program
-from softswitch.dataplane import Pipeline
+from softswitch import program
+from softswitch.backends.python import executor
+from softswitch.runtime.pipeline import Pipeline
 
 
 def load_pipeline(p4info: p4i.P4Info, device_config: bytes) -> Pipeline:

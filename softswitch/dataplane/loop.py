@@ -22,25 +22,16 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from softswitch.pcap import PcapDirectory
-from softswitch.ports import Port
-from softswitch.state import RuntimeState
+from softswitch.dataplane.pcap import PcapDirectory
+from softswitch.dataplane.ports import Port
+from softswitch.runtime.pipeline import Pipeline
 
 TRACE = 5  # log level below DEBUG: per-packet hex dumps
 BATCH = 64
 IDLE_TIMEOUT = 0.2
 
 log = logging.getLogger("softswitch.dataplane")
-
-
-class Pipeline(Protocol):
-    """A loaded P4 program (softswitch.executor.Pipeline or any equivalent)."""
-
-    state: RuntimeState
-
-    def process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]: ...
 
 
 @dataclass

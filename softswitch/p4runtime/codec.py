@@ -10,7 +10,7 @@ value at all (INVALID_ARGUMENT).
 
 from __future__ import annotations
 
-from softswitch.p4runtime_errors import invalid, out_of_range
+from softswitch.p4runtime.errors import invalid, out_of_range
 
 
 def decode(data: bytes, width: int, what: str) -> int:

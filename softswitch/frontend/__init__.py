@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from softswitch import ir
-from softswitch.parser import parse
-from softswitch.preprocess import preprocess
-from softswitch.typecheck import check
+from softswitch.frontend.parser import parse
+from softswitch.frontend.preprocess import preprocess
+from softswitch.frontend.typecheck import check
 
 
 def compile_file(
@@ -21,7 +21,7 @@ def compile_file(
     include_dirs: Sequence[str | Path] = (),
     defines: Mapping[str, str] | None = None,
 ) -> ir.Program:
-    """Compile a v1model P4_16 program; raises softswitch.diagnostics.CompileError on errors."""
+    """Compile a v1model P4_16 program; raises softswitch.frontend.diagnostics.CompileError on errors."""
     pre = preprocess(path, include_dirs, defines)
     tree = parse(pre)
     return check(tree, pre, str(path))

@@ -1,8 +1,8 @@
 """Runtime state of a loaded P4 program: tables, registers, counters, multicast.
 
 This is the contract between the two halves of the embedded switch: the
-P4Runtime server (`softswitch.p4runtime`) writes and reads it by P4Info id,
-and the compiled pipeline (`softswitch.executor`) looks entries up and
+P4Runtime server (`softswitch.p4runtime.server`) writes and reads it by P4Info id,
+and the compiled pipeline (`softswitch.backends.python.executor`) looks entries up and
 updates registers and counters while packets flow. All values are plain
 Python ints (unsigned, already masked to the field's width); the server
 converts P4Runtime bytestrings at the boundary so the packet path never does.

@@ -34,7 +34,7 @@ from typing import Any
 from finsy.proto import p4i
 
 from softswitch import ir
-from softswitch import state as st
+from softswitch.runtime import state as st
 
 DROP_PORT = 511  # bmv2's default drop port (egress_spec value of mark_to_drop)
 STD_ROOT = "standard_metadata"
