@@ -29,6 +29,7 @@ from contracts import jobapi_pb2 as pb
 from controller import config as cfg
 from controller.addresses import format_mac, parse_endpoint, parse_mac, parse_port_number
 from controller.client import JobClient
+from controller.device_config import Target
 from controller.errors import ConfigError, ControllerError
 from controller.p4switch import SwitchSession
 from controller.render import as_json, table
@@ -151,6 +152,11 @@ def parser() -> argparse.ArgumentParser:
         help="device config (bmv2 JSON, or the p4reduce-p4c JSON)",
     )
     push.add_argument("--force", action="store_true", help="push even when the cookie matches (clears state)")
+    push.add_argument(
+        "--target",
+        choices=[t.value for t in Target],
+        help="the switch's kind: its device config must be that kind's (default: either kind)",
+    )
 
     job = sub.add_parser("job", help="jobs, through the daemon").add_subparsers(
         dest="action", metavar="ACTION", required=True, parser_class=_Parser
@@ -273,7 +279,9 @@ def _session(args: argparse.Namespace, **kwargs: Any) -> SwitchSession:
 
 def cmd_pipeline_push(args: argparse.Namespace) -> int:
     async def run() -> tuple[bool, str]:
-        async with _session(args, p4info=args.p4info, device_config=args.config, force_push=args.force) as s:
+        target = Target(args.target) if args.target else None
+        files = {"p4info": args.p4info, "device_config": args.config}
+        async with _session(args, **files, force_push=args.force, target=target) as s:
             return s.pushed, s.schema.get_pipeline_info()
 
     pushed, info = asyncio.run(run())

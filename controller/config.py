@@ -19,6 +19,7 @@ import yaml
 
 from contracts.protocol import MAX_WORKERS, SLOT_COUNT, UDP_PORT
 from controller.addresses import parse_endpoint, parse_ipv4, parse_mac, parse_port_number
+from controller.device_config import Target
 from controller.errors import ConfigError
 
 DEFAULT_LISTEN = "127.0.0.1:50051"
@@ -49,6 +50,7 @@ class SwitchConfig:
     agg_udp_port: int = UDP_PORT
     flood_ports: tuple[int, ...] = ()
     default_host_port: int | None = None
+    target: Target | None = None  # None: any; the device config's kind is then confirmed by the push
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,7 @@ def _switch(item: object, where: str, base_dir: Path) -> SwitchConfig:
         item,
         where,
         required={"name", "grpc", "p4info", "device_config", "aggregation"},
-        optional={"device_id", "flood_ports", "default_host_port"},
+        optional={"device_id", "flood_ports", "default_host_port", "target"},
     )
     agg = _mapping(m["aggregation"], f"{where}.aggregation", required={"ipv4", "mac"}, optional={"udp_port"})
     p4info = _path(m["p4info"], f"{where}.p4info", base_dir)
@@ -142,6 +144,10 @@ def _switch(item: object, where: str, base_dir: Path) -> SwitchConfig:
         for i, p in enumerate(_list(m.get("flood_ports", []), f"{where}.flood_ports"))
     )
     default_port = m.get("default_host_port")
+    target = m.get("target")
+    if target is not None and target not in {t.value for t in Target}:
+        choices = " or ".join(t.value for t in Target)
+        raise ConfigError(f"{where}.target: {target!r} is not a switch target ({choices})")
     return SwitchConfig(
         name=_name(m["name"], f"{where}.name"),
         address=parse_endpoint(m["grpc"], f"{where}.grpc"),
@@ -155,6 +161,7 @@ def _switch(item: object, where: str, base_dir: Path) -> SwitchConfig:
         default_host_port=None
         if default_port is None
         else parse_port_number(default_port, f"{where}.default_host_port"),
+        target=None if target is None else Target(target),
     )
 
 

@@ -6,6 +6,19 @@ it: a bounded connect that says *why* it failed, a pipeline push that is
 skipped when the switch already runs the same pair of files (the cookie is
 finsy's hash of both), and write errors turned into one readable line per
 failed update instead of a protobuf dump.
+
+It works with both answers a switch may give where bmv2 and the P4Runtime
+specification differ (docs/softswitch.md): an entity read by its key that
+does not exist is absent, whether the switch says NOT_FOUND (bmv2, for a
+multicast group) or answers nothing; a device config is checked before it
+is pushed (bmv2 accepts any bytes) and the push is confirmed by reading
+back the cookie and one table (bmv2 fails reads after accepting a config it
+cannot run). It pushes with VERIFY_AND_COMMIT only: bmv2 fails
+RECONCILE_AND_COMMIT with counters in the program and refuses every push
+after that until it restarts. finsy sends one arbitration update per
+stream and waits for its answer only when it sends a new election id (bmv2
+answers nothing to a repeated one). Registers are never read or written
+(bmv2 implements neither).
 """
 
 from __future__ import annotations
@@ -24,6 +37,7 @@ from finsy.p4client import P4ClientError
 from finsy.proto import p4r, p4r_grpc
 from google.protobuf import text_format
 
+from controller.device_config import Target, check_device_config
 from controller.errors import SwitchError
 
 log = logging.getLogger("controller.switch")
@@ -61,6 +75,7 @@ class SwitchSession:
         device_config: Path | None = None,
         force_push: bool = False,
         require_primary: bool = True,
+        target: Target | None = None,
     ) -> None:
         self.name = name
         self.address = address
@@ -70,7 +85,9 @@ class SwitchSession:
         self.device_config_path = device_config
         self.force_push = force_push
         self.require_primary = require_primary  # False: a backup session that only reads
+        self.target = target  # None: whichever kind the device config is (the push confirms it runs)
         self.pushed = False  # True when this session installed the pipeline
+        self.device_kind: Target | None = None  # what the device config file is, once checked
         self._switch: fy.Switch | None = None
 
     @property
@@ -114,6 +131,7 @@ class SwitchSession:
                 )
             if pipeline is not None and (self.force_push or running_cookie != pipeline.p4cookie):
                 await self._push(pipeline, switch.election_id)
+                await self._confirm_push(pipeline)
                 self.pushed = True
                 log.info("%s: pipeline pushed (%s)", self.where, pipeline.get_pipeline_info())
             elif pipeline is None and running_cookie is None and not switch.p4info.exists:
@@ -136,12 +154,14 @@ class SwitchSession:
             if not path.is_file():
                 raise SwitchError(f"{what} file {path} not found (build it first, e.g. `make build`)")
         try:
-            return fy.P4Schema(self.p4info_path, self.device_config_path)
+            schema = fy.P4Schema(self.p4info_path, self.device_config_path)
         except (text_format.ParseError, UnicodeDecodeError, ValueError) as exc:
             reason = str(exc).splitlines()[0]
             raise SwitchError(
                 f"P4Info file {self.p4info_path} is not a P4Info text protobuf: {reason}"
             ) from None
+        self.device_kind = check_device_config(self.device_config_path, schema, self.target)
+        return schema
 
     async def _push(self, pipeline: fy.P4Schema, election_id: int) -> None:
         request = p4r.SetForwardingPipelineConfigRequest(
@@ -158,6 +178,38 @@ class SwitchSession:
             except grpc.aio.AioRpcError as exc:
                 raise SwitchError(
                     f"{self.where} refused the pipeline: {exc.code().name}: {exc.details()}"
+                ) from None
+
+    async def _confirm_push(self, pipeline: fy.P4Schema) -> None:
+        """The switch runs what was pushed: its cookie is ours and it can read a table of the program."""
+        async with grpc.aio.insecure_channel(self.address) as channel:
+            stub = p4r_grpc.P4RuntimeStub(channel)
+            try:
+                reply = await stub.GetForwardingPipelineConfig(
+                    p4r.GetForwardingPipelineConfigRequest(
+                        device_id=self.device_id,
+                        response_type=p4r.GetForwardingPipelineConfigRequest.COOKIE_ONLY,
+                    ),
+                    timeout=CONNECT_TIMEOUT,
+                )
+                cookie = reply.config.cookie.cookie if reply.config.HasField("cookie") else None
+                if cookie != pipeline.p4cookie:
+                    raise SwitchError(
+                        f"{self.where} accepted the pipeline but runs another one (cookie {cookie} is not "
+                        f"{pipeline.p4cookie}): is another controller pushing to it?"
+                    )
+                tables = list(pipeline.tables)
+                if tables:
+                    entity = p4r.Entity(table_entry=p4r.TableEntry(table_id=tables[0].id))
+                    read = p4r.ReadRequest(device_id=self.device_id, entities=[entity])
+                    async for _ in stub.Read(read, timeout=CONNECT_TIMEOUT):
+                        pass
+            except grpc.aio.AioRpcError as exc:
+                kind = f" is {self.device_kind.device_config}" if self.device_kind is not None else ""
+                raise SwitchError(
+                    f"{self.where} accepted the pipeline but cannot use it ({exc.code().name}: "
+                    f"{exc.details()}); device config {self.device_config_path}{kind}: "
+                    "is that what this switch runs?"
                 ) from None
 
     async def __aexit__(
@@ -198,10 +250,24 @@ class SwitchSession:
             raise SwitchError(f"{self.where}: {describe_write_error(exc, updates)}") from None
 
     async def read(self, query: Any) -> list[Any]:
+        """What the switch holds for `query`; an entity asked for by its key and absent is an empty list."""
         try:
             return [entity async for entity in self.switch.read(query)]
         except P4ClientError as exc:
+            if exc.code.name == "NOT_FOUND" and addresses_one(query):
+                return []  # bmv2's answer for a multicast group or clone session id nobody inserted
             raise SwitchError(f"{self.where}: read failed: {describe_client_error(exc)}") from None
+
+
+def addresses_one(query: Any) -> bool:
+    """Whether a read names one entity by its key (rather than a wildcard)."""
+    if isinstance(query, fy.P4MulticastGroupEntry):
+        return query.multicast_group_id != 0
+    if isinstance(query, fy.P4CloneSessionEntry):
+        return query.session_id != 0
+    if isinstance(query, fy.P4TableEntry):
+        return bool(query.match) or query.is_default_action
+    return False
 
 
 def describe_client_error(exc: P4ClientError) -> str:

@@ -52,4 +52,5 @@ def session_for(switch: SwitchConfig, election_id: int, force_push: bool = False
         p4info=switch.p4info,
         device_config=switch.device_config,
         force_push=force_push,
+        target=switch.target,
     )

@@ -37,6 +37,7 @@ from lab import (  # noqa: E402
     WORKER_PORT,
     build_bmv2,
     build_network,
+    check_running,
     configure_hosts,
     controller_config,
     heartbeat,
@@ -72,11 +73,13 @@ class StarCluster:
         pool_size: int = 32,
         logs: Path = ROOT / "logs" / "experiments",
         step_timeout: float = 900.0,
+        switch_log: str = "off",
     ) -> None:
         if os.geteuid() != 0:
             raise ExperimentError("experiments run in Mininet, which needs root: use sudo")
         self.workers, self.switch_kind, self.bw, self.drop_rate = workers, switch, bw, drop_rate
         self.queue = queue
+        self.switch_log = switch_log  # off: bmv2's trace log would cost it a factor of 1.6 (docs/lab.md)
         self.gloo, self.pool_size, self.logs, self.step_timeout = gloo, pool_size, logs, step_timeout
         self.topo = generate("star", workers)
         self._agents: list[_Agent] = []
@@ -104,9 +107,18 @@ class StarCluster:
         program, p4info = build_bmv2() if self.switch_kind == "bmv2" else build_program(ROOT / "build")
         grpc_ports = {s.name: free_port() for s in self.topo.switches}
         config = self.logs / "controller.yaml"
-        config.write_text(controller_config(self.topo, grpc_ports, program, p4info, self.pool_size))
+        config.write_text(
+            controller_config(self.topo, grpc_ports, program, p4info, self.pool_size, kind=self.switch_kind)
+        )
         self.net = net = build_network(
-            self.topo, self.switch_kind, grpc_ports, self.bw, self.drop_rate, self.drop_rate, self.queue
+            self.topo,
+            self.switch_kind,
+            grpc_ports,
+            self.bw,
+            self.drop_rate,
+            self.drop_rate,
+            self.queue,
+            switch_log=self.switch_log,
         )
         for switch in net.switches:
             switch.log_dir, switch.pcap_dir = self.logs, None  # no pcaps: runs move hundreds of MB
@@ -114,6 +126,7 @@ class StarCluster:
         configure_hosts(net, self.topo)
         job_port = free_port()
         self._controller = start_controller(config, job_port, self.logs / "controller.log")
+        check_running(net, self._controller, self.logs / "controller.log")
         controller = f"127.0.0.1:{job_port}"
         # The first round may lose a ping (docs/lab.md); under injected loss some always do.
         tolerated = 0.0 if not self.drop_rate else 50.0

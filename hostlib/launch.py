@@ -21,6 +21,10 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
+
+from contracts import jobapi_pb2 as pb
+from contracts import jobapi_pb2_grpc as pb_grpc
 from contracts.protocol import UDP_PORT
 from hostlib.communicator import JobSpec
 
@@ -79,15 +83,38 @@ def wait_for_port(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise LaunchError(f"{what} exited with code {process.returncode}:\n{_tail(log)}")
+            raise LaunchError(f"{what} exited with code {process.returncode}:\n{tail(log)}")
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
                 return
         time.sleep(0.1)
-    raise LaunchError(f"{what} did not listen on port {port} within {timeout:.0f} s:\n{_tail(log)}")
+    raise LaunchError(f"{what} did not listen on port {port} within {timeout:.0f} s:\n{tail(log)}")
 
 
-def _tail(log: Path, lines: int = 15) -> str:
+def wait_for_job_api(
+    port: int, process: subprocess.Popen[bytes], log: Path, what: str, timeout: float = 60.0
+) -> None:
+    """Return once the job API on loopback `port` answers; LaunchError if `process` dies or stalls.
+
+    An open port is not enough: the daemon binds it before it provisions the
+    switches, so only an answer proves that it got through its start-up.
+    """
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = pb_grpc.JobServiceStub(channel)
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise LaunchError(f"{what} exited with code {process.returncode}:\n{tail(log)}")
+            try:
+                stub.ListJobs(pb.Empty(), timeout=1.0)
+                return
+            except grpc.RpcError:
+                time.sleep(0.1)
+    raise LaunchError(f"{what} did not serve on port {port} within {timeout:.0f} s:\n{tail(log)}")
+
+
+def tail(log: Path, lines: int = 15) -> str:
+    """The last lines of a log file, to show why a process failed."""
     with suppress(OSError):
         return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
     return "(no log)"
@@ -104,7 +131,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def start_controller(config: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    """`p4reduce-ctl serve` on loopback `port`, logging to `log`; returns once it serves the job API."""
+    """`p4reduce-ctl serve` on loopback `port`, logging to `log`; returns once it answers on the job API."""
     command = [
         sys.executable,
         "-m",
@@ -124,7 +151,7 @@ def start_controller(config: Path, port: int, log: Path) -> subprocess.Popen[byt
             cwd=ROOT,
         )
     try:
-        wait_for_port(port, process, log, "the controller (p4reduce-ctl serve)")
+        wait_for_job_api(port, process, log, "the controller (p4reduce-ctl serve)")
     except LaunchError:
         _stop(process)
         raise

@@ -6,7 +6,9 @@ connectivity (ping all pairs, which crosses the switches' L2 path),
 registers every host as a rank of one job, runs one worker per host, and
 verifies every worker's sum. Leaves logs/ (switches, controller, workers),
 pcaps/ (per switch port) and results/lab-<time>.json; exits non-zero on any
-failure and tears everything down, also on Ctrl-C.
+failure and tears everything down, also on Ctrl-C. A switch or controller
+that exits while the lab needs it stops the lab with the last lines of its
+log, instead of a ping with 100 % loss and a refused JoinJob later.
 """
 
 from __future__ import annotations
@@ -37,19 +39,29 @@ from hostlib.launch import (  # noqa: E402
     build_program,
     free_port,
     start_controller,
+    tail,
     worker_arguments,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from switches import SWITCH_CLASSES  # noqa: E402
+from targets import SWITCH_LOGS, p4c_bmv2  # noqa: E402
 from topology import Topology, TopologyError, generate, load  # noqa: E402
 
 JOB = "lab"
 WORKER_PORT = 40000
 
 
+TARGET_NAMES = {"soft": "p4reduce-switch", "bmv2": "bmv2"}  # the controller config's `target`
+
+
 def controller_config(
-    topo: Topology, grpc_ports: dict[str, int], program: Path, p4info: Path, pool_size: int = 32
+    topo: Topology,
+    grpc_ports: dict[str, int],
+    program: Path,
+    p4info: Path,
+    pool_size: int = 32,
+    kind: str = "soft",
 ) -> str:
     """The controller's config: every host is a host of the aggregating switch (over the link if remote)."""
     agg = topo.aggregator
@@ -57,6 +69,7 @@ def controller_config(
     for index, switch in enumerate(topo.switches):
         lines += [
             f"  - name: {switch.name}",
+            f"    target: {TARGET_NAMES[kind]}",
             f"    grpc: 127.0.0.1:{grpc_ports[switch.name]}",
             f"    device_id: {index + 1}",
             f"    p4info: {p4info}",
@@ -85,6 +98,7 @@ def build_network(
     drop_rate: float,
     drop_rate_out: float = 0.0,
     queue: int | None = None,
+    switch_log: str = "info",
 ) -> Mininet:
     """The lab's network, not started; `bw` limits links with htb, `queue` (packets) bounds htb's queue.
 
@@ -103,6 +117,7 @@ def build_network(
             pcap_dir=str(ROOT / "pcaps"),
             drop_rate=drop_rate,
             drop_rate_out=drop_rate_out,
+            switch_log=switch_log,
         )
     link_opts = {"bw": bw} if bw else {}
     links = []
@@ -125,6 +140,15 @@ def configure_hosts(net: Mininet, topo: Topology) -> None:
         for intf in host.intfList():
             host.cmd(f"ethtool -K {intf.name} rx off tx off sg off tso off gso off gro off >/dev/null 2>&1")
     net.staticArp()
+
+
+def check_running(net: Mininet, controller: subprocess.Popen[bytes], controller_log: Path) -> None:
+    """LaunchError with the end of its log if a switch or the controller has exited."""
+    for switch in net.switches:
+        switch.check_running()
+    if controller.poll() is not None:
+        code, last = controller.returncode, tail(controller_log)
+        raise LaunchError(f"the controller exited with code {code}; {controller_log} ends:\n{last}")
 
 
 def join_all(controller: str, topo: Topology) -> pb.JobDescription:
@@ -185,16 +209,18 @@ def run(args: argparse.Namespace) -> int:
     grpc_ports = {s.name: free_port() for s in topo.switches}
     job_port = free_port()
     config = ROOT / "logs" / "lab-controller.yaml"
-    config.write_text(controller_config(topo, grpc_ports, program, p4info))
-    net = build_network(topo, args.switch, grpc_ports, args.bw, args.drop_rate)
+    config.write_text(controller_config(topo, grpc_ports, program, p4info, kind=args.switch))
+    net = build_network(topo, args.switch, grpc_ports, args.bw, args.drop_rate, switch_log=args.switch_log)
     controller: subprocess.Popen[bytes] | None = None
+    controller_log = ROOT / "logs" / "controller.log"
     stop = threading.Event()
     started = time.time()
     try:
         net.start()
         configure_hosts(net, topo)
         print(f"*** network up: {len(topo.switches)} switch(es) ({args.switch}), {len(topo.hosts)} hosts")
-        controller = start_controller(config, job_port, ROOT / "logs" / "controller.log")
+        controller = start_controller(config, job_port, controller_log)
+        check_running(net, controller, controller_log)
         print(f"*** controller provisioned the switch(es); job API on 127.0.0.1:{job_port}")
         for attempt in range(1, 4):  # the first round may lose one ping: see docs/lab.md
             loss = net.pingAll(timeout=2)
@@ -203,7 +229,12 @@ def run(args: argparse.Namespace) -> int:
             )
             if loss == 0:
                 break
-        desc = join_all(f"127.0.0.1:{job_port}", topo)
+        check_running(net, controller, controller_log)
+        try:
+            desc = join_all(f"127.0.0.1:{job_port}", topo)
+        except RuntimeError:
+            check_running(net, controller, controller_log)  # a dead daemon explains a refused join best
+            raise
         threading.Thread(
             target=heartbeat, args=(f"127.0.0.1:{job_port}", len(topo.hosts), 60.0, stop), daemon=True
         ).start()
@@ -302,26 +333,8 @@ def print_results(reports: list[dict], rows: list[tuple[str, str, int, int]]) ->
 
 
 def build_bmv2() -> tuple[Path, Path]:
-    """bmv2 JSON and P4Info from p4c (which must be on PATH)."""
-    out = ROOT / "build" / "bmv2"
-    out.mkdir(parents=True, exist_ok=True)
-    program, p4info = out / "p4reduce.json", out / "p4reduce.p4info.txtpb"
-    command = [
-        "p4c",
-        "--target",
-        "bmv2",
-        "--arch",
-        "v1model",
-        "-I",
-        str(ROOT / "p4src"),
-        "-o",
-        str(out),
-        "--p4runtime-files",
-        str(p4info),
-        str(ROOT / "p4src" / "v1model" / "p4reduce.p4"),
-    ]
-    subprocess.run(command, check=True)
-    return program, p4info
+    """bmv2 JSON and P4Info from p4c (which must be on PATH), in build/bmv2/."""
+    return p4c_bmv2(ROOT / "build" / "bmv2")
 
 
 def main() -> int:
@@ -341,6 +354,12 @@ def main() -> int:
     )
     parser.add_argument("--bw", type=float, help="link bandwidth in Mbit/s (TCLink/htb)")
     parser.add_argument("--drop-rate", type=float, default=0.0, help="loss injected at the embedded switch")
+    parser.add_argument(
+        "--switch-log",
+        choices=SWITCH_LOGS,
+        default="trace",
+        help="switch log: trace (every packet, as p4lang's tutorials; default), info, or off",
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds a worker may take")
     parser.add_argument("--cli", action="store_true", help="open the Mininet CLI after the run")
     parser.add_argument(

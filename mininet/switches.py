@@ -2,25 +2,29 @@
 
 Both classes take the same parameters and start their daemon the same way
 (in the root namespace, one `-i PORT@INTF` per interface, logs in logs/,
-pcaps in pcaps/), so a lab picks one with a flag. Both start without a
-program (`--no-p4`): the controller pushes P4Info and device config over
-P4Runtime, as it would to any switch.
+pcaps in pcaps/<name>/); `targets.py` writes the command lines. Both start
+without a program (`--no-p4`): the controller pushes P4Info and device
+config over P4Runtime, as it would to any switch. A switch that exits
+while starting, or later while the lab still needs it, is reported with
+the last lines of its log (`check_running`).
 """
 
 from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 from mininet.node import Switch
+from targets import LAUNCHERS, SwitchLaunch, SwitchSpec, TargetError
 
-from hostlib.launch import wait_for_port
+from hostlib.launch import LaunchError, tail, wait_for_port
 
 
 class P4RuntimeSwitch(Switch):
-    """Common part: build the command line, start, wait for gRPC, stop."""
+    """Start the target's daemon, wait for its gRPC port, stop it."""
+
+    kind = ""
 
     def __init__(
         self,
@@ -32,6 +36,7 @@ class P4RuntimeSwitch(Switch):
         pcap_dir: str | None = "pcaps",
         drop_rate: float = 0.0,
         drop_rate_out: float = 0.0,
+        switch_log: str = "info",
         **params: object,
     ) -> None:
         super().__init__(name, **params)
@@ -42,32 +47,50 @@ class P4RuntimeSwitch(Switch):
         self.pcap_dir = Path(pcap_dir) if pcap_dir else None
         self.drop_rate = drop_rate
         self.drop_rate_out = drop_rate_out
+        self.switch_log = switch_log
         self.process: subprocess.Popen[bytes] | None = None
+        self.launch: SwitchLaunch | None = None
 
-    @property
-    def log_file(self) -> Path:
-        return self.log_dir / f"{self.name}.log"
-
-    def port_args(self) -> list[str]:
-        args = []
-        for port, intf in sorted(self.intfs.items()):
-            if intf.name != "lo":
-                args += ["-i", f"{port}@{intf.name}"]
-        return args
-
-    def command(self) -> list[str]:
-        raise NotImplementedError
+    def spec(self) -> SwitchSpec:
+        interfaces = tuple(
+            (port, intf.name) for port, intf in sorted(self.intfs.items()) if intf.name != "lo"
+        )
+        return SwitchSpec(
+            name=self.name,
+            grpc_address=f"127.0.0.1:{self.grpc_port}",
+            device_id=self.device_id,
+            interfaces=interfaces,
+            cpu_port=self.cpu_port,
+            log_dir=self.log_dir,
+            pcap_dir=None if self.pcap_dir is None else self.pcap_dir / self.name,
+            switch_log=self.switch_log,
+            drop_rate=self.drop_rate,
+            drop_rate_out=self.drop_rate_out,
+        )
 
     def start(self, controllers: list[object]) -> None:
+        spec = self.spec()
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        if self.pcap_dir is not None:
-            self.pcap_dir.mkdir(parents=True, exist_ok=True)
-        command = self.command()
-        with open(self.log_file, "ab") as log:
-            log.write(f"$ {shlex.join(command)}\n".encode())
+        if spec.pcap_dir is not None:
+            spec.pcap_dir.mkdir(parents=True, exist_ok=True)  # bmv2 exits when the folder is missing
+        try:
+            self.launch = launch = LAUNCHERS[self.kind](spec)
+        except TargetError as error:
+            raise LaunchError(f"switch {self.name}: {error}") from None
+        with open(launch.console_log, "ab") as log:
+            log.write(f"$ {shlex.join(launch.command)}\n".encode())
             log.flush()
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        wait_for_port(self.grpc_port, self.process, self.log_file, f"switch {self.name}")
+            self.process = subprocess.Popen(launch.command, stdout=log, stderr=subprocess.STDOUT)
+        wait_for_port(self.grpc_port, self.process, launch.console_log, f"switch {self.name}")
+
+    def check_running(self) -> None:
+        """LaunchError with the end of the switch's log when its daemon is gone."""
+        if self.process is None or self.launch is None or self.process.poll() is None:
+            return
+        where = self.launch.console_log
+        extra = "" if self.launch.trace_log == where else f" (its own log: {self.launch.trace_log})"
+        code = self.process.returncode
+        raise LaunchError(f"switch {self.name} exited with code {code}{extra}; {where} ends:\n{tail(where)}")
 
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's signature)
         if self.process is not None and self.process.poll() is None:
@@ -82,54 +105,13 @@ class P4RuntimeSwitch(Switch):
 class P4ReduceSwitch(P4RuntimeSwitch):
     """The embedded p4reduce-switch (pure Python, installed with the project)."""
 
-    def command(self) -> list[str]:
-        command = [
-            sys.executable,
-            "-m",
-            "softswitch.daemon",
-            "--no-p4",
-            *self.port_args(),
-            "--device-id",
-            str(self.device_id),
-            "--grpc-server-addr",
-            f"127.0.0.1:{self.grpc_port}",
-            "--log-file",
-            str(self.log_file),
-            "--log-level",
-            "info",
-        ]
-        if self.cpu_port is not None:
-            command += ["--cpu-port", str(self.cpu_port)]
-        if self.pcap_dir is not None:
-            command += ["--pcap", str(self.pcap_dir / self.name)]
-        if self.drop_rate or self.drop_rate_out:
-            command += ["--drop-rate", str(self.drop_rate), "--drop-rate-out", str(self.drop_rate_out)]
-            command += ["--seed", "1"]
-        return command
+    kind = "soft"
 
 
 class Bmv2GrpcSwitch(P4RuntimeSwitch):
     """bmv2's simple_switch_grpc (must be on PATH; see docs/lab.md)."""
 
-    def command(self) -> list[str]:
-        if self.drop_rate or self.drop_rate_out:
-            raise RuntimeError("simple_switch_grpc has no loss injection; use --switch soft for --drop-rate")
-        command = [
-            "simple_switch_grpc",
-            "--no-p4",
-            *self.port_args(),
-            "--device-id",
-            str(self.device_id),
-            "--log-file",
-            str(self.log_dir / self.name),
-            "--log-flush",
-        ]
-        if self.pcap_dir is not None:
-            command += ["--pcap", str(self.pcap_dir / self.name)]
-        command += ["--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}"]
-        if self.cpu_port is not None:
-            command += ["--cpu-port", str(self.cpu_port)]
-        return command
+    kind = "bmv2"
 
 
 SWITCH_CLASSES = {"soft": P4ReduceSwitch, "bmv2": Bmv2GrpcSwitch}

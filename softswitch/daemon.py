@@ -108,7 +108,7 @@ def parser() -> argparse.ArgumentParser:
         "--pcap",
         type=Path,
         metavar="DIR",
-        help="write DIR/<port>_in.pcap and DIR/<port>_out.pcap for every port",
+        help="write DIR/<port>_in.pcap and DIR/<port>_out.pcap for every port (DIR must exist, as for bmv2)",
     )
     p.add_argument("--log-console", action="store_true", help="log to stderr at --log-level (else: warnings)")
     p.add_argument(
@@ -134,6 +134,14 @@ def parser() -> argparse.ArgumentParser:
         help="fault injection: drop each egress frame with probability P (default 0)",
     )
     p.add_argument("--seed", type=int, help="seed of the fault injection generator (reproducible drops)")
+    p.add_argument(
+        "--conformance",
+        choices=("spec", "bmv2"),
+        default="spec",
+        help="P4Runtime answers where bmv2 breaks the specification: spec (default) answers as the "
+        "specification requires, bmv2 answers as simple_switch_grpc does (to test clients against bmv2); "
+        "everywhere else both answer as simple_switch_grpc",
+    )
     p.add_argument("--thrift-port", type=int, help="accepted for simple_switch_grpc compatibility; ignored")
     p.add_argument("--nanolog", help="accepted for simple_switch_grpc compatibility; ignored")
     return p
@@ -234,6 +242,7 @@ def setup_logging(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     """Start everything, serve until SIGINT/SIGTERM, stop everything."""
     from softswitch.backends.loader import load_pipeline
+    from softswitch.p4runtime.conformance import Conformance
     from softswitch.p4runtime.errors import P4RuntimeError
     from softswitch.p4runtime.server import P4RuntimeService, serve
 
@@ -248,10 +257,13 @@ def run(args: argparse.Namespace) -> int:
     for flag in ("thrift_port", "nanolog"):
         if getattr(args, flag) is not None:
             log.warning("--%s is accepted for compatibility and ignored", flag.replace("_", "-"))
+    if args.pcap is not None and not args.pcap.is_dir():
+        # As simple_switch_grpc: a lab that works here must not fail on bmv2 for a missing folder.
+        raise UsageError(f"--pcap {args.pcap}: directory does not exist (create it first)")
     ports = open_ports(args)
     pcap = PcapDirectory(args.pcap) if args.pcap is not None else None
     dataplane = Dataplane(ports, args.cpu_port, faults, pcap)
-    service = P4RuntimeService(args.device_id, dataplane, load_pipeline)
+    service = P4RuntimeService(args.device_id, dataplane, load_pipeline, Conformance(args.conformance))
     try:
         if config is not None:
             try:
@@ -272,10 +284,11 @@ def run(args: argparse.Namespace) -> int:
     for port in ports:
         log.info("port %d: %s", port.number, port.describe())
     log.info(
-        "P4Runtime server on %s, device id %d%s",
+        "P4Runtime server on %s, device id %d%s, %s answers",
         args.grpc_server_addr,
         args.device_id,
         f", cpu port {args.cpu_port}" if args.cpu_port is not None else "",
+        args.conformance,
     )
     loop = threading.Thread(target=dataplane.run, args=(stop,), name="packet-loop", daemon=True)
     loop.start()

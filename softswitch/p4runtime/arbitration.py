@@ -6,8 +6,13 @@ without an election id is a backup that can never become primary; two
 connected clients cannot share an election id (INVALID_ARGUMENT). When the
 primary changes every client is told, otherwise only the client that sent
 the update; the answer carries the primary's election id and the status OK
-(you are the primary), ALREADY_EXISTS (you are a backup) or NOT_FOUND (there
-is no primary, election id = the highest ever seen).
+("Is primary"), ALREADY_EXISTS ("Is backup") or NOT_FOUND (there is no
+primary, election id = the highest ever seen).
+
+An update that repeats the client's election id changes nothing. A backup
+gets no answer (specification and PI agree); the primary's repeat is, by
+the specification, an advisory to every client, while PI answers nothing
+at all (Conformance.BMV2).
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from dataclasses import dataclass, field
 import grpc
 from finsy.proto import p4r, rpc_code, rpc_status
 
-from softswitch.p4runtime.errors import invalid, not_found, unimplemented
+from softswitch.p4runtime.conformance import Conformance
+from softswitch.p4runtime.errors import invalid, unimplemented
 
 OUTBOX_SIZE = 4096
 
@@ -46,6 +52,7 @@ class Client:
 
     election_id: int | None = None
     arbitrated: bool = False
+    arbitration: Arbitration | None = None  # of the device its first update named
     outbox: queue.Queue[p4r.StreamMessageResponse | Abort | None] = field(
         default_factory=lambda: queue.Queue(OUTBOX_SIZE)
     )
@@ -62,8 +69,9 @@ class Client:
 class Arbitration:
     """The set of arbitrated clients of one device and who is primary."""
 
-    def __init__(self, device_id: int) -> None:
+    def __init__(self, device_id: int, conformance: Conformance = Conformance.SPEC) -> None:
         self.device_id = device_id
+        self.conformance = conformance
         self._lock = threading.Lock()
         self._clients: list[Client] = []
         self._highest_seen = 0
@@ -77,9 +85,7 @@ class Arbitration:
         return max(candidates, key=lambda c: c.election_id or 0, default=None)
 
     def update(self, client: Client, msg: p4r.MasterArbitrationUpdate) -> None:
-        """Handle a client's MasterArbitrationUpdate; raises to end its stream."""
-        if msg.device_id != self.device_id:
-            raise not_found(f"device id {msg.device_id} does not exist (this is device {self.device_id})")
+        """Handle a client's MasterArbitrationUpdate for this device; raises to end its stream."""
         if msg.HasField("role") and (msg.role.name or msg.role.id):
             raise unimplemented("only the default role is supported (leave role unset)")
         new_id = election_id(msg.election_id) if msg.HasField("election_id") else None
@@ -87,6 +93,11 @@ class Arbitration:
             if new_id is not None and any(c.election_id == new_id for c in self._clients if c is not client):
                 raise invalid(f"Election id {new_id} already exists (used by another client)")
             before = self._primary()
+            if client.arbitrated and new_id == client.election_id:
+                if before is client and not self.conformance.bmv2:
+                    for other in self._clients:  # the advisory of the specification's rule 2.5.1
+                        other.send(self._message(other, before))
+                return
             client.election_id = new_id
             client.arbitrated = True
             if client not in self._clients:
@@ -127,10 +138,10 @@ class Arbitration:
             status = rpc_status.Status(code=rpc_code.NOT_FOUND, message="no primary")
             eid = self._highest_seen
         elif primary is client:
-            status = rpc_status.Status(code=rpc_code.OK, message="you are the primary")
+            status = rpc_status.Status(code=rpc_code.OK, message="Is primary")
             eid = primary.election_id or 0
         else:
-            status = rpc_status.Status(code=rpc_code.ALREADY_EXISTS, message="you are a backup")
+            status = rpc_status.Status(code=rpc_code.ALREADY_EXISTS, message="Is backup")
             eid = primary.election_id or 0
         update = p4r.MasterArbitrationUpdate(
             device_id=self.device_id, election_id=uint128(eid), status=status

@@ -3,22 +3,26 @@
 P4Runtime carries every bit<W> value as a big-endian bytestring. A server
 must accept any encoding whose value fits W bits (leading zero bytes
 allowed) and must answer reads with the canonical form: no leading zero
-bytes, zero as a single 0x00 byte (P4Runtime spec, "Bytestrings"). Values
-that do not fit the width are OUT_OF_RANGE; an empty bytestring is not a
-value at all (INVALID_ARGUMENT).
+bytes, zero as a single 0x00 byte. A value that does not fit, and an empty
+bytestring, are OUT_OF_RANGE (P4Runtime 1.3, "Bytestrings"). PI answers
+differently on both: a value too wide is INVALID_ARGUMENT, an empty
+bytestring is taken as zero; `lenient=True` gives PI's answers
+(Conformance.BMV2).
 """
 
 from __future__ import annotations
 
-from softswitch.p4runtime.errors import invalid, out_of_range
+from softswitch.p4runtime.errors import TOO_WIDE, invalid, out_of_range
 
 
-def decode(data: bytes, width: int, what: str) -> int:
+def decode(data: bytes, width: int, what: str, *, lenient: bool = False) -> int:
     """The unsigned value of `data`, which must fit `width` bits."""
-    if not data:
-        raise invalid(f"{what}: empty bytestring (a value needs at least one byte)")
+    if not data and not lenient:
+        raise out_of_range(f"{what}: empty bytestring (a value needs at least one byte)")
     value = int.from_bytes(data, "big")
     if value >> width:
+        if lenient:
+            raise invalid(TOO_WIDE.format(width=width))
         raise out_of_range(f"{what}: value 0x{data.hex()} does not fit in bit<{width}>")
     return value
 

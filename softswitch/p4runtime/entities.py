@@ -6,24 +6,46 @@ action scopes) and only then change the state, so a refused update never
 leaves a half-applied change. Reads answer with canonical bytestrings.
 Callers hold the data-plane lock around every call: the packet loop must
 never see a table in the middle of an update.
+
+Answers follow PI (simple_switch_grpc) where a client can tell them apart:
+an unknown id is INVALID_ARGUMENT "Invalid P4 id", a table entry read by a
+key nobody inserted is simply absent while a multicast group or clone
+session read by an id nobody inserted is NOT_FOUND, multicast groups read
+back newest first with their replicas in PI's order and their ports in the
+form they were written. `Conformance.BMV2` adds PI's answers that break the
+specification (module `conformance`); a `broken` store is the pipeline PI
+keeps after accepting a device config its target cannot run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TypeVar
 
 from finsy.proto import p4d, p4r
 
 from softswitch.p4runtime.codec import decode, encode
+from softswitch.p4runtime.conformance import Conformance
 from softswitch.p4runtime.errors import (
+    COUNTER_READ_FAILED,
+    COUNTER_WILDCARD_WRITE,
+    NO_CLONE_SESSION,
+    NO_DIRECT_COUNTER_TABLE,
+    NO_MULTICAST_GROUP,
+    REGISTER_READS,
+    REGISTER_WRITES,
+    TABLE_READ_FAILED,
+    TABLE_WRITE_FAILED,
     P4RuntimeError,
     already_exists,
     invalid,
+    invalid_id,
     not_found,
     out_of_range,
     permission_denied,
     unimplemented,
+    unknown,
 )
 from softswitch.p4runtime.schema import DEFAULT_ONLY, TABLE_ONLY, ActionInfo, Bits, Schema, TableInfo
 from softswitch.runtime import state as st
@@ -34,6 +56,7 @@ MAX_GROUP_ID = 0xFFFF  # v1model mcast_grp and clone session ids are bit<16>
 MAX_INSTANCE = 0xFFFF  # v1model egress_rid is bit<16>
 MAX_PORT_WIDTH = 32
 T = TypeVar("T")
+Decode = Callable[[bytes, int, str], int]
 # Entity kinds the target does not support, with the field naming one object.
 _UNSUPPORTED_ID_FIELDS = {
     "action_profile_member": "action_profile_id",
@@ -54,10 +77,20 @@ def _state_call(fn: Callable[..., T], *args: object) -> T:
 class EntityStore:
     """Reads and writes the P4Runtime entities of one pipeline."""
 
-    def __init__(self, schema: Schema, state: st.RuntimeState) -> None:
+    def __init__(
+        self,
+        schema: Schema,
+        state: st.RuntimeState,
+        conformance: Conformance = Conformance.SPEC,
+        *,
+        broken: bool = False,
+    ) -> None:
         schema.check_state(state)
         self.schema = schema
         self.state = state
+        self.conformance = conformance
+        self.broken = broken  # PI accepted a config its target could not load: tables and counters fail
+        self.decode: Decode = partial(decode, lenient=conformance.bmv2)
 
     # ================================================================ writes
     def write(self, update: p4r.Update) -> None:
@@ -85,11 +118,13 @@ class EntityStore:
     def _table(self, table_id: int) -> tuple[TableInfo, st.Table]:
         info = self.schema.tables.get(table_id)
         if info is None:
-            raise not_found(f"unknown table id {table_id}")
+            raise invalid_id()
         return info, self.state.tables[table_id]
 
     def _write_table_entry(self, kind: int, msg: p4r.TableEntry) -> None:
         info, table = self._table(msg.table_id)
+        if self.broken:
+            raise unknown(TABLE_WRITE_FAILED[_UPDATE_NAMES[kind]])
         if info.is_const:
             raise permission_denied(f"table {info.name} is const")
         if msg.HasField("meter_config") or msg.HasField("meter_counter_data"):
@@ -150,7 +185,7 @@ class EntityStore:
             if fm.field_id in seen:
                 raise invalid(f"table {info.name}: match field id {fm.field_id} given twice")
             seen.add(fm.field_id)
-            values[index] = _parse_field(info, info.fields[index], fm)
+            values[index] = _parse_field(info, info.fields[index], fm, self.decode)
         for field, value in zip(info.fields, values, strict=True):
             if value is None and field.kind == st.EXACT:
                 raise invalid(f"table {info.name}: exact match field {field.name} is missing")
@@ -182,8 +217,7 @@ class EntityStore:
             raise invalid(f"table {info.name}: action {action.name} is default-only")
         return st.ActionCall(action_id, self._parse_params(action, msg.action.params))
 
-    @staticmethod
-    def _parse_params(action: ActionInfo, params: list[p4r.Action.Param]) -> tuple[int, ...]:
+    def _parse_params(self, action: ActionInfo, params: list[p4r.Action.Param]) -> tuple[int, ...]:
         positions = action.param_ids()
         args: list[int | None] = [None] * len(action.params)
         for param in params:
@@ -193,7 +227,7 @@ class EntityStore:
             if args[index] is not None:
                 raise invalid(f"action {action.name}: param id {param.param_id} given twice")
             spec = action.params[index]
-            args[index] = decode(param.value, spec.width, f"action {action.name} param {spec.name}")
+            args[index] = self.decode(param.value, spec.width, f"action {action.name} param {spec.name}")
         if len(params) != len(action.params):
             raise invalid(f"action {action.name}: expected {len(action.params)} params, got {len(params)}")
         return tuple(a for a in args if a is not None)
@@ -220,9 +254,11 @@ class EntityStore:
 
     # -------------------------------------------------------------- counters
     def _write_counter(self, kind: int, msg: p4r.CounterEntry) -> None:
+        counter = self._counter(msg.counter_id)
+        if self.conformance.bmv2 and not msg.HasField("index"):
+            raise unimplemented(COUNTER_WILDCARD_WRITE)
         if kind != MODIFY:
             raise invalid("counter entries can only be modified")
-        counter = self._counter(msg.counter_id)
         packets, octets = _counts(msg.data)
         for index in self._indices(counter.name, counter.size, msg):
             counter.packets[index] = packets
@@ -230,7 +266,7 @@ class EntityStore:
 
     def _counter(self, counter_id: int) -> st.Counter:
         if counter_id not in self.schema.counters:
-            raise not_found(f"unknown counter id {counter_id}")
+            raise invalid_id()
         return self.state.counters[counter_id]
 
     @staticmethod
@@ -239,11 +275,15 @@ class EntityStore:
         if not msg.HasField("index"):
             return range(size)
         index = msg.index.index
-        if not 0 <= index < size:
+        if index < 0:
+            raise invalid(f"{name}: A negative number is not a valid index value")
+        if index >= size:
             raise out_of_range(f"{name}: index {index} is outside 0..{size - 1}")
         return range(index, index + 1)
 
     def _write_direct_counter(self, kind: int, msg: p4r.DirectCounterEntry) -> None:
+        if not msg.HasField("table_entry"):
+            raise invalid(NO_DIRECT_COUNTER_TABLE)
         if kind != MODIFY:
             raise invalid("direct counter entries can only be modified")
         info, table = self._table(msg.table_entry.table_id)
@@ -264,18 +304,20 @@ class EntityStore:
 
     # ------------------------------------------------------------- registers
     def _write_register(self, kind: int, msg: p4r.RegisterEntry) -> None:
+        if self.conformance.bmv2:
+            raise unimplemented(REGISTER_WRITES)
         if kind != MODIFY:
             raise invalid("register entries can only be modified")
         register = self._register(msg.register_id)
         if msg.data.WhichOneof("data") != "bitstring":
             raise invalid(f"register {register.name}: data must be a bitstring")
-        value = decode(msg.data.bitstring, register.width, f"register {register.name}")
+        value = self.decode(msg.data.bitstring, register.width, f"register {register.name}")
         for index in self._indices(register.name, register.size, msg):
             register.values[index] = value
 
     def _register(self, register_id: int) -> st.Register:
         if register_id not in self.schema.registers:
-            raise not_found(f"unknown register id {register_id}")
+            raise invalid_id()
         return self.state.registers[register_id]
 
     # ================================================================= reads
@@ -304,6 +346,8 @@ class EntityStore:
     def _read_table_entries(self, msg: p4r.TableEntry) -> Iterator[p4r.Entity]:
         with_counter = msg.HasField("counter_data")
         for info, table, entries in self._selected_entries(msg):
+            if self.broken:
+                raise unknown(TABLE_READ_FAILED)
             if entries is None:
                 yield p4r.Entity(table_entry=self._default_entry(info, table, with_counter))
             else:
@@ -313,7 +357,10 @@ class EntityStore:
     def _selected_entries(
         self, msg: p4r.TableEntry
     ) -> Iterator[tuple[TableInfo, st.Table, list[st.Entry] | None]]:
-        """Per table, the entries a read addresses (None: the default entry)."""
+        """Per table, the entries a read addresses (None: the default entry).
+
+        A key nobody inserted addresses no entry: the read answers nothing, as PI does.
+        """
         if msg.table_id == 0:
             if msg.match or msg.priority or msg.is_default_action or msg.HasField("action"):
                 raise invalid("a read of all tables (table_id 0) cannot filter by match, priority or action")
@@ -325,7 +372,8 @@ class EntityStore:
         if msg.is_default_action:
             yield info, table, None
         elif msg.match:
-            yield info, table, [self._find(info, table, msg)]
+            found = table.find(self.parse_match(info, msg), self._priority(info, msg))
+            yield info, table, [] if found is None else [found]
         else:
             entries = list(table.entries())
             if msg.priority:
@@ -363,24 +411,22 @@ class EntityStore:
         which = msg.WhichOneof("type")
         if which == "multicast_group_entry":
             wanted = msg.multicast_group_entry.multicast_group_id
-            for group_id, replicas in sorted(self.state.pre.groups.items()):
-                if wanted in (0, group_id):
-                    entry = p4r.MulticastGroupEntry(multicast_group_id=group_id, replicas=_replicas(replicas))
-                    yield p4r.Entity(
-                        packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(
-                            multicast_group_entry=entry
-                        )
+            for group_id, replicas in _addressed(self.state.pre.groups, wanted, NO_MULTICAST_GROUP):
+                entry = p4r.MulticastGroupEntry(multicast_group_id=group_id, replicas=_replicas(replicas))
+                yield p4r.Entity(
+                    packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(
+                        multicast_group_entry=entry
                     )
+                )
         elif which == "clone_session_entry":
             wanted = msg.clone_session_entry.session_id
-            for session_id, replicas in sorted(self.state.pre.clone_sessions.items()):
-                if wanted in (0, session_id):
-                    session = p4r.CloneSessionEntry(session_id=session_id, replicas=_replicas(replicas))
-                    yield p4r.Entity(
-                        packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(
-                            clone_session_entry=session
-                        )
+            for session_id, replicas in _addressed(self.state.pre.clone_sessions, wanted, NO_CLONE_SESSION):
+                session = p4r.CloneSessionEntry(session_id=session_id, replicas=_replicas(replicas))
+                yield p4r.Entity(
+                    packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(
+                        clone_session_entry=session
                     )
+                )
         else:
             raise invalid("a replication engine read must name a multicast group or clone session entry")
 
@@ -390,6 +436,12 @@ class EntityStore:
             raise invalid("a read of all counters (counter_id 0) cannot name an index")
         for counter_id in ids:
             counter = self._counter(counter_id)
+            if self.broken:
+                raise unknown(COUNTER_READ_FAILED)
+            if self.conformance.bmv2 and msg.HasField("index") and msg.index.index >= counter.size:
+                # PI answers with the entity it was filling in, then the target's failure.
+                yield p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=counter_id, index=msg.index))
+                raise unknown(COUNTER_READ_FAILED)
             for index in self._indices(counter.name, counter.size, msg):
                 data = _counter_data(counter.unit, counter.packets[index], counter.bytes[index])
                 yield p4r.Entity(
@@ -399,10 +451,21 @@ class EntityStore:
                 )
 
     def _read_direct_counters(self, msg: p4r.DirectCounterEntry) -> Iterator[p4r.Entity]:
+        if not msg.HasField("table_entry"):
+            raise invalid(NO_DIRECT_COUNTER_TABLE)
         request = msg.table_entry
         if request.table_id != 0 and not self._table(request.table_id)[0].direct_counter_id:
             raise invalid(f"table {self.schema.tables[request.table_id].name} has no direct counter")
-        for info, table, entries in self._selected_entries(request):
+        if self.broken:
+            raise unknown(COUNTER_READ_FAILED)
+        if request.table_id != 0 and request.match:  # one entry by key: it must exist (P4Runtime 9.5)
+            info, table = self._table(request.table_id)
+            selected: Iterator[tuple[TableInfo, st.Table, list[st.Entry] | None]] = iter(
+                [(info, table, [self._find(info, table, request)])]
+            )
+        else:
+            selected = self._selected_entries(request)
+        for info, table, entries in selected:
             if not info.direct_counter_id:
                 continue
             if entries is None:
@@ -422,6 +485,8 @@ class EntityStore:
                 )
 
     def _read_registers(self, msg: p4r.RegisterEntry) -> Iterator[p4r.Entity]:
+        if self.conformance.bmv2:
+            raise unimplemented(REGISTER_READS)
         ids = sorted(self.schema.registers) if msg.register_id == 0 else [msg.register_id]
         if msg.register_id == 0 and msg.HasField("index"):
             raise invalid("a read of all registers (register_id 0) cannot name an index")
@@ -452,7 +517,7 @@ def _counter_data(unit: str, packets: int, octets: int) -> p4r.CounterData:
     return p4r.CounterData(packet_count=packets, byte_count=octets)
 
 
-def _parse_field(info: TableInfo, field: Bits, fm: p4r.FieldMatch) -> st.FieldMatch:
+def _parse_field(info: TableInfo, field: Bits, fm: p4r.FieldMatch, decode: Decode) -> st.FieldMatch:
     """One match field, checked against the P4Runtime rules for its kind."""
     kind = fm.WhichOneof("field_match_type")
     what = f"table {info.name} field {field.name}"
@@ -508,17 +573,21 @@ def _parse_replicas(what: str, replicas: list[p4r.Replica]) -> tuple[st.Replica,
     for replica in replicas:
         if replica.backup_replicas:
             raise unimplemented(f"{what}: backup replicas are not supported")
+        port_bytes = 0
         if replica.WhichOneof("port_kind") == "port":
-            port = decode(replica.port, MAX_PORT_WIDTH, f"{what} replica port")
+            port, port_bytes = decode(replica.port, MAX_PORT_WIDTH, f"{what} replica port"), len(replica.port)
         else:
             port = replica.egress_port
         if replica.instance > MAX_INSTANCE:
             raise out_of_range(f"{what}: replica instance {replica.instance} does not fit in bit<16>")
-        item = st.Replica(port=port, rid=replica.instance)
+        item = st.Replica(port=port, rid=replica.instance, port_bytes=port_bytes)
         if item in out:
             raise invalid(f"{what}: duplicate replica (port {port}, instance {replica.instance})")
         out.append(item)
     return tuple(out)
+
+
+_MISSING = {"multicast group": NO_MULTICAST_GROUP, "clone session": NO_CLONE_SESSION}
 
 
 def _write_replication(
@@ -535,14 +604,42 @@ def _write_replication(
             raise already_exists(f"{label} already exists")
         table[ident] = parsed
     elif ident not in table:
-        raise not_found(f"{label} does not exist")
+        raise not_found(_MISSING[what])
     elif kind == MODIFY:
-        table[ident] = parsed
+        table[ident] = parsed  # keeps its place in the table, as PI's does
     else:
         del table[ident]
 
 
+def _addressed(
+    table: dict[int, tuple[st.Replica, ...]], wanted: int, missing: str
+) -> list[tuple[int, tuple[st.Replica, ...]]]:
+    """What a read of id `wanted` (0: all) answers, in PI's order: the newest group first.
+
+    PI keeps groups in a hash map whose iteration, for the small ids a
+    program uses, is the reverse of insertion; an id nobody inserted is NOT_FOUND.
+    """
+    if not wanted:
+        return list(reversed(table.items()))
+    if wanted not in table:
+        raise not_found(missing)
+    return [(wanted, table[wanted])]
+
+
 def _replicas(replicas: tuple[st.Replica, ...]) -> list[p4r.Replica]:
-    # egress_port (deprecated in 1.4, still understood by every client) rather
-    # than `port`: older clients such as p4runtime-shell only know egress_port.
-    return [p4r.Replica(egress_port=r.port, instance=r.rid) for r in replicas]
+    """Replicas as PI reads them back: grouped by instance, the newest instance first, ports ascending.
+
+    A port written as the `port` bytestring reads back as that bytestring (same
+    length), one written as `egress_port` as `egress_port`.
+    """
+    instances: dict[int, list[st.Replica]] = {}
+    for replica in replicas:
+        instances.setdefault(replica.rid, []).append(replica)
+    out = []
+    for rid, ports in reversed(instances.items()):
+        for r in sorted(ports, key=lambda r: (r.port_bytes > 0, r.port, r.port_bytes)):
+            if r.port_bytes:
+                out.append(p4r.Replica(port=r.port.to_bytes(r.port_bytes, "big"), instance=rid))
+            else:
+                out.append(p4r.Replica(egress_port=r.port, instance=rid))
+    return out

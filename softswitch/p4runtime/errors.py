@@ -1,9 +1,12 @@
-"""The one exception type the P4Runtime server turns into a gRPC status.
+"""The one exception type the P4Runtime server turns into a gRPC status, and PI's wording.
 
 Every validation step raises `P4RuntimeError` with the canonical code the
 P4Runtime specification prescribes; the server decides whether it becomes
 the RPC's status (top-level problems) or one `p4.v1.Error` among the
 per-update details of a batch Write (as PI / simple_switch_grpc does).
+Where PI has a fixed message for an answer a client may act on, the server
+uses the same words (the constants below), so logs and error handling
+written against bmv2 read the same here.
 """
 
 from __future__ import annotations
@@ -11,6 +14,27 @@ from __future__ import annotations
 import grpc
 
 from softswitch.runtime.state import StateError
+
+NO_PIPELINE = "No forwarding pipeline config set for this device"
+NOT_PRIMARY = "Not primary"
+INVALID_P4_ID = "Invalid P4 id"
+NO_MULTICAST_GROUP = "Multicast group does not exist"
+NO_CLONE_SESSION = "Clone session id does not exist"
+NO_DIRECT_COUNTER_TABLE = "Missing table_entry field in DirectCounterEntry"
+# Answers of PI that only Conformance.BMV2 gives (docs/softswitch.md, "P4Runtime conformance").
+TOO_WIDE = "Bytestring provided does not fit within {width} bits"
+COUNTER_WILDCARD_WRITE = "Wildcard write is not supported for indirect counters yet"
+REGISTER_READS = "Register reads are not supported yet"
+REGISTER_WRITES = "Register writes are not supported yet"
+TABLE_READ_FAILED = "Error when reading table entries from target"
+COUNTER_READ_FAILED = "Error when reading counter from target"
+TABLE_WRITE_FAILED = {
+    "INSERT": "Error when adding match entry to target",
+    "MODIFY": "Error when modifying match entry in target",
+    "DELETE": "Error when deleting match entry in target",
+}
+RECONCILE_FAILED = "Error when reconciling config"
+UPDATE_BLOCKED = "Error in first phase of device update"
 
 
 class P4RuntimeError(Exception):
@@ -50,3 +74,12 @@ def already_exists(message: str) -> P4RuntimeError:
 
 def permission_denied(message: str) -> P4RuntimeError:
     return P4RuntimeError(grpc.StatusCode.PERMISSION_DENIED, message)
+
+
+def unknown(message: str) -> P4RuntimeError:
+    return P4RuntimeError(grpc.StatusCode.UNKNOWN, message)
+
+
+def invalid_id() -> P4RuntimeError:
+    """A table, counter or register id the P4Info does not have (PI's answer, word for word)."""
+    return invalid(INVALID_P4_ID)

@@ -1,19 +1,23 @@
-"""The P4Runtime server of the embedded switch (behaves like simple_switch_grpc's).
+"""The P4Runtime server of the embedded switch (answers as simple_switch_grpc's does).
 
 Conformance choices, all as PI (the server inside simple_switch_grpc) does
-unless noted (docs/softswitch.md has the full table):
+unless noted (docs/softswitch.md has the full table, with PI's answers
+that only `Conformance.BMV2` gives):
 
 - A Write applies its updates in order (CONTINUE_ON_ERROR). If any update
   fails the RPC fails with UNKNOWN and `grpc-status-details-bin` carries a
   google.rpc.Status whose details hold one p4.v1.Error per update, in
   order, OK ones with canonical_code 0. ROLLBACK_ON_ERROR and
   DATAPLANE_ATOMIC are UNIMPLEMENTED.
-- Problems with the request as a whole are the RPC's status: wrong device
-  id NOT_FOUND, not the primary (or a stale election id)
-  PERMISSION_DENIED, no pipeline FAILED_PRECONDITION, non-default role
-  UNIMPLEMENTED.
-- RECONCILE_AND_COMMIT keeps the state that still fits the new P4Info
-  (see `p4runtime_reconcile`).
+- Problems with the request as a whole are the RPC's status: not the
+  primary (or a stale election id) PERMISSION_DENIED, no pipeline
+  FAILED_PRECONDITION, non-default role UNIMPLEMENTED. A failed Read
+  answers what it had read before the failure, then the status.
+- PacketOut from a backup, or with no CPU port, is dropped silently.
+- Where the specification requires it (and PI differs): a wrong device id
+  is NOT_FOUND, a config that cannot run is INVALID_ARGUMENT and changes
+  nothing, RECONCILE_AND_COMMIT keeps the state that still fits the new
+  P4Info (see `reconcile`).
 """
 
 from __future__ import annotations
@@ -31,16 +35,29 @@ from google.protobuf import any_pb2
 from softswitch.dataplane.loop import Dataplane
 from softswitch.p4runtime.arbitration import Abort, Arbitration, Client, election_id
 from softswitch.p4runtime.codec import decode, encode
+from softswitch.p4runtime.conformance import Conformance
 from softswitch.p4runtime.entities import EntityStore
-from softswitch.p4runtime.errors import P4RuntimeError, invalid, not_found, permission_denied, unimplemented
+from softswitch.p4runtime.errors import (
+    NO_PIPELINE,
+    NOT_PRIMARY,
+    RECONCILE_FAILED,
+    UPDATE_BLOCKED,
+    P4RuntimeError,
+    invalid,
+    not_found,
+    permission_denied,
+    unimplemented,
+    unknown,
+)
 from softswitch.p4runtime.reconcile import reconcile
 from softswitch.p4runtime.schema import Bits, Schema
+from softswitch.runtime import state as st
+from softswitch.runtime.build import build_state
 from softswitch.runtime.pipeline import Pipeline
 
-API_VERSION = "1.4.1"
+API_VERSION = "1.3.0"  # what simple_switch_grpc 1.15 reports; clients choose features by it
 READ_CHUNK = 1000
 MAX_MESSAGE = 256 * 1024 * 1024
-NO_PIPELINE = "No forwarding pipeline config set for this device"
 
 PipelineLoader = Callable[[p4i.P4Info, bytes], Pipeline]
 log = logging.getLogger("softswitch.p4runtime")
@@ -52,20 +69,30 @@ class Forwarding:
     """A verified pipeline with what the client pushed to get it."""
 
     config: p4r.ForwardingPipelineConfig
-    pipeline: Pipeline
+    pipeline: Pipeline | None  # None: a config bmv2 would accept although it cannot run (Conformance.BMV2)
     store: EntityStore
 
 
 class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     """P4Runtime for one device: the data plane's pipeline and its state."""
 
-    def __init__(self, device_id: int, dataplane: Dataplane, loader: PipelineLoader) -> None:
+    def __init__(
+        self,
+        device_id: int,
+        dataplane: Dataplane,
+        loader: PipelineLoader,
+        conformance: Conformance = Conformance.SPEC,
+    ) -> None:
         self.device_id = device_id
         self.dataplane = dataplane
         self.loader = loader
-        self.arbitration = Arbitration(device_id)
+        self.conformance = conformance
+        self.arbitration = Arbitration(device_id, conformance)
+        # PI makes a device of every id a client names; only ours ever has a pipeline (Conformance.BMV2).
+        self._other_devices: dict[int, Arbitration] = {}
         self.current: Forwarding | None = None
         self.saved: Forwarding | None = None
+        self._update_blocked = False  # PI after a failed RECONCILE_AND_COMMIT, until it restarts
         self._config_lock = threading.Lock()
         dataplane.packet_in = self._packet_in
 
@@ -85,7 +112,27 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             raise
         except Exception as error:  # the loader's own validation, whatever it raises
             raise invalid(f"invalid device config: {error}") from None
-        return Forwarding(config, pipeline, EntityStore(schema, pipeline.state))
+        return Forwarding(config, pipeline, EntityStore(schema, pipeline.state, self.conformance))
+
+    def _verify_as_target(self, config: p4r.ForwardingPipelineConfig) -> Forwarding:
+        """`_verify`, except that under Conformance.BMV2 a config that cannot run is accepted, as PI does.
+
+        PI hands the device config to bmv2 without checking it; the pipeline
+        it keeps has the pushed P4Info (or none) and a target that fails
+        every table and counter operation.
+        """
+        try:
+            return self._verify(config)
+        except P4RuntimeError as error:
+            if not self.conformance.bmv2:
+                raise
+            log.warning("accepting a config that cannot run, as bmv2 does: %s", error.message)
+        try:
+            schema = Schema.from_p4info(config.p4info)
+            store = EntityStore(schema, build_state(config.p4info, {}, {}), self.conformance, broken=True)
+        except Exception:  # a P4Info this target cannot even index: a pipeline without objects
+            store = EntityStore(Schema(), st.RuntimeState(), self.conformance, broken=True)
+        return Forwarding(config, None, store)
 
     def _commit(self, new: Forwarding, reconcile_state: bool) -> None:
         with self.dataplane.lock:
@@ -100,17 +147,21 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         self, request: p4r.SetForwardingPipelineConfigRequest, context: grpc.ServicerContext
     ) -> p4r.SetForwardingPipelineConfigResponse:
         with _status(context):
-            self._check_device(request.device_id)
+            self._check_device(request.device_id, request)
             self._check_role(request.role, request.role_id)
             self._check_primary(request)
             with self._config_lock:
                 action = request.action
+                if self._update_blocked and action != Action.VERIFY and action != Action.COMMIT:
+                    raise unknown(UPDATE_BLOCKED)
                 if action == Action.VERIFY:
-                    self._verify(request.config)
+                    self._verify_as_target(request.config)
                 elif action == Action.VERIFY_AND_SAVE:
-                    self.saved = self._verify(request.config)
+                    self.saved = self._verify_as_target(request.config)
                 elif action in (Action.VERIFY_AND_COMMIT, Action.RECONCILE_AND_COMMIT):
-                    new = self._verify(request.config)
+                    new = self._verify_as_target(request.config)
+                    if action == Action.RECONCILE_AND_COMMIT:
+                        self._check_reconcilable()
                     self._commit(new, reconcile_state=action == Action.RECONCILE_AND_COMMIT)
                     self.saved = None
                 elif action == Action.COMMIT:
@@ -127,6 +178,13 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                         "or RECONCILE_AND_COMMIT"
                     )
         return p4r.SetForwardingPipelineConfigResponse()
+
+    def _check_reconcilable(self) -> None:
+        """PI replays every counter cell as an INSERT, which it refuses; it is stuck until restarted."""
+        if self.conformance.bmv2 and self.current is not None and self.current.store.schema.counters:
+            self._update_blocked = True
+            log.warning("RECONCILE_AND_COMMIT failed as bmv2's does; pipeline pushes fail until a restart")
+            raise unknown(RECONCILE_FAILED)
 
     def GetForwardingPipelineConfig(  # noqa: N802 - gRPC method name
         self, request: p4r.GetForwardingPipelineConfigRequest, context: grpc.ServicerContext
@@ -158,7 +216,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         self, request: p4r.WriteRequest, context: grpc.ServicerContext
     ) -> p4r.WriteResponse:
         with _status(context):
-            self._check_device(request.device_id)
+            self._check_device(request.device_id, request)
             self._check_role(request.role, request.role_id)
             self._check_primary(request)
             if request.atomicity != p4r.WriteRequest.CONTINUE_ON_ERROR:
@@ -184,17 +242,24 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         self, request: p4r.ReadRequest, context: grpc.ServicerContext
     ) -> Iterator[p4r.ReadResponse]:
         entities: list[p4r.Entity] = []
+        failure: P4RuntimeError | None = None
         with _status(context):
             self._check_device(request.device_id)
             self._check_role(request.role, 0)
             store = self._forwarding().store
             with self.dataplane.lock:
-                for entity in request.entities:
-                    entities.extend(store.read(entity))
-        if not entities:
+                try:
+                    for entity in request.entities:
+                        for found in store.read(entity):
+                            entities.append(found)
+                except P4RuntimeError as error:
+                    failure = error  # PI answers what it read before the failure, then the status
+        if not entities and failure is None:
             yield p4r.ReadResponse()
         for start in range(0, len(entities), READ_CHUNK):
             yield p4r.ReadResponse(entities=entities[start : start + READ_CHUNK])
+        if failure is not None:
+            context.abort(failure.code, failure.message)
 
     # ------------------------------------------------------------- stream
     def StreamChannel(  # noqa: N802 - gRPC method name
@@ -215,14 +280,15 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                     context.abort(item.code, item.message)
                 yield item
         finally:
-            self.arbitration.remove(client)
+            if client.arbitration is not None:
+                client.arbitration.remove(client)
 
     def _read_stream(self, client: Client, requests: Iterator[p4r.StreamMessageRequest]) -> None:
         try:
             for request in requests:
                 which = request.WhichOneof("update")
                 if which == "arbitration":
-                    self.arbitration.update(client, request.arbitration)
+                    self._arbitrate(client, request.arbitration)
                 elif which == "packet":
                     self._packet_out(client, request.packet)
                 else:
@@ -243,28 +309,37 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             return
         client.send(None)
 
+    def _arbitrate(self, client: Client, msg: p4r.MasterArbitrationUpdate) -> None:
+        if client.arbitration is None:
+            client.arbitration = self._device_arbitration(msg.device_id)
+        elif msg.device_id != client.arbitration.device_id:
+            raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, "Invalid device id")
+        client.arbitration.update(client, msg)
+
+    def _device_arbitration(self, device_id: int) -> Arbitration:
+        if device_id == self.device_id:
+            return self.arbitration
+        if not self.conformance.bmv2:
+            raise self._no_device(device_id)
+        return self._other_devices.setdefault(device_id, Arbitration(device_id, self.conformance))
+
     def _packet_out(self, client: Client, packet: p4r.PacketOut) -> None:
-        error: P4RuntimeError | None = None
+        # PI drops a PacketOut from a backup, or with nowhere to go, without a word.
         if self.arbitration.primary() is not client:
-            error = permission_denied("only the primary client may send PacketOut")
-        elif self.dataplane.cpu_port is None:
-            error = P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, "the switch has no --cpu-port")
-        else:
-            forwarding = self.current
-            try:
-                header = (
-                    b""
-                    if forwarding is None
-                    else _packet_out_header(forwarding.store.schema.packet_out, packet.metadata)
-                )
-            except P4RuntimeError as refused:
-                error = refused
-            else:
-                self.dataplane.inject(self.dataplane.cpu_port, header + packet.payload)
-                return
-        message = _stream_error(error.code, error.message)
-        message.error.packet_out.packet_out.CopyFrom(packet)
-        client.send(message)
+            self.dataplane.stats["dropped_packet_out_not_primary"] += 1
+            return
+        if self.dataplane.cpu_port is None:
+            self.dataplane.stats["dropped_packet_out_no_cpu_port"] += 1
+            return
+        fields = self.current.store.schema.packet_out if self.current is not None else ()
+        try:
+            header = _packet_out_header(fields, packet.metadata)
+        except P4RuntimeError as refused:
+            message = _stream_error(refused.code, refused.message)
+            message.error.packet_out.packet_out.CopyFrom(packet)
+            client.send(message)
+            return
+        self.dataplane.inject(self.dataplane.cpu_port, header + packet.payload)
 
     def _packet_in(self, frame: bytes) -> None:
         primary = self.arbitration.primary()
@@ -294,9 +369,28 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             self.dataplane.stats["dropped_packet_in_slow_client"] += 1
 
     # ------------------------------------------------------------- checks
-    def _check_device(self, device_id: int) -> None:
-        if device_id != self.device_id:
-            raise not_found(f"device id {device_id} does not exist (this is device {self.device_id})")
+    def _check_device(
+        self, device_id: int, request: p4r.WriteRequest | p4r.SetForwardingPipelineConfigRequest | None = None
+    ) -> None:
+        """The specification's NOT_FOUND for a device id that is not ours; PI's answers under BMV2.
+
+        PI makes a device of any id and answers as that device would: no
+        pipeline (FAILED_PRECONDITION) to a read, "Not primary" to a write
+        whose election id is not its primary's.
+        """
+        if device_id == self.device_id:
+            return
+        if not self.conformance.bmv2:
+            raise self._no_device(device_id)
+        other = self._other_devices.get(device_id) or Arbitration(device_id, self.conformance)
+        if request is not None:
+            requested = election_id(request.election_id) if request.HasField("election_id") else None
+            if not other.is_primary(requested):
+                raise permission_denied(NOT_PRIMARY)
+        raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION, NO_PIPELINE)
+
+    def _no_device(self, device_id: int) -> P4RuntimeError:
+        return not_found(f"device id {device_id} does not exist (this is device {self.device_id})")
 
     @staticmethod
     def _check_role(role: str, role_id: int) -> None:
@@ -306,7 +400,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     def _check_primary(self, request: p4r.WriteRequest | p4r.SetForwardingPipelineConfigRequest) -> None:
         requested = election_id(request.election_id) if request.HasField("election_id") else None
         if not self.arbitration.is_primary(requested):
-            raise permission_denied("Not primary: the election id is not the primary client's")
+            raise permission_denied(NOT_PRIMARY)
 
     def _forwarding(self) -> Forwarding:
         current = self.current

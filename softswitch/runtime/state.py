@@ -281,6 +281,9 @@ class Counter:
 class Replica:
     port: int
     rid: int
+    # How a P4Runtime client named the port, so a read answers in kind: 0 = the
+    # `egress_port` number, N = the `port` bytestring of N bytes. Not part of identity.
+    port_bytes: int = field(default=0, compare=False)
 
 
 class PacketReplication:

@@ -2,8 +2,11 @@
 
 A *target* is a P4Runtime switch plus the compiler that makes its artifacts:
 the embedded `p4reduce-switch` (rootless UDP port, compiled by
-`p4reduce-p4c`) or bmv2's `simple_switch_grpc` (compiled by `p4c`). Each
-test gets its own switch and daemon on free ports, stopped afterwards.
+`p4reduce-p4c`), the same switch giving bmv2's answers also where they
+break the P4Runtime specification (`soft-bmv2`: `--conformance bmv2`), or
+bmv2's `simple_switch_grpc` (compiled by `p4c`). Each test gets its own
+switch and daemon on free ports, stopped afterwards. Switches start with
+the lab's command lines (mininet/targets.py).
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ from contracts.protocol import PAYLOAD_BYTES, UDP_PORT, VALUES_PER_PACKET, MsgTy
 from controller.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "mininet"))  # the lab's switch command lines (a folder of scripts)
+from targets import LAUNCHERS, SwitchSpec, p4c_bmv2  # noqa: E402
+
+TARGETS = ("soft", "soft-bmv2", "bmv2")
+BMV2_ANSWERS = ("soft-bmv2", "bmv2")  # targets that answer as bmv2 does where it breaks the specification
 PROGRAM = ROOT / "p4src" / "v1model" / "p4reduce.p4"
 PACKET = struct.Struct(f"!BBHHBBI{VALUES_PER_PACKET}i")
 assert PACKET.size == PAYLOAD_BYTES
@@ -96,33 +104,30 @@ def compile_bmv2(out: Path) -> Artifacts:
     missing = [tool for tool in ("p4c", "simple_switch_grpc") if shutil.which(tool) is None]
     if missing:
         pytest.skip(f"bmv2 target needs {' and '.join(missing)} on PATH")
-    artifacts = Artifacts(out / "p4reduce.p4info.txtpb", out / "p4reduce.json")
-    command = ["p4c", "--target", "bmv2", "--arch", "v1model", "-I", str(ROOT / "p4src"), "-o", str(out),
-               "--p4runtime-files", str(artifacts.p4info), str(PROGRAM)]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    return artifacts
+    program, p4info = p4c_bmv2(out)
+    return Artifacts(p4info, program)
 
 
 def start_switch(target: str, artifacts: Artifacts, logs: Path) -> Switch:
     address = f"127.0.0.1:{free_tcp_port()}"
-    udp_address = None
-    if target == "soft":
-        udp_address = free_loopback_address()
-        command = [sys.executable, "-m", "softswitch.daemon", "--no-p4", "--device-id", "1",
-                   "--grpc-server-addr", address, "--udp-port", f"1@{udp_address}:{UDP_PORT}",
-                   "--log-file", str(logs / "switch.log")]  # fmt: skip
-    else:
-        command = ["simple_switch_grpc", "--no-p4", "--device-id", "1", "--thrift-port", str(free_tcp_port()),
-                   "--log-file", str(logs / "switch"), "--", "--grpc-server-addr", address]  # fmt: skip
-    stderr = logs / "switch.stderr"
-    with stderr.open("w") as sink:  # a file, not a pipe: a chatty switch must never block on a full pipe
+    udp_address = None if target == "bmv2" else free_loopback_address()
+    spec = SwitchSpec(
+        name="switch",
+        grpc_address=address,
+        device_id=1,
+        udp_ports=() if udp_address is None else (f"1@{udp_address}:{UDP_PORT}",),
+        log_dir=logs,
+        conformance="bmv2" if target == "soft-bmv2" else "spec",
+    )
+    launch = LAUNCHERS["bmv2" if target == "bmv2" else "soft"](spec)
+    console = launch.console_log
+    with console.open("a") as sink:  # a file, not a pipe: a chatty switch must never block on a full pipe
         process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=sink, text=True, env=environment()
+            launch.command, stdout=sink, stderr=subprocess.STDOUT, text=True, env=environment()
         )
     switch = Switch(target, address, artifacts, udp_address, process)
     try:
-        _wait_for_grpc(address, process, stderr)
+        _wait_for_grpc(address, process, console)
     except BaseException:
         stop(process)
         raise

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from controller import config
+from controller.device_config import Target
 from controller.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +48,13 @@ def test_values_are_parsed_and_defaults_filled(tmp_path: Path) -> None:
     assert sw.p4info == tmp_path / "p.txtpb"  # relative to the file
     assert topo.host_by_ipv4("s1", 0x0A000001) == topo.hosts[0]
     assert topo.controller == config.ControllerSettings()
+    assert sw.target is None  # any: the push confirms the device config runs
+    assert config.load(write(tmp_path / "bmv2.json", _with(target="bmv2"))).switch().target == Target.BMV2
+
+
+def write(path: Path, data: dict[str, object]) -> Path:
+    path.write_text(json.dumps(data))
+    return path
 
 
 def _with(change: dict[str, object] | None = None, **switch: object) -> dict[str, object]:
@@ -66,6 +74,7 @@ def _with(change: dict[str, object] | None = None, **switch: object) -> dict[str
         (_with(aggregation={"ipv4": "10.0.0.1", "mac": "zz"}), "aggregation.mac: 'zz' is not a MAC"),
         (_with(colour="red"), "switches[0]: unknown key colour (allowed: aggregation, default_host_port"),
         (_with(device_id=-1), "switches[0].device_id: -1 is not a non-negative integer"),
+        (_with(target="tofino"), "switches[0].target: 'tofino' is not a switch target (bmv2 or p4r"),
         (_with(flood_ports=[1, 600]), "switches[0].flood_ports[1]: 600 is not an integer in 0..511"),
         (_with({"hosts": [{"name": "h1"}]}), "hosts[0]: missing key ipv4, mac, port, switch"),
         (

@@ -8,6 +8,7 @@ UDP sockets on 127.0.0.x through the embedded switch's rootless port.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import shutil
@@ -17,10 +18,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import finsy as fy
 import grpc
 import pytest
 from ctl_support import (
+    BMV2_ANSWERS,
     ROOT,
+    CliResult,
     Daemon,
     Switch,
     Worker,
@@ -37,6 +41,8 @@ from ctl_support import (
 
 from contracts import jobapi_pb2 as pb
 from contracts.protocol import SLOT_COUNT
+from controller.p4switch import SwitchSession
+from controller.tables.l2 import L2Forwarding
 
 RECORD_RANK = 255
 SLOTS_USED = 4
@@ -123,14 +129,85 @@ def test_pipeline_push_is_skipped_when_the_cookie_matches(switch: Switch) -> Non
     assert json.loads(forced.out)[0]["pipeline"] == "pushed"
 
 
-def test_a_device_config_the_switch_refuses_is_one_line(switch: Switch, tmp_path: Path) -> None:
+def push(switch: Switch, device_config: Path, *extra: str) -> CliResult:
+    return cli("pipeline", "push", "--switch", switch.address,
+               "--p4info", str(switch.artifacts.p4info), "--config", str(device_config), *extra)  # fmt: skip
+
+
+def one_line_error(result: CliResult) -> str:
+    assert result.code == 1 and result.err.count("\n") == 1, result.err
+    assert result.err.startswith("p4reduce-ctl: error: ")
+    return result.err
+
+
+def nothing_pushed(switch: Switch) -> bool:
+    return "has no pipeline" in cli("fwd", "list", "--switch", switch.address).err
+
+
+def test_a_device_config_that_is_no_program_is_refused_unpushed(switch: Switch, tmp_path: Path) -> None:
+    # bmv2 would accept these bytes and fail every read later; the controller looks at the file first.
     bogus = tmp_path / "bogus.json"
     bogus.write_text('{"not": "a program"}')
-    result = cli("pipeline", "push", "--switch", switch.address,
-                 "--p4info", str(switch.artifacts.p4info), "--config", str(bogus))  # fmt: skip
-    assert result.code == 1
-    assert result.err.startswith(f"p4reduce-ctl: error: switch {switch.address} refused the pipeline: ")
-    assert result.err.count("\n") == 1
+    err = one_line_error(push(switch, bogus))
+    assert f"device config {bogus} is neither a bmv2 JSON from p4c" in err
+    assert nothing_pushed(switch)
+
+
+def test_a_device_config_of_another_program_is_refused_unpushed(switch: Switch, tmp_path: Path) -> None:
+    other = tmp_path / "other.json"
+    document = json.loads(switch.artifacts.device_config.read_text())
+    text = json.dumps(document).replace("MyIngress.l2_forward", "MyIngress.l3_forward")
+    other.write_text(text)
+    err = one_line_error(push(switch, other))
+    assert "does not match the P4Info: it has no MyIngress.l2_forward" in err
+    assert nothing_pushed(switch)
+
+
+def test_a_device_config_for_the_other_target_is_refused_unpushed(switch: Switch) -> None:
+    other = "p4reduce-switch" if switch.target == "bmv2" else "bmv2"
+    err = one_line_error(push(switch, switch.artifacts.device_config, "--target", other))
+    assert f"but the switch is {other}, which runs" in err
+    assert nothing_pushed(switch)
+
+
+def test_a_device_config_the_switch_cannot_run_is_one_line_with_either_answer(
+    switch: Switch, tmp_path: Path
+) -> None:
+    """A file that looks right but does not run: the specification's switch refuses the push; bmv2 takes
+    it and fails the first read, which the controller makes right after pushing."""
+    schema = fy.P4Schema(switch.artifacts.p4info)
+    names = [
+        obj.name
+        for objs in (schema.tables, schema.actions, schema.counters, schema.registers)
+        for obj in objs
+    ]
+    if switch.target == "bmv2":
+        document: dict[str, object] = {"header_types": [], "pipelines": [], "names": names}
+    else:
+        document = {"format": "p4reduce-softswitch-program", "version": 1, "program": {"names": names}}
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(document))
+    err = one_line_error(push(switch, broken))
+    if switch.target in BMV2_ANSWERS:
+        assert f"switch {switch.address} accepted the pipeline but cannot use it (UNKNOWN: " in err
+        assert "Error when reading table entries from target" in err
+    else:
+        assert f"switch {switch.address} refused the pipeline: INVALID_ARGUMENT: " in err
+        assert nothing_pushed(switch)
+
+
+def test_an_absent_group_or_entry_read_by_key_is_absent_with_either_answer(switch: Switch) -> None:
+    """bmv2 answers NOT_FOUND to a group id nobody inserted and nothing to an absent table key."""
+    files = ["--p4info", str(switch.artifacts.p4info), "--config", str(switch.artifacts.device_config)]
+    assert cli("pipeline", "push", "--switch", switch.address, *files).code == 0
+
+    async def read_absent() -> tuple[list[object], list[object]]:
+        async with SwitchSession(switch.address, switch.address, require_primary=False) as session:
+            groups = await session.read(fy.P4MulticastGroupEntry(77))
+            entries = await session.read(L2Forwarding().entity(0x0200000000EE))
+            return groups, entries
+
+    assert asyncio.run(read_absent()) == ([], [])
 
 
 def test_fwd_adds_modifies_lists_and_deletes_l2_entries(switch: Switch) -> None:

@@ -51,14 +51,14 @@ def test_finsy_pushes_the_pipeline_then_writes_and_reads(server: Server, tmp_pat
     assert entry.action.name == "set_port" and entry.action.args == {"port": 3}
     [group] = result["groups"]  # type: ignore[misc]
     assert group.multicast_group_id == 5
-    assert [(r, 0) if isinstance(r, int) else (r.port, r.instance) for r in group.replicas] == [
+    assert sorted((r, 0) if isinstance(r, int) else (r.port, r.instance) for r in group.replicas) == [
         (1, 0),
         (2, 1),
     ]
     [register] = result["registers"]  # type: ignore[misc]
     assert register.data == 99
     assert result["left"] == []
-    assert result["version"].startswith("1.4.1")
+    assert result["version"].startswith("1.3.0")
     # finsy's pipeline is what the switch now runs.
     assert server.service.current is not None
     assert server.service.current.config.p4_device_config == b"reflector"
@@ -91,7 +91,7 @@ def test_finsy_drives_the_real_program(real_server: Server, compiled: tuple[Path
     assert dict(entry.match) == {"job_id": 3, "rank": 1}  # finsy names fields by their last component
     assert entry.action.args["sender_ip"] == 0x7F00000C and entry.action.args["base"] == 8
     [group] = result["groups"]  # type: ignore[misc]
-    assert [(r, 0) if isinstance(r, int) else (r.port, r.instance) for r in group.replicas] == [
+    assert sorted((r, 0) if isinstance(r, int) else (r.port, r.instance) for r in group.replicas) == [
         (1, 0),
         (1, 1),
     ]

@@ -145,6 +145,7 @@ def test_two_hosts_in_namespaces_aggregate_through_raw_ports(
     with two_hosts() as (ends, hosts):
         address = f"127.0.0.1:{free_tcp_port()}"
         pcaps = tmp_path / "pcaps"
+        pcaps.mkdir()
         process = subprocess.Popen(
             command(str(program), "--p4info", str(p4info), "--device-id", "1", "--grpc-server-addr", address,
                     "-i", f"1@{ends[0]}", "-i", f"2@{ends[1]}", "--pcap", str(pcaps)),

@@ -62,6 +62,7 @@ def daemon(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, int, Pa
     address = f"127.0.0.1:{free_tcp_port()}"
     udp = free_udp_port()
     pcaps = tmp_path / "pcaps"
+    pcaps.mkdir()
     process = subprocess.Popen(
         command(
             "--no-p4",
@@ -109,6 +110,7 @@ def test_help_explains_every_flag() -> None:
         "--drop-rate",
         "--drop-rate-out",
         "--seed",
+        "--conformance",
     ):
         assert flag in result.stdout
 
@@ -127,6 +129,8 @@ def test_help_explains_every_flag() -> None:
         (["--no-p4", "--grpc-server-addr", "256.1.1.1:1"], "cannot listen"),
         (["--no-p4", "--bogus"], "unrecognized arguments"),
         (["--no-p4", "--log-level", "loud"], "invalid choice"),
+        (["--no-p4", "--pcap", "/no/such/folder"], "directory does not exist"),  # as bmv2
+        (["--no-p4", "--conformance", "pi"], "invalid choice"),
     ],
 )
 def test_user_mistakes_give_one_error_line_and_a_nonzero_exit(args: list[str], message: str) -> None:

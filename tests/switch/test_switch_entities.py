@@ -144,9 +144,9 @@ def test_batch_reports_one_error_per_update_in_order(server: Server, primary: St
         update(INSERT, table_entry=good),  # duplicate
         update(MODIFY, table_entry=exact_entry(b"\x00\x09", act=action(A_DROP))),  # no such entry
         update(INSERT, table_entry=exact_entry(b"\x00\x08", act=action(A_DROP))),
-        update(DELETE, table_entry=p4r.TableEntry(table_id=999)),
+        update(DELETE, table_entry=p4r.TableEntry(table_id=999)),  # no such table: "Invalid P4 id"
     )
-    assert codes == [Code.OK, Code.ALREADY_EXISTS, Code.NOT_FOUND, Code.OK, Code.NOT_FOUND]
+    assert codes == [Code.OK, Code.ALREADY_EXISTS, Code.NOT_FOUND, Code.OK, Code.INVALID_ARGUMENT]
     # CONTINUE_ON_ERROR: the good updates were applied.
     assert len(read(server, table_entry=p4r.TableEntry(table_id=T_EXACT))) == 2
 
@@ -185,7 +185,7 @@ def test_modify_and_delete(server: Server, primary: StreamClient) -> None:
         ),
         (
             p4r.TableEntry(table_id=T_EXACT, match=[exact(1, b""), exact(2, b"\x01")], action=action(A_DROP)),
-            Code.INVALID_ARGUMENT,
+            Code.OUT_OF_RANGE,  # P4Runtime "Bytestrings": an empty one is always refused, OUT_OF_RANGE
         ),
         (
             p4r.TableEntry(
@@ -206,7 +206,7 @@ def test_modify_and_delete(server: Server, primary: StreamClient) -> None:
         (exact_entry(act=action(A_DROP), priority=5), Code.INVALID_ARGUMENT),  # exact table takes no priority
         (exact_entry(act=p4r.TableAction(action_profile_member_id=1)), Code.UNIMPLEMENTED),
         (exact_entry(act=action(A_DROP), idle_timeout_ns=100), Code.UNIMPLEMENTED),
-        (p4r.TableEntry(table_id=999), Code.NOT_FOUND),
+        (p4r.TableEntry(table_id=999), Code.INVALID_ARGUMENT),  # "Invalid P4 id", as PI
         (
             p4r.TableEntry(table_id=T_CONST, match=[exact(1, b"\x01")], action=action(A_DROP)),
             Code.PERMISSION_DENIED,
@@ -381,8 +381,8 @@ def test_read_wildcards_and_read_by_key(server: Server, primary: StreamClient) -
     assert len(read(server, table_entry=p4r.TableEntry())) == 3
     [one] = read(server, table_entry=exact_entry(b"\x00\x02"))
     assert one.table_entry.match[0].exact.value == b"\x02"
-    assert read_error(server, table_entry=exact_entry(b"\x00\x03")) == Code.NOT_FOUND
-    assert read_error(server, table_entry=p4r.TableEntry(table_id=999)) == Code.NOT_FOUND
+    assert read(server, table_entry=exact_entry(b"\x00\x03")) == []  # a key nobody inserted: nothing, as PI
+    assert read_error(server, table_entry=p4r.TableEntry(table_id=999)) == Code.INVALID_ARGUMENT
     assert read_error(server, table_entry=p4r.TableEntry(match=[exact(1, b"\x01")])) == Code.INVALID_ARGUMENT
 
 
@@ -441,15 +441,19 @@ def group(gid: int, *replicas: tuple[int, int], port_bytes: bool = False) -> p4r
     )
 
 
-def read_groups(server: Server, gid: int = 0) -> dict[int, list[tuple[int, int]]]:
+def read_groups(server: Server, gid: int = 0) -> list[tuple[int, list[tuple[int | bytes, int]]]]:
+    """Groups in the order the server answers: (id, [(egress_port or port bytes, instance)])."""
     entities = read(server, packet_replication_engine_entry=group(gid))
-    return {
-        e.packet_replication_engine_entry.multicast_group_entry.multicast_group_id: [
-            (r.egress_port, r.instance)
-            for r in e.packet_replication_engine_entry.multicast_group_entry.replicas
-        ]
+    return [
+        (
+            e.packet_replication_engine_entry.multicast_group_entry.multicast_group_id,
+            [
+                (r.port if r.WhichOneof("port_kind") == "port" else r.egress_port, r.instance)
+                for r in e.packet_replication_engine_entry.multicast_group_entry.replicas
+            ],
+        )
         for e in entities
-    }
+    ]
 
 
 def test_multicast_groups(server: Server, primary: StreamClient) -> None:
@@ -458,11 +462,14 @@ def test_multicast_groups(server: Server, primary: StreamClient) -> None:
         update(INSERT, packet_replication_engine_entry=group(1, (1, 0), (2, 0), (1, 1))),
         update(INSERT, packet_replication_engine_entry=group(7, (3, 5), port_bytes=True)),
     )
-    assert read_groups(server) == {1: [(1, 0), (2, 0), (1, 1)], 7: [(3, 5)]}
-    assert read_groups(server, 7) == {7: [(3, 5)]}
+    # As PI: the newest group first, replicas by instance (newest first) then port; ports read back
+    # in the form they were written.
+    assert read_groups(server) == [(7, [(b"\x00\x03", 5)]), (1, [(1, 1), (1, 0), (2, 0)])]
+    assert read_groups(server, 7) == [(7, [(b"\x00\x03", 5)])]
     write(server, update(MODIFY, packet_replication_engine_entry=group(7, (4, 6))))
     write(server, update(DELETE, packet_replication_engine_entry=group(1)))
-    assert read_groups(server) == {7: [(4, 6)]}
+    assert read_groups(server) == [(7, [(4, 6)])]
+    assert read_error(server, packet_replication_engine_entry=group(1)) == Code.NOT_FOUND  # by id: must exist
     codes = write_codes(
         server,
         update(INSERT, packet_replication_engine_entry=group(7, (1, 0))),
@@ -532,8 +539,9 @@ def test_indexed_counters(server: Server, primary: StreamClient) -> None:
         update(MODIFY, counter_entry=p4r.CounterEntry(counter_id=C_BOTH, index=p4r.Index(index=4))),
         update(INSERT, counter_entry=p4r.CounterEntry(counter_id=C_BOTH, index=p4r.Index(index=0))),
         update(MODIFY, counter_entry=p4r.CounterEntry(counter_id=12345)),
+        update(MODIFY, counter_entry=p4r.CounterEntry(counter_id=C_BOTH, index=p4r.Index(index=-1))),
     )
-    assert codes == [Code.OUT_OF_RANGE, Code.INVALID_ARGUMENT, Code.NOT_FOUND]
+    assert codes == [Code.OUT_OF_RANGE, Code.INVALID_ARGUMENT, Code.INVALID_ARGUMENT, Code.INVALID_ARGUMENT]
 
 
 def register_entry(rid: int, index: int | None, value: bytes | None = None) -> p4r.RegisterEntry:

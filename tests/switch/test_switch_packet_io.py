@@ -124,8 +124,29 @@ def test_a_backup_cannot_send_packet_out(wired: tuple[Server, UdpPort, StreamCli
     backup.arbitrate(2)
     assert backup.recv().arbitration.status.code == 6
     backup.send(p4r.StreamMessageRequest(packet=p4r.PacketOut(payload=b"x")))
-    assert backup.recv().error.canonical_code == 7  # PERMISSION_DENIED
+    # Dropped without a word, as PI drops it (a stream error is optional in the specification).
+    assert wait_for(lambda: server.dataplane.stats["dropped_packet_out_not_primary"] == 1)
+    assert backup.responses.empty()
     backup.close()
+
+
+def test_packet_out_without_a_cpu_port_is_dropped_silently() -> None:
+    server = start_server(Dataplane([], cpu_port=None))
+    try:
+        client = become_primary(server.stub, 10)
+        client.send(p4r.StreamMessageRequest(packet=p4r.PacketOut(payload=b"x")))
+        assert wait_for(lambda: server.dataplane.stats["dropped_packet_out_no_cpu_port"] == 1)
+        assert client.responses.empty()
+        client.close()
+    finally:
+        stop_server(server)
+
+
+def wait_for(condition, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return bool(condition())
 
 
 def test_frames_to_the_cpu_port_without_a_primary_are_counted(
