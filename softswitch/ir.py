@@ -42,6 +42,7 @@ Changes after the contract was published (additive only):
     headers invalid); action parameters may be headers/structs (copy-in/copy-out);
   * header fields may be `bool` or a serializable enum (serialized as their width);
   * `TableDecl.support_timeout` (the v1model `support_timeout` property);
+  * `HeaderDecl.annotations` (e.g. @controller_header, which P4Info lists);
   * `TableEntry.priority` is set from `priority = N:` when the program gives one;
   * extern function calls `clone`, `clone_preserving_field_list`, `resubmit*`,
     `recirculate*`, `digest`, `random`, `truncate` may appear (semantics in
@@ -701,6 +702,7 @@ class HeaderDecl:
     name: str
     fields: tuple[Field, ...]
     pos: Pos | None = None
+    annotations: tuple[Annotation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

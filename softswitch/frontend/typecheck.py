@@ -377,7 +377,7 @@ class _Checker:
         total = sum(ir.width_of(f.type) for f in scalars)
         if total % 8:
             self.error(d, f"unsupported: header {hname} is {total} bits, not a whole number of bytes")
-        self.headers[hname] = ir.HeaderDecl(hname, scalars, self.pos(d))
+        self.headers[hname] = ir.HeaderDecl(hname, scalars, self.pos(d), self.annotations(ann))
 
     def decl_struct_decl(self, d: Tree) -> None:
         ann, name, *rest = d.children
@@ -1818,9 +1818,7 @@ class _Checker:
                     raise self.error(t, f"{target.name}.apply() cannot be called from {where}")
                 return ir.TableApply(target.fq_name, ir.ApplyResultType(target.fq_name), pos)
             if isinstance(target, InstanceInfo):
-                if type_args is not None:
-                    raise self.error(t, "unsupported: explicit type arguments on an extern method")
-                return self.extern_method(target.decl, mname, mname_tok, arg_trees, t, ctx)
+                return self.extern_method(target.decl, mname, mname_tok, arg_trees, t, ctx, type_args)
             if isinstance(target, ir.Expr):
                 return self.value_method(target, target_t, mname, mname_tok, arg_trees, t, ctx, type_args)
             raise self.error(target_t, f"{source_text(target_t)} has no methods")
@@ -1895,7 +1893,14 @@ class _Checker:
         return tuple(out), tuple(p.direction for p in params)
 
     def extern_method(
-        self, inst: ir.InstanceDecl, mname: str, mname_tok: Any, arg_trees: list[Any], t: Tree, ctx: Context
+        self,
+        inst: ir.InstanceDecl,
+        mname: str,
+        mname_tok: Any,
+        arg_trees: list[Any],
+        t: Tree,
+        ctx: Context,
+        type_args: tuple[ir.Type, ...] | None = None,
     ) -> ir.Expr:
         info = self.externs_info(inst.extern)
         overloads = [m for m in info.methods.get(mname, []) if len(m.params) == len(arg_trees)]
@@ -1914,6 +1919,10 @@ class _Checker:
             raise self.error(mname_tok, f"unsupported: {inst.extern}.{mname}")
         m = overloads[0]
         binding = dict(zip(info.type_params, inst.type_args, strict=False))
+        if type_args is not None:
+            if len(type_args) != len(m.type_params):
+                raise self.error(t, f"{inst.name}.{mname}: expects {len(m.type_params)} type arguments")
+            binding.update(zip(m.type_params, type_args))
         args, dirs = self.args(m.params, arg_trees, t, ctx, f"{inst.name}.{mname}", binding)
         ret = self.subst(m.return_type, binding)
         return ir.ExternMethodCall(
