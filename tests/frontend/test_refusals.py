@@ -99,7 +99,8 @@ def test_v1model_version_guards_follow_p4c(tmp_path: Path) -> None:
 
 
 ACCEPTED_NOW = [
-    ("table without NoAction or default", {"local": "action b() { } table u { key = { hdr.h.a: exact; } actions = { b; } }",
+    ("table without NoAction or default", {"local": "action b() { } "
+                                            "table u { key = { hdr.h.a: exact; } actions = { b; } }",
                                             "body": "u.apply();"}),
     ("empty action list", {"local": "table e { actions = { } }", "body": "e.apply();"}),
     ("annotation after the match kind", {"local": "table n { key = { hdr.h.a: exact @name(\"k\"); } "
