@@ -32,7 +32,21 @@ which every node is an object with `"_"` = class name; tuples become lists.
 (new optional fields with defaults, new node classes) keep it.
 
 Changes after the contract was published (additive only):
-  (none yet)
+  issue 18 (wider subset, honest refusals):
+  * `Lookahead` expression: `packet.lookahead<T>()` in a parser (T a header or bit<W>);
+  * `StackMember` expression (`stack.next`, `.last`, `.lastIndex`) and `StackOp`
+    call (`stack.push_front(n)`, `.pop_front(n)`): header stacks, see their docstrings
+    for the run-time semantics every backend must follow;
+  * `Slice` and `StackIndex` may now be assignment targets (l-values);
+  * `VarDecl` may have a header, struct or header-stack type (locals are zeroed,
+    headers invalid); action parameters may be headers/structs (copy-in/copy-out);
+  * header fields may be `bool` or a serializable enum (serialized as their width);
+  * `TableDecl.support_timeout` (the v1model `support_timeout` property);
+  * `HeaderDecl.annotations` (e.g. @controller_header, which P4Info lists);
+  * `TableEntry.priority` is set from `priority = N:` when the program gives one;
+  * extern function calls `clone`, `clone_preserving_field_list`, `resubmit*`,
+    `recirculate*`, `digest`, `random`, `truncate` may appear (semantics in
+    docs/softswitch-compiler.md, "v1model semantics").
 """
 
 from __future__ import annotations
@@ -438,6 +452,54 @@ class ActionRef:
     pos: Pos | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Lookahead:
+    """`packet.lookahead<T>()` in a parser: the next `width_of(T)` bits, not consumed.
+
+    `type` is a HeaderType (the result is a valid header whose fields are those
+    bits, read with `Member`) or a BitType. Fewer bits left than T needs: the
+    parser stops with error.PacketTooShort, as for `extract`.
+    """
+
+    packet: str
+    type: Type
+    pos: Pos | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StackMember:
+    """`stack.next` (HeaderType), `stack.last` (HeaderType) or `stack.lastIndex` (bit<32>).
+
+    Every header stack has a hidden `nextIndex` (0 at parser start).
+    `next` is element nextIndex (only in `extract`, which then increments it;
+    nextIndex == size: the parser stops with error.StackOutOfBounds);
+    `last` is element nextIndex - 1 (nextIndex == 0: error.StackOutOfBounds);
+    `lastIndex` is nextIndex - 1 (as bit<32>, so 0xFFFFFFFF when empty).
+    """
+
+    expr: Expr
+    member: str
+    type: Type
+    pos: Pos | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StackOp:
+    """`stack.push_front(count)` / `stack.pop_front(count)`; `count` is a constant.
+
+    push_front: element i moves to i + count (those past the end are lost),
+    elements 0 .. count-1 become invalid, nextIndex = min(nextIndex + count, size).
+    pop_front: element i moves to i - count, the last `count` elements become
+    invalid, nextIndex = max(nextIndex - count, 0).
+    """
+
+    stack: Expr
+    op: str
+    count: int
+    type: Type = VoidType()
+    pos: Pos | None = None
+
+
 Expr = (
     Const
     | StringLit
@@ -461,6 +523,9 @@ Expr = (
     | TableApply
     | ApplyResultMember
     | ActionRef
+    | Lookahead
+    | StackMember
+    | StackOp
 )
 
 
@@ -637,6 +702,7 @@ class HeaderDecl:
     name: str
     fields: tuple[Field, ...]
     pos: Pos | None = None
+    annotations: tuple[Annotation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -790,6 +856,7 @@ class TableDecl:
     direct_meter: str | None = None
     annotations: tuple[Annotation, ...] = ()
     pos: Pos | None = None
+    support_timeout: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -899,6 +966,11 @@ def width_of(t: Type) -> int:
     if isinstance(t, EnumType) and t.underlying is not None:
         return t.underlying.width
     raise TypeError(f"{t} has no fixed width")
+
+
+def is_scalar(t: Type) -> bool:
+    """Whether `t` has a fixed width (`width_of` answers): bit/int, bool, serializable enum."""
+    return isinstance(t, BitType | BoolType) or (isinstance(t, EnumType) and t.underlying is not None)
 
 
 # ------------------------------------------------------------ serialization

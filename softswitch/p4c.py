@@ -15,9 +15,11 @@ from pathlib import Path
 from finsy.proto import p4i
 from google.protobuf import json_format
 
+from softswitch import ir
 from softswitch import program as program_file
+from softswitch.backends.python.executor import Pipeline
 from softswitch.frontend import compile_file
-from softswitch.frontend.diagnostics import CompileError
+from softswitch.frontend.diagnostics import CompileError, Diagnostic
 from softswitch.p4info import build_p4info, to_text
 
 VERSION = "p4reduce-p4c 0.1.0 (P4_16, v1model subset)"
@@ -61,6 +63,29 @@ def _write_p4info(info: p4i.P4Info, path: Path) -> None:
         raise ValueError(f"{path}: unknown P4Info format (use .txtpb, .txt, .bin or .json)")
 
 
+def compile_program(
+    source: Path, include_dirs: list[str] | tuple[str, ...] = (), defines: dict[str, str] | None = None
+) -> tuple[ir.Program, p4i.P4Info]:
+    """Source -> (checked program, P4Info), loaded once by the switch's executor to prove it runs.
+
+    Every failure is a CompileError with `file:line:col` diagnostics: the
+    program's own errors, and (a compiler bug, which the fuzz tests look for)
+    anything that escaped the checker, reported at the file's first line.
+    """
+    try:
+        program = compile_file(source, include_dirs=include_dirs, defines=defines)
+        info = build_p4info(program)
+        Pipeline(program, info)
+    except CompileError:
+        raise
+    except RecursionError:
+        raise CompileError([Diagnostic(ir.Pos(str(source), 1, 1), "unsupported: nesting too deep")]) from None
+    except Exception as exc:
+        message = f"internal compiler error: {type(exc).__name__}: {exc}"
+        raise CompileError([Diagnostic(ir.Pos(str(source), 1, 1), message)]) from None
+    return program, info
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.arch != "v1model":
@@ -79,8 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         defines[name] = value or "1"
     started = time.perf_counter()
     try:
-        program = compile_file(source, include_dirs=args.includes, defines=defines)
-        info = build_p4info(program)
+        program, info = compile_program(source, args.includes, defines)
     except CompileError as error:
         print(error.render(), file=sys.stderr)
         return 1

@@ -15,6 +15,7 @@ from typing import Any
 from lark import Token, Tree
 
 from softswitch import ir
+from softswitch.frontend import subset
 from softswitch.frontend.diagnostics import CompileError, Diagnostic
 from softswitch.frontend.preprocess import P4INCLUDE, Preprocessed
 from softswitch.frontend.typecheck_expr import (
@@ -44,7 +45,18 @@ _UNSUPPORTED_DECLS = {
     "header_union_decl": "header unions",
     "function_decl": "functions",
     "value_set_decl": "value sets",
+    "newtype_decl": "type declarations (type T ...; use typedef)",
 }
+# Extern methods the executor implements (the objects themselves: subset.EXTERNS).
+_EXTERN_METHODS = {
+    ("register", "read"),
+    ("register", "write"),
+    ("counter", "count"),
+    ("direct_counter", "count"),
+    ("meter", "execute_meter"),
+    ("direct_meter", "read"),
+}
+_CALLS = ("call", "generic_call", "generic_method_call")
 _TABLE_SCOPES = {"defaultonly": "DEFAULT_ONLY", "tableonly": "TABLE_ONLY"}
 _BUILTIN_VERIFY = "verify"
 
@@ -56,6 +68,26 @@ def check(tree: Tree, pre: Preprocessed, source: str) -> ir.Program:
 def _from_arch(pos: ir.Pos) -> bool:
     """Whether `pos` is in our core.p4/v1model.p4 (whose block type declarations a program may reuse)."""
     return Path(pos.file).resolve().parent == P4INCLUDE
+
+
+def _reaches_accept(states: Sequence[ir.ParserState]) -> bool:
+    """Whether some chain of transitions leads from `start` to `accept`."""
+    nexts = {
+        s.name: [s.transition.next]
+        if isinstance(s.transition, ir.Goto)
+        else [c.next for c in s.transition.cases]
+        for s in states
+    }
+    seen: set[str] = set()
+    todo = ["start"]
+    while todo:
+        name = todo.pop()
+        if name == "accept":
+            return True
+        if name not in seen:
+            seen.add(name)
+            todo.extend(nexts.get(name, []))
+    return False
 
 
 def annotation_value(annotations: Sequence[ir.Annotation], name: str) -> str | None:
@@ -121,7 +153,12 @@ class _Checker:
 
     def program(self, tree: Tree) -> ir.Program:
         for decl in tree.children:
-            self.attempt(lambda decl=decl: self.declaration(decl))
+            try:
+                self.attempt(lambda decl=decl: self.declaration(decl))
+            except (RecursionError, MemoryError):
+                self.error(decl, "unsupported: this declaration is too deeply nested or too large")
+            except Exception as exc:  # a checker bug must still end in a diagnostic, never a traceback
+                self.error(decl, f"internal compiler error: {type(exc).__name__}: {exc}")
         if self.main is None and not self.diagnostics:
             self.diagnostics.append(
                 Diagnostic(None, "no package instantiation named 'main' (e.g. V1Switch(...) main;)")
@@ -158,12 +195,18 @@ class _Checker:
             raise self.error(d, f"unsupported: {kind.replace('_', ' ')}")
         handler(d)
 
+    def check_name(self, node: Any, name: str) -> None:
+        if name in subset.KEYWORDS:
+            raise self.error(node, f"{name} is a reserved keyword and cannot name a declaration")
+
     def declare_global(self, node: Any, name: str, value: Any) -> None:
+        self.check_name(node, name)
         if self.globals.lookup(name) is not None or name in self.types:
             raise self.error(node, f"{name}: duplicate declaration")
         self.globals.names[name] = value
 
     def declare_type(self, node: Any, name: str, value: Any, *, overridable: bool = False) -> None:
+        self.check_name(node, name)
         if name in self.types and not (overridable and _from_arch(self.type_origin[name])):
             raise self.error(node, f"{name}: duplicate declaration")
         if self.globals.lookup(name) is not None:
@@ -220,6 +263,10 @@ class _Checker:
             )
             if width <= 0:
                 raise self.error(t, f"width of {kind[:-5]}<{width}> must be positive")
+            if width > subset.MAX_WIDTH:
+                raise self.error(
+                    t, f"unsupported: {kind[:-5]}<{width}> is wider than {subset.MAX_WIDTH} bits"
+                )
             return ir.BitType(width, kind == "int_type")
         if kind == "varbit_type":
             raise self.error(t, "unsupported: varbit")
@@ -235,7 +282,9 @@ class _Checker:
             if isinstance(found, ExternInfo):
                 return ir.ExternType(name)
             if isinstance(found, tuple):
-                raise self.error(t, f"{name}: a {found[0]} type cannot be used here")
+                raise self.error(
+                    t, f"unsupported: {found[0]} type {name} used as a value (nested parsers and controls)"
+                )
             return found
         if kind == "generic_type":
             name = str(t.children[0])
@@ -257,6 +306,8 @@ class _Checker:
             if not isinstance(elem, ir.HeaderType):
                 raise self.error(t, f"{t.children[0]}: header stacks must hold headers")
             size = self.const_int(t.children[1])
+            if not 0 < size <= subset.MAX_STACK_SIZE:
+                raise self.error(t, f"unsupported: header stack size {size} (1 to {subset.MAX_STACK_SIZE})")
             return ir.StackType(elem, size)
         if kind == "dontcare_type":
             raise self.error(t, "unsupported: don't-care type arguments")
@@ -315,12 +366,18 @@ class _Checker:
             raise self.error(d, "unsupported: generic headers")
         self.declare_type(name, hname, ir.HeaderType(hname))
         fields = self.fields(rest, hname)
+        scalars = tuple(f for f in fields if ir.is_scalar(f.type))
         for f in fields:
-            if not isinstance(f.type, ir.BitType):
+            if not ir.is_scalar(f.type):
                 self.error(
-                    d, f"{hname}.{f.name}: header fields must be bit<W> or int<W>, not {type_str(f.type)}"
+                    d,
+                    f"unsupported: header field {hname}.{f.name} of type {type_str(f.type)} "
+                    "(header fields are bit<W>, int<W>, bool or a serializable enum here)",
                 )
-        self.headers[hname] = ir.HeaderDecl(hname, fields, self.pos(d))
+        total = sum(ir.width_of(f.type) for f in scalars)
+        if total % 8:
+            self.error(d, f"unsupported: header {hname} is {total} bits, not a whole number of bytes")
+        self.headers[hname] = ir.HeaderDecl(hname, scalars, self.pos(d), self.annotations(ann))
 
     def decl_struct_decl(self, d: Tree) -> None:
         ann, name, *rest = d.children
@@ -478,6 +535,7 @@ class _Checker:
     # ------------------------------------------------------------ scopes and variables
 
     def declare_local(self, scope: Scope, node: Any, name: str, value: Any) -> None:
+        self.check_name(node, name)
         if name in scope.names:
             raise self.error(node, f"{name}: duplicate declaration")
         scope.names[name] = value
@@ -499,6 +557,8 @@ class _Checker:
         typ = self.resolve_type(t)
         if isinstance(typ, ir.ExternType | ir.VoidType | ir.InfIntType | ir.StringType):
             raise self.error(t, f"{vname}: a variable cannot have type {type_str(typ)}")
+        if isinstance(typ, ir.MatchKindType | ir.TupleType | ir.TypeVar):
+            raise self.error(t, f"unsupported: a variable of type {type_str(typ)}")
         value = None
         if init and init[0] is not None:
             value = self.coerce(self.expr(init[0], ctx, typ), typ, init[0])
@@ -524,6 +584,18 @@ class _Checker:
                 )
             if isinstance(p.type, ir.ExternType):
                 raise self.error(params_tree, f"{aname}.{p.name}: action parameters cannot be extern objects")
+            if p.direction == "" and not ir.is_scalar(p.type):
+                raise self.error(
+                    p.pos or params_tree,
+                    f"{aname}.{p.name}: a directionless action parameter must be bit<W>, int<W>, bool "
+                    f"or a serializable enum, not {type_str(p.type)}",
+                )
+            if p.direction and not (
+                ir.is_scalar(p.type) or isinstance(p.type, ir.HeaderType | ir.StructType | ir.ErrorType)
+            ):
+                raise self.error(
+                    p.pos or params_tree, f"unsupported: action parameter {p.name} of type {type_str(p.type)}"
+                )
         fq = self.fq_name(prefix, aname, annotations)
         outer = scope or self.globals
         info = ActionInfo(aname, fq, params)
@@ -559,17 +631,23 @@ class _Checker:
         ann, t, args, name = d.children
         iname = str(name.children[0])
         annotations = self.annotations(ann)
-        if scope is None and t.data in ("named_type", "generic_type"):
+        if t.data in ("named_type", "generic_type"):
             found = self.types.get(str(t.children[0]))
-            if isinstance(found, tuple) and found[0] == "package":
+            if isinstance(found, tuple) and found[0] == "package" and scope is None:
                 self.package(d, found[1], iname)
                 return None
+            if isinstance(found, tuple):
+                raise self.error(
+                    d, f"unsupported: instantiating {found[0]} {t.children[0]} (nested parsers and controls)"
+                )
         typ = self.resolve_type(t)
         if isinstance(typ, tuple) or not isinstance(typ, ir.ExternType):
             found = self.types.get(str(t.children[0])) if t.data == "named_type" else None
             if isinstance(found, tuple):
                 raise self.error(d, f"unsupported: instantiating {found[0]} {t.children[0]}")
             raise self.error(t, f"{type_str(typ)} cannot be instantiated")
+        if typ.name not in subset.EXTERNS:
+            raise self.error(d, f"unsupported: extern {typ.name}")
         info = self.externs_info(typ.name)
         arg_trees = args.children if args is not None else []
         ctors = [c for c in info.constructors if len(c.params) == len(arg_trees)]
@@ -732,6 +810,8 @@ class _Checker:
             s = self.attempt(lambda st=st: self.parser_state(st, ctx, names))
             if s is not None:
                 states.append(s)
+        if len(states) == len(state_trees) and "start" in names and not _reaches_accept(states):
+            self.error(d, f"parser {pname}: no path from start reaches accept")
         self.parsers[pname] = ir.ParserDecl(
             pname, params, tuple(locals_), tuple(instances), tuple(states), self.annotations(ann), self.pos(d)
         )
@@ -744,8 +824,8 @@ class _Checker:
             transition = items.pop()
         inner = Context(Scope(ctx.scope), "parser")
         stmts = self.statements(items, inner)
-        if transition is None:
-            raise self.error(st, f"state {sname}: missing transition")
+        if transition is None:  # p4c: an implicit transition to reject (with a warning)
+            return ir.ParserState(sname, stmts, ir.Goto("reject", self.pos(st)), self.pos(st))
         if transition.data == "goto":
             target = str(transition.children[0].children[0])
             if target not in names:
@@ -903,6 +983,7 @@ class _Checker:
         entries_const = False
         size: int | None = None
         direct_counter = direct_meter = None
+        support_timeout = False
         seen: set[str] = set()
         entries_tree: Tree | None = None
         default_tree: Tree | None = None
@@ -951,7 +1032,12 @@ class _Checker:
                 elif pname == "implementation":
                     self.error(p, "unsupported: table implementation (action profiles and selectors)")
                 elif pname == "support_timeout":
-                    pass
+                    timeout = self.attempt(lambda value=value: self.expr(value, ctx, ir.BoolType()))
+                    if timeout is not None:
+                        if not (isinstance(timeout, ir.Const) and isinstance(timeout.value, bool)):
+                            self.error(value, f"{tname}: support_timeout must be true or false")
+                        else:
+                            support_timeout = bool(timeout.value)
                 else:
                     self.error(p, f"{tname}: unknown table property {pname}")
         if default_tree is not None:
@@ -964,17 +1050,24 @@ class _Checker:
                     self.error(
                         default_tree, f"{default.action} is @tableonly and cannot be the default action"
                     )
-        elif any(r.action == "NoAction" for r in actions) or not actions:
-            default = ir.TableActionCall("NoAction", (), self.pos(d))
+        else:  # p4c: NoAction becomes the default, and joins the actions as @defaultonly
+            no_action = self.globals.lookup("NoAction")
+            if not isinstance(no_action, ActionInfo):
+                raise self.error(d, f"{tname}: no default_action and no NoAction to fall back to")
+            if not any(r.action == no_action.fq_name for r in actions):
+                actions.append(
+                    ir.TableActionRef(
+                        no_action.fq_name, "DEFAULT_ONLY", (ir.Annotation("defaultonly"),), self.pos(d)
+                    )
+                )
+            default = ir.TableActionCall(no_action.fq_name, (), self.pos(d))
         if default is None:
-            default = ir.TableActionCall("NoAction", (), self.pos(d))
+            raise Fail()
         if entries_tree is not None:
             for e in entries_tree.children[2:]:
                 entry = self.attempt(lambda e=e: self.table_entry(e, ctx, keys, actions))
                 if entry is not None:
                     entries.append(entry)
-        if not actions:
-            self.error(d, f"{tname}: no actions")
         del instances
         self.declare_local(ctx.scope, name, tname, TableInfo(tname, fq))
         decl = ir.TableDecl(
@@ -991,13 +1084,14 @@ class _Checker:
             direct_meter,
             annotations,
             self.pos(d),
+            support_timeout,
         )
         self.block_tables[fq] = decl
         return decl
 
     def table_key(self, k: Tree, ctx: Context) -> ir.TableKey:
-        ann, expr_tree, kind = k.children
-        annotations = self.annotations(ann)
+        ann, expr_tree, kind, ann_after = k.children
+        annotations = self.annotations(ann) + self.annotations(ann_after)
         e = self.expr(expr_tree, ctx, None)
         if not isinstance(e.type, ir.BitType | ir.BoolType | ir.EnumType | ir.ErrorType):
             raise self.error(
@@ -1011,8 +1105,47 @@ class _Checker:
             raise self.error(kind, f"{kind}: unknown match kind")
         if str(kind) == "selector":
             raise self.error(kind, "unsupported: selector match (action selectors)")
-        name = annotation_value(annotations, "name") or source_text(expr_tree)
+        name = annotation_value(annotations, "name")
+        if name is None:
+            name = self.key_name(expr_tree, ctx)
         return ir.TableKey(e, str(kind), name, annotations, self.pos(k))
+
+    def key_name(self, t: Any, ctx: Context) -> str:
+        """The match field name p4c gives a key without @name (frontends/p4/tableKeyNames.cpp)."""
+        kind = t.data if isinstance(t, Tree) else ""
+        if kind in ("name_ref", "dot_name_ref"):
+            return source_text(t)
+        if kind == "int_lit":
+            return source_text(t)
+        if kind == "member":
+            base_t, field_tok = t.children
+            base = self.expr(base_t, ctx, None)
+            field = str(field_tok)
+            if isinstance(base.type, ir.HeaderType | ir.StructType):
+                decl = (
+                    self.headers[base.type.name]
+                    if isinstance(base.type, ir.HeaderType)
+                    else self.structs[base.type.name]
+                )
+                found = next((f for f in decl.fields if f.name == field), None)
+                given = annotation_value(found.annotations, "name") if found is not None else None
+                if given is not None:
+                    if given.startswith("."):
+                        return given[1:]
+                    field = given
+            return f"{self.key_name(base_t, ctx)}.{field}"
+        if kind == "call" and t.children[1] is None and t.children[0].data == "member":
+            target_t, method = t.children[0].children
+            if str(method) == "isValid":
+                return f"{self.key_name(target_t, ctx)}.$valid$"
+        if kind == "slice":
+            base_t, hi_t, lo_t = t.children
+            return f"{self.key_name(base_t, ctx)}[{self.key_name(hi_t, ctx)}:{self.key_name(lo_t, ctx)}]"
+        if kind == "index":
+            return f"{self.key_name(t.children[0], ctx)}[{self.key_name(t.children[1], ctx)}]"
+        if kind == "binop" and str(t.children[1]) == "&":
+            return f"{self.key_name(t.children[0], ctx)} & {self.key_name(t.children[2], ctx)}"
+        raise self.error(t, f"{source_text(t)}: a complex key expression needs a @name annotation")
 
     def action_ref(self, a: Tree, ctx: Context) -> ir.TableActionRef:
         ann, name, *args = a.children
@@ -1062,7 +1195,7 @@ class _Checker:
     def table_entry(
         self, e: Tree, ctx: Context, keys: list[ir.TableKey], actions: list[ir.TableActionRef]
     ) -> ir.TableEntry:
-        ann, keyset, aname, args = e.children
+        ann, _const, priority_t, keyset, aname, args, ann_after = e.children
         parts = keyset.children if isinstance(keyset, Tree) and keyset.data == "tuple_keyset" else [keyset]
         if len(parts) != len(keys):
             raise self.error(keyset, f"entry has {len(parts)} keys, the table has {len(keys)}")
@@ -1072,7 +1205,14 @@ class _Checker:
         ref = next(r for r in actions if r.action == call.action)
         if ref.scope == "DEFAULT_ONLY":
             raise self.error(aname, f"{aname} is @defaultonly and cannot be used in an entry")
-        return ir.TableEntry(sets, call, None, self.annotations(ann), self.pos(e))
+        priority = None
+        if priority_t is not None:
+            priority = self.const_int(priority_t.children[0])
+            if priority <= 0:
+                raise self.error(priority_t, f"entry priority {priority} must be positive")
+        return ir.TableEntry(
+            sets, call, priority, self.annotations(ann) + self.annotations(ann_after), self.pos(e)
+        )
 
     def direct_instance(self, value: Any, ctx: Context, prop: str) -> str:
         want = "direct_counter" if prop == "counters" else "direct_meter"
@@ -1118,6 +1258,8 @@ class _Checker:
             return ir.If(cond, then, other, self.pos(s))
         if kind == "switch_stmt":
             return self.switch(s, ctx)
+        if kind in ("for_stmt", "for_in_stmt"):
+            raise self.error(s, "unsupported: for loops")
         if kind == "exit_stmt":
             if ctx.block == "parser":
                 raise self.error(s, "exit is not allowed in a parser")
@@ -1161,14 +1303,16 @@ class _Checker:
         if isinstance(root.type, ir.ExternType):
             raise self.error(t, f"cannot assign to extern object {root.name}")
 
-    def call_stmt(self, s: Tree, ctx: Context) -> ir.Stmt:
+    def call_stmt(self, s: Tree, ctx: Context) -> ir.Stmt | None:
         t = s.children[0]
-        if not (isinstance(t, Tree) and t.data == "call"):
+        if not (isinstance(t, Tree) and t.data in _CALLS):
             raise self.error(s, "expression statement must be a call")
-        verify = self.verify(t, ctx)
+        verify = self.verify(t, ctx) if t.data == "call" else None
         if verify is not None:
             return verify
         call = self.call(t, ctx, statement=True)
+        if isinstance(call, ir.Const):  # static_assert, already checked
+            return None
         return ir.CallStmt(call, self.pos(s))
 
     def verify(self, t: Tree, ctx: Context) -> ir.Verify | None:
@@ -1255,7 +1399,19 @@ class _Checker:
                 return e
         if isinstance(want, ir.InfIntType) and isinstance(e, ir.Const) and isinstance(e.type, ir.BitType):
             return e
+        if isinstance(e, ir.ListExpr) and isinstance(want, ir.HeaderType | ir.StructType):
+            fields = (self.headers if isinstance(want, ir.HeaderType) else self.structs)[want.name].fields
+            if len(fields) != len(e.elements):
+                raise self.error(t, f"{want.name} has {len(fields)} fields, the list gives {len(e.elements)}")
+            elements = tuple(self.coerce(x, f.type, t) for x, f in zip(e.elements, fields, strict=True))
+            return ir.ListExpr(elements, want, e.pos)
         raise self.error(t, self.mismatch(want, e.type))
+
+    def coerce_soft(self, e: ir.Expr, want: ir.Type | None, t: Any) -> ir.Expr:
+        """An int literal takes the width a struct initializer's field gives it; nothing else changes."""
+        if want is not None and isinstance(e, ir.Const) and isinstance(e.type, ir.InfIntType):
+            return self.coerce(e, want, t)
+        return e
 
     @staticmethod
     def mismatch(want: ir.Type, got: ir.Type) -> str:
@@ -1335,7 +1491,12 @@ class _Checker:
 
     def e_list_expr(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
         items = t.children[0].children if t.children[0] is not None else []
-        elems = tuple(self.expr(i, ctx, None) for i in items)
+        wants: list[ir.Type | None] = [None] * len(items)
+        if isinstance(want, ir.HeaderType | ir.StructType):
+            fields = (self.headers if isinstance(want, ir.HeaderType) else self.structs)[want.name].fields
+            if len(fields) == len(items):
+                wants = [f.type for f in fields]
+        elems = tuple(self.coerce_soft(self.expr(i, ctx, w), w, i) for i, w in zip(items, wants, strict=True))
         for e, i in zip(elems, items, strict=True):
             if isinstance(e.type, ir.InfIntType):
                 raise self.error(i, "list elements need a width: write 8w5 or cast the constant")
@@ -1344,7 +1505,7 @@ class _Checker:
     def e_member(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
         base_t, name_tok = t.children
         name = str(name_tok)
-        if base_t.data == "call":
+        if base_t.data in _CALLS:
             base = self.call(base_t, ctx, statement=False)
             if isinstance(base, ir.TableApply):
                 if name in ("hit", "miss"):
@@ -1352,8 +1513,10 @@ class _Checker:
                 if name == "action_run":
                     return ir.ApplyResultMember(base, name, ir.ActionEnumType(base.table), self.pos(t))
                 raise self.error(name_tok, f"{name}: table.apply() has only hit, miss and action_run")
-            raise self.error(name_tok, f"{name}: no such member of {type_str(base.type)}")
-        base = self.expr(base_t, ctx, None)
+            if not isinstance(base, ir.Lookahead):
+                raise self.error(name_tok, f"{name}: no such member of {type_str(base.type)}")
+        else:
+            base = self.expr(base_t, ctx, None)
         typ = base.type
         if isinstance(typ, ir.HeaderType | ir.StructType):
             decl = self.headers[typ.name] if isinstance(typ, ir.HeaderType) else self.structs[typ.name]
@@ -1363,7 +1526,12 @@ class _Checker:
             raise self.error(name_tok, f"{name}: no field {name} in {typ.name}")
         if isinstance(typ, ir.StackType):
             if name in ("next", "last", "lastIndex"):
-                raise self.error(name_tok, f"unsupported: header stack .{name}")
+                if ctx.block != "parser":
+                    raise self.error(name_tok, f"{source_text(base_t)}.{name} is only allowed in parsers")
+                if name == "next" and not ctx.extract_target:
+                    raise self.error(name_tok, f"unsupported: {source_text(base_t)}.next outside extract")
+                mtype: ir.Type = ir.BitType(32) if name == "lastIndex" else typ.element
+                return ir.StackMember(base, name, mtype, self.pos(t))
             if name == "size":
                 return ir.Const(ir.BitType(32), typ.size, self.pos(t))
         raise self.error(
@@ -1384,6 +1552,10 @@ class _Checker:
     def e_slice(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
         base = self.expr(t.children[0], ctx, None)
         hi, lo = self.const_int(t.children[1]), self.const_int(t.children[2])
+        if lo < 0 or hi < lo:
+            raise self.error(t, f"slice [{hi}:{lo}]: bounds must satisfy hi >= lo >= 0")
+        if hi - lo + 1 > subset.MAX_WIDTH:
+            raise self.error(t, f"unsupported: slice [{hi}:{lo}] wider than {subset.MAX_WIDTH} bits")
         if isinstance(base, ir.Const) and isinstance(base.type, ir.InfIntType):
             return ir.Const(
                 ir.BitType(hi - lo + 1), (int(base.value) >> lo) & ((1 << (hi - lo + 1)) - 1), self.pos(t)
@@ -1513,8 +1685,6 @@ class _Checker:
                 raise self.error(b_t, "shift amount must be unsigned")
             if not isinstance(b.type, ir.BitType | ir.InfIntType):
                 raise self.error(b_t, f"shift amount must be a number, not {type_str(b.type)}")
-            if isinstance(a.type, ir.InfIntType) and isinstance(want, ir.BitType):
-                a = self.coerce(a, want, a_t)
             if isinstance(a.type, ir.InfIntType) and not (
                 isinstance(a, ir.Const) and isinstance(b, ir.Const)
             ):
@@ -1606,15 +1776,34 @@ class _Checker:
     def e_call(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
         call = self.call(t, ctx, statement=False)
         if isinstance(call.type, ir.VoidType):
-            raise self.error(t, f"{source_text(t.children[0])} returns no value")
+            raise self.error(t, f"{source_text(t)} returns no value")
         return call
+
+    e_generic_call = e_call
+    e_generic_method_call = e_call
+
+    @staticmethod
+    def call_parts(t: Tree) -> tuple[Tree, Tree | None, list[Any] | None]:
+        """(callee as a member/name_ref tree, args tree, explicit type argument trees or None)."""
+        if t.data == "call":
+            return t.children[0], t.children[1], None
+        if t.data == "generic_call":
+            tok, type_args, args = t.children
+            name = Token("NAME", str(tok).rstrip("< \t"))
+            name.line, name.column = tok.line, tok.column
+            return Tree("name_ref", [name], t.meta), args, list(type_args.children)
+        target, tok, type_args, args = t.children
+        name = Token("NAME", str(tok).rstrip("< \t"))
+        name.line, name.column = tok.line, tok.column
+        return Tree("member", [target, name], t.meta), args, list(type_args.children)
 
     # ------------------------------------------------------------ calls
 
     def call(self, t: Tree, ctx: Context, *, statement: bool) -> ir.Expr:
-        callee, args_tree = t.children
+        callee, args_tree, type_arg_trees = self.call_parts(t)
         arg_trees = list(args_tree.children) if args_tree is not None else []
         pos = self.pos(t)
+        type_args = None if type_arg_trees is None else tuple(self.resolve_type(a) for a in type_arg_trees)
         if callee.data == "member":
             target_t, mname_tok = callee.children
             mname = str(mname_tok)
@@ -1629,9 +1818,9 @@ class _Checker:
                     raise self.error(t, f"{target.name}.apply() cannot be called from {where}")
                 return ir.TableApply(target.fq_name, ir.ApplyResultType(target.fq_name), pos)
             if isinstance(target, InstanceInfo):
-                return self.extern_method(target.decl, mname, mname_tok, arg_trees, t, ctx)
+                return self.extern_method(target.decl, mname, mname_tok, arg_trees, t, ctx, type_args)
             if isinstance(target, ir.Expr):
-                return self.value_method(target, target_t, mname, mname_tok, arg_trees, t, ctx)
+                return self.value_method(target, target_t, mname, mname_tok, arg_trees, t, ctx, type_args)
             raise self.error(target_t, f"{source_text(target_t)} has no methods")
         if callee.data in ("name_ref", "dot_name_ref"):
             name = str(callee.children[0])
@@ -1642,7 +1831,9 @@ class _Checker:
                     raise self.error(t, f"actions cannot be called from a parser ({name})")
                 return self.action_call(found, arg_trees, t, ctx)
             if found is None and name in self.functions:
-                return self.function_call(name, arg_trees, t, ctx)
+                return self.function_call(name, arg_trees, t, ctx, type_args)
+            if type_args is not None and found is not None:
+                raise self.error(t, f"{name} takes no type arguments")
             if found is None:
                 raise self.error(callee, f"{name}: undeclared name")
             raise self.error(callee, f"{name} is not callable")
@@ -1670,6 +1861,8 @@ class _Checker:
         for p, a in zip(params, arg_trees, strict=True):
             if isinstance(a, Tree) and a.data == "dontcare_arg":
                 raise self.error(a, "unsupported: don't-care arguments (_)")
+            if isinstance(a, Tree) and a.data == "named_arg":
+                raise self.error(a, "unsupported: named arguments")
             ptype = self.subst(p.type, binding)
             e = self.expr(a, ctx, None if isinstance(ptype, ir.TypeVar) else ptype)
             if isinstance(ptype, ir.TypeVar):
@@ -1700,7 +1893,14 @@ class _Checker:
         return tuple(out), tuple(p.direction for p in params)
 
     def extern_method(
-        self, inst: ir.InstanceDecl, mname: str, mname_tok: Any, arg_trees: list[Any], t: Tree, ctx: Context
+        self,
+        inst: ir.InstanceDecl,
+        mname: str,
+        mname_tok: Any,
+        arg_trees: list[Any],
+        t: Tree,
+        ctx: Context,
+        type_args: tuple[ir.Type, ...] | None = None,
     ) -> ir.Expr:
         info = self.externs_info(inst.extern)
         overloads = [m for m in info.methods.get(mname, []) if len(m.params) == len(arg_trees)]
@@ -1715,8 +1915,14 @@ class _Checker:
             )
         if ctx.block == "global":
             raise self.error(t, "extern methods cannot be called here")
+        if (inst.extern, mname) not in _EXTERN_METHODS:
+            raise self.error(mname_tok, f"unsupported: {inst.extern}.{mname}")
         m = overloads[0]
         binding = dict(zip(info.type_params, inst.type_args, strict=False))
+        if type_args is not None:
+            if len(type_args) != len(m.type_params):
+                raise self.error(t, f"{inst.name}.{mname}: expects {len(m.type_params)} type arguments")
+            binding.update(zip(m.type_params, type_args))
         args, dirs = self.args(m.params, arg_trees, t, ctx, f"{inst.name}.{mname}", binding)
         ret = self.subst(m.return_type, binding)
         return ir.ExternMethodCall(
@@ -1739,9 +1945,14 @@ class _Checker:
         arg_trees: list[Any],
         t: Tree,
         ctx: Context,
+        type_args: tuple[ir.Type, ...] | None = None,
     ) -> ir.Expr:
         typ = target.type
         pos = self.pos(t)
+        if isinstance(typ, ir.ExternType) and typ.name == "packet_in" and mname == "lookahead":
+            return self.lookahead(target, type_args, arg_trees, t, ctx)
+        if type_args is not None:
+            raise self.error(t, f"unsupported: explicit type arguments on {mname}")
         if isinstance(typ, ir.HeaderType):
             if mname in ("isValid", "setValid", "setInvalid"):
                 if arg_trees:
@@ -1752,16 +1963,27 @@ class _Checker:
                 return ir.HeaderMethod(target, mname, rtype, pos)
             raise self.error(mname_tok, f"{mname}: headers have isValid, setValid and setInvalid")
         if isinstance(typ, ir.StackType):
-            raise self.error(mname_tok, f"unsupported: header stack method {mname}")
+            if mname not in ("push_front", "pop_front"):
+                raise self.error(mname_tok, f"{mname}: header stacks have push_front and pop_front")
+            if len(arg_trees) != 1:
+                raise self.error(t, f"{mname} takes 1 argument, got {len(arg_trees)}")
+            count = self.const_int(arg_trees[0])
+            if count <= 0:
+                raise self.error(arg_trees[0], f"{mname}: the count must be a positive constant")
+            self.check_lvalue(target, target_t)
+            return ir.StackOp(target, mname, count, ir.VoidType(), pos)
         if isinstance(typ, ir.ExternType) and isinstance(target, ir.Var):
             if typ.name == "packet_in" and mname == "extract":
                 if ctx.block != "parser":
                     raise self.error(t, "extract is only allowed in parsers")
                 if len(arg_trees) != 1:
                     raise self.error(t, "unsupported: extract with a variable size")
-                hdr = self.expr(arg_trees[0], ctx, None)
+                target_ctx = Context(ctx.scope, ctx.block, ctx.in_apply, extract_target=True)
+                hdr = self.expr(arg_trees[0], target_ctx, None)
                 if not isinstance(hdr.type, ir.HeaderType):
                     raise self.error(arg_trees[0], f"extract needs a header, not {type_str(hdr.type)}")
+                if isinstance(hdr, ir.StackMember) and hdr.member != "next":
+                    raise self.error(arg_trees[0], f"unsupported: extract into .{hdr.member}")
                 self.check_lvalue(hdr, arg_trees[0])
                 return ir.Extract(target.name, hdr, ir.VoidType(), pos)
             if typ.name == "packet_out" and mname == "emit":
@@ -1778,11 +2000,90 @@ class _Checker:
             mname_tok, f"{mname}: {source_text(target_t)} of type {type_str(typ)} has no method {mname}"
         )
 
+    def static_assert(self, args: tuple[ir.Expr, ...], t: Tree) -> ir.Const:
+        cond = args[0]
+        if not isinstance(cond, ir.Const):
+            raise self.error(t, "static_assert needs a compile-time condition")
+        if not cond.value:
+            message = args[1].value if len(args) > 1 and isinstance(args[1], ir.StringLit) else ""
+            raise self.error(t, f"static_assert failed{': ' + message if message else ''}")
+        return ir.Const(ir.BoolType(), True, self.pos(t))
+
+    def check_function_args(self, name: str, args: tuple[ir.Expr, ...], arg_trees: list[Any]) -> None:
+        """What the executor needs of v1model calls beyond their types: known algorithms, flat data."""
+        if name in ("hash", "verify_checksum", "update_checksum"):
+            algo, algo_t = (args[1], arg_trees[1]) if name == "hash" else (args[3], arg_trees[3])
+            known = subset.HASH_ALGORITHMS if name == "hash" else subset.CHECKSUM_ALGORITHMS
+            if not isinstance(algo, ir.EnumValue):
+                raise self.error(algo_t, f"unsupported: {name} with a non-constant algorithm")
+            if algo.member not in known:
+                raise self.error(algo_t, f"unsupported: {name} with HashAlgorithm.{algo.member}")
+            data_i = 3 if name == "hash" else 1
+            self.require_flat(args[data_i], arg_trees[data_i])
+            out_i = 0 if name == "hash" else 2
+            if not isinstance(args[out_i].type, ir.BitType):
+                raise self.error(
+                    arg_trees[out_i], f"unsupported: {name} result of type {type_str(args[out_i].type)}"
+                )
+        if name == "hash":
+            for i in (2, 4):
+                if not isinstance(args[i].type, ir.BitType | ir.InfIntType):
+                    raise self.error(arg_trees[i], f"hash: argument {i + 1} must be a number")
+        if name == "random" and not isinstance(args[0].type, ir.BitType):
+            raise self.error(arg_trees[0], f"unsupported: random of type {type_str(args[0].type)}")
+
+    def require_flat(self, e: ir.Expr, t: Any) -> None:
+        """`e` is a list, header or struct whose leaves are all fixed-width (hash and checksum data)."""
+        if isinstance(e, ir.ListExpr):
+            for item in e.elements:
+                self.require_flat(item, t)
+            return
+        for leaf in self.leaf_types(e.type):
+            if not ir.is_scalar(leaf):
+                raise self.error(t, f"unsupported: {type_str(leaf)} in hash or checksum data")
+
+    def leaf_types(self, typ: ir.Type) -> list[ir.Type]:
+        if isinstance(typ, ir.HeaderType):
+            return [f.type for f in self.headers[typ.name].fields]
+        if isinstance(typ, ir.StructType):
+            return [leaf for f in self.structs[typ.name].fields for leaf in self.leaf_types(f.type)]
+        return [typ]
+
+    def lookahead(
+        self,
+        packet: ir.Var,
+        type_args: tuple[ir.Type, ...] | None,
+        arg_trees: list[Any],
+        t: Tree,
+        ctx: Context,
+    ) -> ir.Expr:
+        if ctx.block != "parser":
+            raise self.error(t, "lookahead is only allowed in parsers")
+        if type_args is None or len(type_args) != 1 or arg_trees:
+            raise self.error(t, "lookahead takes one type argument and no arguments: lookahead<T>()")
+        (typ,) = type_args
+        if not isinstance(typ, ir.HeaderType | ir.BitType):
+            raise self.error(
+                t, f"unsupported: lookahead of {type_str(typ)} (a header or bit<W> is supported)"
+            )
+        return ir.Lookahead(packet.name, typ, self.pos(t))
+
     def action_call(self, info: ActionInfo, arg_trees: list[Any], t: Tree, ctx: Context) -> ir.Expr:
         args, dirs = self.args(info.params, arg_trees, t, ctx, info.name, {})
         return ir.ActionCall(info.fq_name, args, dirs, ir.VoidType(), self.pos(t))
 
-    def function_call(self, name: str, arg_trees: list[Any], t: Tree, ctx: Context) -> ir.Expr:
+    def function_call(
+        self,
+        name: str,
+        arg_trees: list[Any],
+        t: Tree,
+        ctx: Context,
+        type_args: tuple[ir.Type, ...] | None = None,
+    ) -> ir.Expr:
+        if name in subset.DEPRECATED_FIELD_LIST_CALLS:
+            raise self.error(t, f"unsupported: {name} (use {subset.DEPRECATED_FIELD_LIST_CALLS[name]})")
+        if name not in subset.FUNCTIONS:
+            raise self.error(t, f"unsupported: extern function {name}")
         overloads = [f for f in self.functions[name] if len(f.params) == len(arg_trees)]
         if not overloads:
             counts = sorted({len(f.params) for f in self.functions[name]})
@@ -1793,7 +2094,16 @@ class _Checker:
             raise self.error(t, f"{name} cannot be called here")
         f = overloads[0]
         binding: dict[str, ir.Type] = {}
+        if type_args is not None:
+            if len(type_args) != len(f.type_params):
+                raise self.error(
+                    t, f"{name}: expects {len(f.type_params)} type arguments, got {len(type_args)}"
+                )
+            binding.update(zip(f.type_params, type_args))
         args, dirs = self.args(f.params, arg_trees, t, ctx, name, binding)
+        if name == "static_assert":
+            return self.static_assert(args, t)
+        self.check_function_args(name, args, arg_trees)
         return ir.ExternFunctionCall(
             name,
             args,

@@ -76,6 +76,7 @@ class Context:
     scope: Scope
     block: str  # "parser" | "control" | "action" | "global"
     in_apply: bool = False  # directly in a control's apply body (tables may be applied)
+    extract_target: bool = False  # checking the argument of extract (where stack.next is allowed)
 
 
 def parse_int(text: str) -> tuple[int, ir.Type]:
@@ -183,6 +184,6 @@ def op_of(tree: Tree) -> str:
 
 
 def lvalue_root(e: ir.Expr) -> ir.Expr:
-    while isinstance(e, ir.Member | ir.Slice | ir.StackIndex):
+    while isinstance(e, ir.Member | ir.Slice | ir.StackIndex | ir.StackMember):
         e = e.expr
     return e

@@ -2,15 +2,34 @@
 
 The controller resolves every id by name from the P4Info, and the same
 controller drives bmv2 (P4Info from p4c) and the embedded switch (P4Info
-from here), so this must follow p4c: fully qualified names, p4c's aliases
-and id scheme (softswitch.p4info.ids), match fields and action params numbered
-from 1 in declaration order, action refs in the table's order with their
-scopes, `initial_default_action`, sizes (1024 when unspecified), counters,
-direct counters and registers of the v1model externs, and objects sorted
-by id within each kind.
+from here), so this follows p4c's control-plane serializer
+(control-plane/p4RuntimeSerializer.cpp, p4RuntimeArchStandard.*) after its
+front end has run:
+
+* what is listed: tables that are applied somewhere (not @hidden), with
+  NoAction added as @defaultonly default when a table has no
+  default_action; actions that a listed table references or a control's
+  apply body calls (an action only called from other actions is inlined
+  there and disappears); every counter, meter and register instance; a
+  direct counter or meter only with the table that uses it; one
+  controller_packet_metadata per @controller_header header;
+* order: declaration order, block by block in the order p4c evaluates them
+  (top-level instances, then the parser and the five controls in V1Switch
+  order); within a control the top-level actions it uses come first, in
+  order of first use, then its own actions;
+* names, aliases and ids as p4c assigns them (softswitch.p4info.ids); match
+  field names from tableKeyNames (`h.$valid$`, a field's @name); ids of match
+  fields, params and metadata numbered from 1 unless @id says otherwise;
+* annotations copied except @name, @id, @brief and @description (the latter
+  two become `doc`); `type_info` present exactly when p4c touches it (any
+  table, action parameter, extern instance, extern call in a control or
+  controller header), with the serializable enums the listed objects use.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from finsy.proto import p4i
 from google.protobuf import text_format
@@ -35,56 +54,142 @@ _COUNTER_UNITS = {
     "bytes": p4i.CounterSpec.BYTES,
     "packets_and_bytes": p4i.CounterSpec.BOTH,
 }
-# Annotations that shape the P4Info itself rather than being copied into it.
-_STRUCTURAL = {"name", "id", "hidden", "defaultonly", "tableonly", "match"}
+_METER_UNITS = {"packets": p4i.MeterSpec.PACKETS, "bytes": p4i.MeterSpec.BYTES}
+# Annotations p4c represents elsewhere in the P4Info instead of copying them.
+_NOT_COPIED = {"name", "id", "brief", "description"}
 DEFAULT_TABLE_SIZE = 1024
+
+
+@dataclass
+class _Listed:
+    """The program's control-plane objects in p4c's order."""
+
+    tables: list[ir.TableDecl] = field(default_factory=list)
+    actions: list[ir.ActionDecl] = field(default_factory=list)
+    instances: list[ir.InstanceDecl] = field(default_factory=list)
+    direct: list[tuple[ir.InstanceDecl, ir.TableDecl]] = field(default_factory=list)
+    headers: list[ir.HeaderDecl] = field(default_factory=list)
+    extern_calls: bool = False
 
 
 def _explicit_id(annotations: tuple[ir.Annotation, ...]) -> int | None:
     for a in annotations:
         if a.name == "id":
-            return int((a.value or a.body).strip(), 0)
+            try:
+                return int((a.value or a.body).strip(), 0)
+            except ValueError:
+                return None
     return None
 
 
 def _copied(annotations: tuple[ir.Annotation, ...]) -> list[str]:
     return [
-        f"@{a.name}({a.body})" if a.body else f"@{a.name}" for a in annotations if a.name not in _STRUCTURAL
+        f"@{a.name}({a.body})" if a.body else f"@{a.name}" for a in annotations if a.name not in _NOT_COPIED
     ]
 
 
-def _int_arg(expr: ir.Expr) -> int:
-    if isinstance(expr, ir.Const):
-        return int(expr.value)
-    raise ValueError(f"expected a constant constructor argument at {getattr(expr, 'pos', None)}")
+def _has(annotations: tuple[ir.Annotation, ...], name: str) -> bool:
+    return any(a.name == name for a in annotations)
+
+
+def _doc(
+    message: p4i.Preamble | p4i.MatchField | p4i.Action.Param, annotations: tuple[ir.Annotation, ...]
+) -> None:
+    for a in annotations:
+        if a.name in ("brief", "description") and a.value is not None:
+            setattr(message.doc, a.name, a.value)
+
+
+def _numbered(items: list[tuple[tuple[ir.Annotation, ...], object]]) -> Iterator[tuple[int, object]]:
+    """p4c's FieldIdAllocator: @id first, the rest numbered from 1 skipping taken ids."""
+    taken = {i for i in (_explicit_id(a) for a, _ in items) if i is not None}
+    next_id = 1
+    for notes, item in items:
+        explicit = _explicit_id(notes)
+        if explicit is not None:
+            yield explicit, item
+            continue
+        while next_id in taken:
+            next_id += 1
+        taken.add(next_id)
+        yield next_id, item
+
+
+def _walk(node: object) -> Iterator[object]:
+    """Every IR node under `node` (statements and expressions), in source order."""
+    if isinstance(node, tuple):
+        for item in node:
+            yield from _walk(item)
+        return
+    if not hasattr(node, "__dataclass_fields__"):
+        return
+    yield node
+    for name in node.__dataclass_fields__:  # type: ignore[attr-defined]
+        if name not in ("type", "pos"):
+            yield from _walk(getattr(node, name))
+
+
+def _collect(program: ir.Program) -> _Listed:
+    listed = _Listed()
+    global_actions = {a.fq_name: a for a in program.actions}
+    listed.instances += program.instances
+    blocks = [program.block(b.param) for b in program.main.blocks]
+    for block in blocks:
+        if isinstance(block, ir.ParserDecl):
+            listed.instances += block.instances
+    seen_actions: set[str] = set()
+    for block in blocks:
+        if not isinstance(block, ir.ControlDecl):
+            continue
+        listed.instances += block.instances
+        applied = {n.table for n in _walk(block.apply) if isinstance(n, ir.TableApply)}
+        tables = [t for t in block.tables if t.fq_name in applied and not _has(t.annotations, "hidden")]
+        own = {a.fq_name: a for a in block.actions}
+        used: list[str] = []
+        for table in tables:
+            used += [r.action for r in table.actions] + [table.default_action.action]
+            used += [e.action.action for e in table.entries]
+        used += [n.action for n in _walk(block.apply) if isinstance(n, ir.ActionCall)]
+        used_set = set(used)
+        order = [a for a in dict.fromkeys(used) if a in global_actions]
+        order += [a.fq_name for a in block.actions if a.fq_name in used_set]
+        for name in order:
+            decl = own.get(name) or global_actions[name]
+            if name not in seen_actions and not _has(decl.annotations, "hidden"):
+                seen_actions.add(name)
+                listed.actions.append(decl)
+        listed.tables += tables
+        instances = {i.fq_name: i for i in block.instances}
+        for table in tables:
+            for name in (table.direct_counter, table.direct_meter):
+                if name is not None and name in instances:
+                    listed.direct.append((instances[name], table))
+        bodies = [block.apply] + [a.body for a in block.actions if a.fq_name in used_set]
+        listed.extern_calls |= any(isinstance(n, ir.ExternFunctionCall) for b in bodies for n in _walk(b))
+    listed.headers = [h for h in program.headers if _has(h.annotations, "controller_header")]
+    return listed
 
 
 def build_p4info(program: ir.Program) -> p4i.P4Info:
-    """The P4Info of `program` (only objects the control plane can reach)."""
-    actions = {a.fq_name: a for a in program.actions}
-    tables: list[ir.TableDecl] = []
-    instances: list[ir.InstanceDecl] = list(program.instances)
-    for control in program.controls:
-        actions.update({a.fq_name: a for a in control.actions})
-        tables.extend(t for t in control.tables if not _hidden(t.annotations))
-        instances.extend(control.instances)
-    for parser in program.parsers:
-        instances.extend(parser.instances)
+    """The P4Info of `program`, object for object as p4c writes it."""
+    listed = _collect(program)
+    counters = [i for i in listed.instances if i.extern == "counter"]
+    meters = [i for i in listed.instances if i.extern == "meter"]
+    registers = [i for i in listed.instances if i.extern == "register"]
+    direct_counters = [(i, t) for i, t in listed.direct if i.extern == "direct_counter"]
+    direct_meters = [(i, t) for i, t in listed.direct if i.extern == "direct_meter"]
+    enums = {e.name: e for e in program.enums}
 
-    used_actions: list[str] = []
-    for table in tables:
-        for ref in table.actions:
-            if ref.action not in used_actions:
-                used_actions.append(ref.action)
-    counters = [i for i in instances if i.extern == "counter"]
-    direct_counters = [i for i in instances if i.extern == "direct_counter"]
-    registers = [i for i in instances if i.extern == "register"]
-
-    symbols = [(p4ids.TABLE, t.fq_name, _explicit_id(t.annotations)) for t in tables]
-    symbols += [(p4ids.ACTION, name, _explicit_id(actions[name].annotations)) for name in used_actions]
+    symbols = [(p4ids.TABLE, t.fq_name, _explicit_id(t.annotations)) for t in listed.tables]
+    symbols += [(p4ids.ACTION, a.fq_name, _explicit_id(a.annotations)) for a in listed.actions]
     symbols += [(p4ids.COUNTER, c.fq_name, _explicit_id(c.annotations)) for c in counters]
-    symbols += [(p4ids.DIRECT_COUNTER, c.fq_name, _explicit_id(c.annotations)) for c in direct_counters]
+    symbols += [(p4ids.DIRECT_COUNTER, c.fq_name, _explicit_id(c.annotations)) for c, _ in direct_counters]
+    symbols += [(p4ids.METER, m.fq_name, _explicit_id(m.annotations)) for m in meters]
+    symbols += [(p4ids.DIRECT_METER, m.fq_name, _explicit_id(m.annotations)) for m, _ in direct_meters]
     symbols += [(p4ids.REGISTER, r.fq_name, _explicit_id(r.annotations)) for r in registers]
+    symbols += [
+        (p4ids.CONTROLLER_HEADER, _controller_name(h), _explicit_id(h.annotations)) for h in listed.headers
+    ]
     ids = p4ids.assign_ids(symbols)
     alias = p4ids.aliases(name for _, name, _ in symbols)
 
@@ -93,28 +198,36 @@ def build_p4info(program: ir.Program) -> p4i.P4Info:
     ) -> None:
         message.id = ids[(prefix, name)]
         message.name = name
-        message.alias = alias[name]
+        message.alias = alias[name] if prefix != p4ids.CONTROLLER_HEADER else name
         message.annotations.extend(_copied(annotations))
+        _doc(message, annotations)
 
     info = p4i.P4Info()
     info.pkg_info.arch = program.arch
-    direct_of = {t.direct_counter: t for t in tables if t.direct_counter}
+    used_enums: list[str] = []
 
-    for table in sorted(tables, key=lambda t: ids[(p4ids.TABLE, t.fq_name)]):
+    def note_type(t: ir.Type) -> None:
+        if isinstance(t, ir.EnumType) and t.underlying is not None and t.name not in used_enums:
+            used_enums.append(t.name)
+
+    actions = {a.fq_name: a for a in listed.actions}
+    for table in listed.tables:
         out = info.tables.add()
         preamble(out.preamble, p4ids.TABLE, table.fq_name, table.annotations)
-        for number, key in enumerate(table.keys, start=1):
-            field = out.match_fields.add(id=number, name=key.name, bitwidth=ir.width_of(key.expr.type))
+        keys = [(k.annotations, k) for k in table.keys if k.match_kind != "selector"]
+        for number, key in _numbered(keys):  # type: ignore[assignment]
+            assert isinstance(key, ir.TableKey)
+            note_type(key.expr.type)
+            mf = out.match_fields.add(id=number, name=key.name, bitwidth=ir.width_of(key.expr.type))
             if key.match_kind in _MATCH_TYPES:
-                field.match_type = _MATCH_TYPES[key.match_kind]
+                mf.match_type = _MATCH_TYPES[key.match_kind]
             else:
-                field.other_match_type = key.match_kind
-            field.annotations.extend(_copied(key.annotations))
+                mf.other_match_type = key.match_kind
+            mf.annotations.extend(_copied(key.annotations))
+            _doc(mf, key.annotations)
         for ref in table.actions:
             out_ref = out.action_refs.add(id=ids[(p4ids.ACTION, ref.action)], scope=_SCOPES[ref.scope])
-            out_ref.annotations.extend(
-                f"@{a.name}" for a in ref.annotations if a.name in ("defaultonly", "tableonly")
-            )
+            out_ref.annotations.extend(_copied(ref.annotations))
         default = table.default_action
         default_id = ids[(p4ids.ACTION, default.action)]
         if table.default_action_const:
@@ -125,58 +238,122 @@ def build_p4info(program: ir.Program) -> p4i.P4Info:
         for number, (param, arg) in enumerate(zip(params, default.args), start=1):
             width = ir.width_of(param.type)
             value = _int_arg(arg) & ((1 << width) - 1)
-            call.arguments.add(param_id=number, value=value.to_bytes(max(1, (width + 7) // 8), "big"))
-        if table.direct_counter:
-            out.direct_resource_ids.append(ids[(p4ids.DIRECT_COUNTER, table.direct_counter)])
-        out.size = table.size if table.size is not None else DEFAULT_TABLE_SIZE
+            param_id = _explicit_id(param.annotations) or number
+            call.arguments.add(param_id=param_id, value=value.to_bytes(max(1, (width + 7) // 8), "big"))
+        for name, prefix in (
+            (table.direct_counter, p4ids.DIRECT_COUNTER),
+            (table.direct_meter, p4ids.DIRECT_METER),
+        ):
+            if name is not None and (prefix, name) in ids:
+                out.direct_resource_ids.append(ids[(prefix, name)])
+        out.size = table.size if table.size else DEFAULT_TABLE_SIZE
+        if table.support_timeout:
+            out.idle_timeout_behavior = p4i.Table.NOTIFY_CONTROL
+        if table.entries_const:
+            out.is_const_table = True
         if table.entries:
             out.has_initial_entries = True
-            out.is_const_table = table.entries_const
 
-    for name in sorted(used_actions, key=lambda n: ids[(p4ids.ACTION, n)]):
-        decl = actions[name]
+    for decl in listed.actions:
         out_action = info.actions.add()
-        preamble(out_action.preamble, p4ids.ACTION, name, decl.annotations)
-        for number, param in enumerate((p for p in decl.params if not p.direction), start=1):
-            out_param = out_action.params.add(id=number, name=param.name, bitwidth=ir.width_of(param.type))
+        preamble(out_action.preamble, p4ids.ACTION, decl.fq_name, decl.annotations)
+        directionless = [(p.annotations, p) for p in decl.params if not p.direction]
+        for number, param in _numbered(directionless):  # type: ignore[assignment]
+            assert isinstance(param, ir.Param)
+            note_type(param.type)
+            out_param = out_action.params.add(
+                id=number, name=_field_name(param), bitwidth=ir.width_of(param.type)
+            )
             out_param.annotations.extend(_copied(param.annotations))
+            _doc(out_param, param.annotations)
 
-    for counter in sorted(counters, key=lambda c: ids[(p4ids.COUNTER, c.fq_name)]):
+    for counter in counters:
         out_counter = info.counters.add()
         preamble(out_counter.preamble, p4ids.COUNTER, counter.fq_name, counter.annotations)
-        out_counter.spec.unit = _counter_unit(counter.args[1])
+        out_counter.spec.unit = _unit(counter.args[1], _COUNTER_UNITS)
         out_counter.size = _int_arg(counter.args[0])
 
-    for counter in sorted(direct_counters, key=lambda c: ids[(p4ids.DIRECT_COUNTER, c.fq_name)]):
+    for counter, table in direct_counters:
         out_direct = info.direct_counters.add()
         preamble(out_direct.preamble, p4ids.DIRECT_COUNTER, counter.fq_name, counter.annotations)
-        out_direct.spec.unit = _counter_unit(counter.args[0])
-        owner = direct_of.get(counter.fq_name)
-        if owner is not None:
-            out_direct.direct_table_id = ids[(p4ids.TABLE, owner.fq_name)]
+        out_direct.spec.unit = _unit(counter.args[0], _COUNTER_UNITS)
+        out_direct.direct_table_id = ids[(p4ids.TABLE, table.fq_name)]
 
-    for register in sorted(registers, key=lambda r: ids[(p4ids.REGISTER, r.fq_name)]):
+    for meter in meters:
+        out_meter = info.meters.add()
+        preamble(out_meter.preamble, p4ids.METER, meter.fq_name, meter.annotations)
+        out_meter.spec.unit = _unit(meter.args[1], _METER_UNITS)
+        out_meter.size = _int_arg(meter.args[0])
+
+    for meter, table in direct_meters:
+        out_dm = info.direct_meters.add()
+        preamble(out_dm.preamble, p4ids.DIRECT_METER, meter.fq_name, meter.annotations)
+        out_dm.spec.unit = _unit(meter.args[0], _METER_UNITS)
+        out_dm.direct_table_id = ids[(p4ids.TABLE, table.fq_name)]
+
+    for header in listed.headers:
+        out_header = info.controller_packet_metadata.add()
+        preamble(out_header.preamble, p4ids.CONTROLLER_HEADER, _controller_name(header), header.annotations)
+        for number, f in _numbered([(f.annotations, f) for f in header.fields]):  # type: ignore[assignment]
+            assert isinstance(f, ir.Field)
+            note_type(f.type)
+            md = out_header.metadata.add(id=number, name=_field_name(f), bitwidth=ir.width_of(f.type))
+            md.annotations.extend(_copied(f.annotations))
+
+    for register in registers:
         out_register = info.registers.add()
         preamble(out_register.preamble, p4ids.REGISTER, register.fq_name, register.annotations)
         element = register.type_args[0]
-        if not isinstance(element, ir.BitType):
-            raise ValueError(f"register {register.fq_name}: only bit<W>/int<W> elements are supported")
         bitstring = out_register.type_spec.bitstring
-        (bitstring.int if element.signed else bitstring.bit).bitwidth = element.width
+        if isinstance(element, ir.BitType):
+            (bitstring.int if element.signed else bitstring.bit).bitwidth = element.width
         out_register.size = _int_arg(register.args[0])
 
-    info.type_info.SetInParent()
+    if (
+        listed.tables
+        or listed.instances
+        or listed.headers
+        or listed.extern_calls
+        or any(p for a in listed.actions for p in a.params if not p.direction)
+    ):
+        info.type_info.SetInParent()
+    for name in used_enums:
+        decl = enums[name]
+        assert decl.underlying is not None
+        spec = info.type_info.serializable_enums[name]
+        spec.underlying_type.bitwidth = decl.underlying.width
+        for member, value in decl.members:
+            width = decl.underlying.width
+            spec.members.add(name=member, value=int(value or 0).to_bytes(max(1, (width + 7) // 8), "big"))
     return info
 
 
-def _hidden(annotations: tuple[ir.Annotation, ...]) -> bool:
-    return any(a.name == "hidden" for a in annotations)
+def _controller_name(header: ir.HeaderDecl) -> str:
+    for a in header.annotations:
+        if a.name == "controller_header" and a.value is not None:
+            return a.value
+    return header.name
 
 
-def _counter_unit(expr: ir.Expr) -> int:
-    if isinstance(expr, ir.EnumValue) and expr.member in _COUNTER_UNITS:
-        return _COUNTER_UNITS[expr.member]
-    raise ValueError(f"expected a CounterType at {getattr(expr, 'pos', None)}")
+def _field_name(item: ir.Param | ir.Field) -> str:
+    for a in item.annotations:
+        if a.name == "name" and a.value is not None:
+            return a.value
+    return item.name
+
+
+def _int_arg(expr: ir.Expr) -> int:
+    if isinstance(expr, ir.Const):
+        return int(expr.value)
+    if isinstance(expr, ir.EnumValue) and expr.value is not None:
+        return expr.value
+    raise ValueError(f"expected a constant at {getattr(expr, 'pos', None)}")
+
+
+def _unit(expr: ir.Expr, units: dict[str, int]) -> int:
+    if isinstance(expr, ir.EnumValue) and expr.member in units:
+        return units[expr.member]
+    return 0  # UNSPECIFIED, as p4c for a unit it does not know
 
 
 TEXT_HEADER = "# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n"

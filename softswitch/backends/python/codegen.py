@@ -26,14 +26,24 @@ subset raises `UnsupportedError` at load time, never a wrong result later.
 from __future__ import annotations
 
 import itertools
+import random
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from finsy.proto import p4i
 
 from softswitch import ir
+from softswitch.backends.python.layout import (
+    Path,
+    build_layout,
+    composite_locals,
+    is_composite,
+    local_root,
+    param_root,
+    zero,
+)
 from softswitch.runtime import state as st
 
 DROP_PORT = 511  # bmv2's default drop port (egress_spec value of mark_to_drop)
@@ -90,90 +100,13 @@ def _hash(algorithm: str, value: int, width: int) -> int:
 
 
 RUNTIME_HELPERS = {
+    "_random": random.Random().randint,
     "_sx": _sx,
     "_csum16": _csum16,
     "_hash": _hash,
     "_unpack": struct.unpack_from,
     "_pack": struct.pack,
 }
-
-
-# ----------------------------------------------------------------------------- layout
-
-
-@dataclass
-class HeaderSlots:
-    """Where one header instance lives in the vector."""
-
-    type_name: str
-    valid: int
-    fields: list[tuple[str, int, int]]  # (name, index, width)
-    nbytes: int
-    struct_format: str | None  # all fields byte-aligned 8/16/32/64 bits: one struct call
-
-
-@dataclass
-class Layout:
-    """Index of every scalar of the packet state; paths are tuples of names from a root."""
-
-    size: int = 0
-    scalars: dict[tuple[str, ...], tuple[int, ir.Type]] = field(default_factory=dict)
-    headers: dict[tuple[str, ...], HeaderSlots] = field(default_factory=dict)
-    structs: dict[tuple[str, ...], tuple[int, int]] = field(default_factory=dict)  # [start, end)
-    initial: list[Any] = field(default_factory=list)
-
-    def _take(self, initial: Any) -> int:
-        self.initial.append(initial)
-        self.size += 1
-        return self.size - 1
-
-
-_STRUCT_CODES = {8: "B", 16: "H", 32: "I", 64: "Q"}
-
-
-def _zero(t: ir.Type) -> Any:
-    return False if isinstance(t, ir.BoolType) else 0
-
-
-def build_layout(program: ir.Program, roots: dict[str, ir.Type]) -> Layout:
-    layout = Layout()
-    headers = {h.name: h for h in program.headers}
-    structs = {s.name: s for s in program.structs}
-
-    def place(path: tuple[str, ...], t: ir.Type) -> None:
-        if isinstance(t, ir.HeaderType):
-            decl = headers[t.name]
-            start = layout.size
-            valid = layout._take(False)
-            fields = []
-            widths = []
-            for f in decl.fields:
-                width = ir.width_of(f.type)
-                index = layout._take(0)
-                layout.scalars[path + (f.name,)] = (index, f.type)
-                fields.append((f.name, index, width))
-                widths.append(width)
-            total = sum(widths)
-            if total % 8:
-                raise UnsupportedError(f"header {t.name} is {total} bits, not a whole number of bytes")
-            fmt = None
-            if all(w in _STRUCT_CODES for w in widths):
-                fmt = ">" + "".join(_STRUCT_CODES[w] for w in widths)
-            layout.headers[path] = HeaderSlots(t.name, valid, fields, total // 8, fmt)
-            layout.structs[path] = (start, layout.size)
-        elif isinstance(t, ir.StructType):
-            start = layout.size
-            for f in structs[t.name].fields:
-                place(path + (f.name,), f.type)
-            layout.structs[path] = (start, layout.size)
-        elif isinstance(t, ir.StackType):
-            raise UnsupportedError("header stacks")
-        else:
-            layout.scalars[path] = (layout._take(_zero(t)), t)
-
-    for root, t in roots.items():
-        place((root,), t)
-    return layout
 
 
 # ----------------------------------------------------------------------------- the compiler
@@ -210,19 +143,25 @@ class Compiler:
         self.enums = {e.name: e for e in program.enums}
         std_type = ir.StructType("standard_metadata_t")
         p, ig = program.block("p"), program.block("ig")
-        self.roots: dict[str, ir.Type] = {
-            "hdr": p.params[1].type,
-            "meta": p.params[2].type,
-            STD_ROOT: std_type,
-        }
-        if ig.params[1].type != self.roots["meta"] or ig.params[0].type != self.roots["hdr"]:
+        hdr_type, meta_type = p.params[1].type, p.params[2].type
+        if ig.params[1].type != meta_type or ig.params[0].type != hdr_type:
             raise UnsupportedError("ingress and parser disagree on the headers/metadata types")
-        self.layout = build_layout(program, self.roots)
+        roots: list[tuple[Path, ir.Type]] = [
+            (("hdr",), hdr_type),
+            (("meta",), meta_type),
+            ((STD_ROOT,), std_type),
+        ]
+        self.layout = build_layout(program, roots + composite_locals(program))
+        self.global_actions = {a.fq_name for a in program.actions}
+        self.owners: list[str] = []  # block name, or the top-level action being inlined
+        self.inlining: list[str] = []  # fq names of the actions being inlined, innermost last
+        self.exit_flags: list[str] = []  # per enclosing inlined action with `exit`: its flag
         self.globals: dict[str, Any] = dict(RUNTIME_HELPERS)
         self.lines: list[str] = []
         self.counter = itertools.count()
         self.env: list[dict[str, str]] = []
         self.block: Block | None = None
+        self.template = self.bind("Z", self.layout.initial)
 
     # ------------------------------------------------------------------ entry
     def compile(self) -> dict[str, Any]:
@@ -241,6 +180,7 @@ class Compiler:
             params = {prm.name: roots[i] for i, prm in enumerate(decl.params[first:]) if i < 3}
             std = next((n for n, r in params.items() if r == STD_ROOT), None)
             self.block = Block(decl.name, params, std)
+            self.owners = [decl.name]
             if isinstance(decl, ir.ParserDecl):
                 self._parser(fn, decl)
             elif binding.param == "dep":
@@ -313,7 +253,7 @@ class Compiler:
         keys = []
         for key in tr.keys:
             name = self.tmp("k")
-            self.emit(depth, f"{name} = {self.expr(key)}")
+            self.emit(depth, f"{name} = {self.expr(key, depth)}")
             keys.append(name)
         for case in tr.cases:
             tests = []
@@ -359,7 +299,11 @@ class Compiler:
         elif isinstance(s, ir.CallStmt):
             self._call(depth, s.call)
         elif isinstance(s, ir.Exit):
-            self.emit(depth, "return")
+            if self.exit_flags:  # leave the inlined action through its copy-out (P4_16 6.8.1)
+                self.emit(depth, f"{self.exit_flags[-1]} = True")
+                self.emit(depth, "break")
+            else:
+                self.emit(depth, "return")
         elif isinstance(s, ir.Return):
             if s.value is not None:
                 raise UnsupportedError(f"return with a value at {s.pos}")
@@ -377,10 +321,15 @@ class Compiler:
     _in_action_loop = False
 
     def _vardecl(self, depth: int, s: ir.VarDecl) -> None:
-        if isinstance(s.type, ir.HeaderType | ir.StructType):
-            raise UnsupportedError(f"local variable {s.name} of header/struct type at {s.pos}")
+        if is_composite(s.type):
+            var = ir.Var(s.name, s.type, "local", "", s.pos)
+            a, b = self.layout.composites[self._need_path(var)]
+            self.emit(depth, f"V[{a}:{b}] = {self.template}[{a}:{b}]")
+            if s.init is not None:
+                self._assign(depth, var, s.init)
+            return
         name = self._fresh_local(s.name)
-        value = self.expr(s.init, depth) if s.init is not None else repr(_zero(s.type))
+        value = self.expr(s.init, depth) if s.init is not None else repr(zero(s.type))
         self.emit(depth, f"{name} = {value}")
 
     def _fresh_local(self, name: str) -> str:
@@ -392,16 +341,45 @@ class Compiler:
         return py
 
     def _assign(self, depth: int, lhs: ir.Expr, rhs: ir.Expr) -> None:
-        path = self._path(lhs)
-        if path is not None and (path in self.layout.structs and path not in self.layout.scalars):
-            src = self._path(rhs)
-            if src is None or src not in self.layout.structs:
-                raise UnsupportedError(f"assignment of a composite value at {lhs.pos}")
-            a, b = self.layout.structs[path]
-            c, d = self.layout.structs[src]
-            self.emit(depth, f"V[{a}:{b}] = V[{c}:{d}]")
+        if not is_composite(lhs.type):
+            self.store(depth, lhs, self.expr(rhs, depth))
             return
-        self.emit(depth, f"{self.lvalue(lhs)} = {self.expr(rhs, depth)}")
+        path = self._need_path(lhs)
+        a, b = self.layout.composites[path]
+        if isinstance(rhs, ir.ListExpr):  # {f1, f2, ...}: each field; a header becomes valid
+            if path in self.layout.headers:
+                self.emit(depth, f"V[{self.layout.headers[path].valid}] = True")
+            decls = self._fields_of(lhs.type)
+            for (fname, ftype), item in zip(decls, rhs.elements):
+                self._assign(depth, ir.Member(lhs, fname, ftype, rhs.pos), item)
+            return
+        if isinstance(rhs, ir.Lookahead):
+            hs = self.layout.headers[path]
+            value = self._lookahead_bits(depth, rhs)
+            self.emit(depth, f"V[{hs.valid}] = True")
+            shift = hs.nbytes * 8
+            for _name, index, width, ftype in hs.fields:
+                shift -= width
+                self.emit(depth, f"V[{index}] = {_from_bits(f'({value} >> {shift})', width, ftype)}")
+            return
+        src = self._need_path(rhs)
+        c, d = self.layout.composites[src]
+        self.emit(depth, f"V[{a}:{b}] = V[{c}:{d}]")
+
+    def _fields_of(self, t: ir.Type) -> list[tuple[str, ir.Type]]:
+        if isinstance(t, ir.HeaderType):
+            return [(f.name, f.type) for f in self.program.header(t.name).fields]
+        return [(f.name, f.type) for f in self.program.struct(t.name).fields]
+
+    def store(self, depth: int, lhs: ir.Expr, value: str) -> None:
+        """Emit `lhs = value` for a scalar l-value (local, field, or a slice of either)."""
+        if isinstance(lhs, ir.Slice):
+            whole = self.expr(lhs.expr, depth)
+            m = _mask(lhs.hi - lhs.lo + 1)
+            keep = _mask(ir.width_of(lhs.expr.type)) ^ (m << lhs.lo)
+            self.store(depth, lhs.expr, f"(({whole}) & {keep}) | ((({value}) & {m}) << {lhs.lo})")
+            return
+        self.emit(depth, f"{self.lvalue(lhs, depth)} = {value}")
 
     def _switch(self, depth: int, s: ir.Switch) -> None:
         subject = self.expr(s.expr, depth)
@@ -437,13 +415,15 @@ class Compiler:
         elif isinstance(call, ir.ExternFunctionCall):
             self._extern_function(depth, call)
         elif isinstance(call, ir.HeaderMethod):
-            hs = self.layout.headers[self._need_path(call.header)]
+            valid = self._valid(call.header, depth)
             if call.method == "setValid":
-                self.emit(depth, f"V[{hs.valid}] = True")
+                self.emit(depth, f"V[{valid}] = True")
             elif call.method == "setInvalid":
-                self.emit(depth, f"V[{hs.valid}] = False")
+                self.emit(depth, f"V[{valid}] = False")
             else:
                 raise UnsupportedError(f"header method {call.method} as a statement at {call.pos}")
+        elif isinstance(call, ir.StackOp):
+            self._stack_op(depth, call)
         elif isinstance(call, ir.Extract):
             self._extract(depth, call)
         elif isinstance(call, ir.Emit):
@@ -485,16 +465,31 @@ class Compiler:
     def _inline_action(
         self, depth: int, decl: ir.ActionDecl, args: tuple[ir.Expr, ...], entry_args: str | None
     ) -> None:
+        """The action's body in place, between copy-in and copy-out of its directional arguments."""
         scope: dict[str, str] = {}
         copy_back: list[tuple[ir.Expr, str]] = []
+        composite_back: list[tuple[ir.Expr, ir.Var]] = []
+        self.inlining.append(decl.fq_name)
+        if decl.fq_name in self.global_actions:
+            self.owners.append(decl.fq_name)
         directional = [p for p in decl.params if p.direction]
         for prm, arg in zip(directional, args):
+            if is_composite(prm.type):
+                var = ir.Var(prm.name, prm.type, "action_param", prm.direction, prm.pos)
+                if prm.direction in ("in", "inout"):
+                    self._assign(depth, var, arg)
+                else:
+                    a, b = self.layout.composites[self._need_path(var)]
+                    self.emit(depth, f"V[{a}:{b}] = {self.template}[{a}:{b}]")
+                if prm.direction in ("out", "inout"):
+                    composite_back.append((arg, var))
+                continue
             py = f"p_{prm.name}_{next(self.counter)}"
             scope[prm.name] = py
             if prm.direction in ("in", "inout"):
                 self.emit(depth, f"{py} = {self.expr(arg, depth)}")
             else:
-                self.emit(depth, f"{py} = {_zero(prm.type)!r}")
+                self.emit(depth, f"{py} = {zero(prm.type)!r}")
             if prm.direction in ("out", "inout"):
                 copy_back.append((arg, py))
         directionless = [p for p in decl.params if not p.direction]
@@ -507,9 +502,15 @@ class Compiler:
                 for py, value in zip(names, args[len(directional) :]):
                     self.emit(depth, f"{py} = {self.expr(value, depth)}")
         self.env.append(scope)
-        has_return = _contains_return(decl.body)
+        has_return = _contains(decl.body, ir.Return)
+        has_exit = self._may_exit(decl.fq_name)
         saved = self._in_action_loop
-        if has_return:
+        flag = None
+        if has_exit:
+            flag = self.tmp("exit")
+            self.emit(depth, f"{flag} = False")
+            self.exit_flags.append(flag)
+        if has_return or has_exit:  # `return` and `exit` leave the loop, then copy-out runs
             self.emit(depth, "while True:")
             self._in_action_loop = True
             self._block(depth + 1, decl.body)
@@ -518,8 +519,17 @@ class Compiler:
             self._block(depth, decl.body)
         self._in_action_loop = saved
         self.env.pop()
+        if decl.fq_name in self.global_actions:
+            self.owners.pop()
         for arg, py in copy_back:
-            self.emit(depth, f"{self.lvalue(arg)} = {py}")
+            self.store(depth, arg, py)
+        for arg, var in composite_back:
+            self._assign(depth, arg, var)
+        self.inlining.pop()
+        if flag is not None:
+            self.exit_flags.pop()
+            self.emit(depth, f"if {flag}:")
+            self._stmt(depth + 1, ir.Exit())
 
     def _index(self, depth: int, expr: ir.Expr) -> str:
         code = self.expr(expr, depth)
@@ -529,18 +539,24 @@ class Compiler:
         self.emit(depth, f"{name} = {code}")
         return name
 
+    def _may_exit(self, action: str, seen: frozenset[str] = frozenset()) -> bool:
+        """Whether `action` or an action it calls executes `exit`."""
+        decl = self.actions[action]
+        if _contains(decl.body, ir.Exit):
+            return True
+        return any(self._may_exit(a, seen | {action}) for a in _calls(decl.body) if a not in seen)
+
     def _extern_method(self, depth: int, call: ir.ExternMethodCall) -> None:
-        inst = self.instances[call.instance]
         if call.extern == "register":
             reg = self.runtime.registers[self.ids[call.instance]]
             rvar = self.bind("R", reg.values)
             if call.method == "read":
                 idx = self._index(depth, call.args[1])
-                target = self.lvalue(call.args[0])
                 if idx.isdigit():  # a constant index is checked here, once
-                    self.emit(depth, f"{target} = {rvar}[{idx}]" if int(idx) < reg.size else f"{target} = 0")
+                    value = f"{rvar}[{idx}]" if int(idx) < reg.size else "0"
                 else:
-                    self.emit(depth, f"{target} = {rvar}[{idx}] if {idx} < {reg.size} else 0")
+                    value = f"({rvar}[{idx}] if {idx} < {reg.size} else 0)"
+                self.store(depth, call.args[0], value)
             elif call.method == "write":
                 idx = self._index(depth, call.args[0])
                 value = self.expr(call.args[1], depth)
@@ -566,8 +582,12 @@ class Compiler:
                 self.emit(depth + 1, f"{bvar}[{idx}] += plen")
         elif call.extern == "direct_counter" and call.method == "count":
             self.emit(depth, "pass  # direct counters count on table hits")
+        elif (call.extern, call.method) in (("meter", "execute_meter"), ("direct_meter", "read")):
+            # No P4Runtime client can configure a meter here (MeterEntry is UNIMPLEMENTED), and an
+            # unconfigured bmv2 meter marks every packet GREEN (0).
+            self.store(depth, call.args[-1], "0")
         else:
-            raise UnsupportedError(f"extern {inst.extern}.{call.method} at {call.pos}")
+            raise UnsupportedError(f"extern {call.extern}.{call.method} at {call.pos}")
 
     def _extern_function(self, depth: int, call: ir.ExternFunctionCall) -> None:
         name = call.name
@@ -584,7 +604,7 @@ class Compiler:
                 self.emit(depth + 1, f"if _csum16({value}, {width}) != {self.expr(target, depth)}:")
                 self.emit(depth + 2, f"V[{self.std('checksum_error')}] = 1")
             else:
-                self.emit(depth + 1, f"{self.lvalue(target)} = _csum16({value}, {width})")
+                self.store(depth + 1, target, f"_csum16({value}, {width})")
         elif name == "hash":
             result, algo, base, data, maximum = call.args
             assert isinstance(algo, ir.EnumValue)
@@ -592,51 +612,69 @@ class Compiler:
             out_width = ir.width_of(result.type)
             h = f"_hash({algo.member!r}, {value}, {width})"
             b, m = self.expr(base, depth), self.expr(maximum, depth)
-            self.emit(
-                depth, f"{self.lvalue(result)} = ({b} + ({h} % {m} if {m} else {h})) & {_mask(out_width)}"
-            )
+            self.store(depth, result, f"({b} + ({h} % {m} if {m} else {h})) & {_mask(out_width)}")
+        elif name == "random":
+            result, lo, hi = call.args
+            low, high = self.expr(lo, depth), self.expr(hi, depth)
+            self.store(depth, result, f"(_random({low}, {high}) if {low} <= {high} else {low})")
         elif name in ("log_msg", "assume", "assert"):
             self.emit(depth, "pass  # " + name)
         else:
             raise UnsupportedError(f"extern function {name} at {call.pos}")
 
     def _concat(self, depth: int, data: ir.Expr) -> tuple[str, int]:
-        items = data.elements if isinstance(data, ir.ListExpr) else (data,)
+        """The bits of a list, header or struct as one integer (first element most significant)."""
+        leaves: list[tuple[str, ir.Type]] = []
+        for item in data.elements if isinstance(data, ir.ListExpr) else (data,):
+            if is_composite(item.type):
+                leaves += [(f"V[{i}]", t) for i, t in self.layout.leaves(self._need_path(item))]
+            else:
+                leaves.append((self.expr(item, depth), item.type))
         parts = []
         total = 0
-        for item in reversed(items):
-            w = ir.width_of(item.type)
-            code = self.expr(item, depth)
-            if isinstance(item.type, ir.BoolType):
+        for code, t in reversed(leaves):
+            w = ir.width_of(t)
+            if isinstance(t, ir.BoolType):
                 code = f"int({code})"
             parts.append(f"({code} << {total})" if total else f"({code})")
             total += w
-        return "(" + " | ".join(parts) + ")", total
+        return "(" + " | ".join(parts or ["0"]) + ")", total
 
     # ----------------------------------------------------------- parse/deparse
-    def _extract(self, depth: int, call: ir.Extract) -> None:
-        hs = self.layout.headers[self._need_path(call.header)]
-        pe = self.std("parser_error")
-        self.emit(depth, f"if off + {hs.nbytes} > n:")
-        self.emit(depth + 1, f"V[{pe}] = {self.errors['PacketTooShort']}")
+    def _parser_error(self, depth: int, condition: str, error: str) -> None:
+        self.emit(depth, f"if {condition}:")
+        self.emit(depth + 1, f"V[{self.std('parser_error')}] = {self.errors[error]}")
         self.emit(depth + 1, "return off")
+
+    def _extract(self, depth: int, call: ir.Extract) -> None:
+        header = call.header
+        offset = ""
+        stack = None
+        if isinstance(header, ir.StackMember):  # extract(s.next): element nextIndex, then nextIndex += 1
+            stack = self.layout.stacks[self._need_path(header.expr)]
+            self._parser_error(depth, f"V[{stack.next}] >= {stack.size}", "StackOutOfBounds")
+            offset = self.tmp("o")
+            self.emit(depth, f"{offset} = V[{stack.next}] * {stack.stride}")
+            hs = self.layout.headers[self._need_path(header.expr) + ("0",)]
+        else:
+            hs = self.layout.headers[self._need_path(header)]
+        at = (lambda i: f"{i} + {offset}") if offset else str
+        self._parser_error(depth, f"off + {hs.nbytes} > n", "PacketTooShort")
         first, last = hs.fields[0][1], hs.fields[-1][1]
         if hs.struct_format:
-            self.emit(depth, f"V[{first}:{last + 1}] = _unpack({hs.struct_format!r}, buf, off)")
-        else:
+            self.emit(depth, f"V[{at(first)}:{at(last + 1)}] = _unpack({hs.struct_format!r}, buf, off)")
+        elif hs.fields:
             x = self.tmp("x")
             self.emit(depth, f"{x} = int.from_bytes(buf[off:off + {hs.nbytes}], 'big')")
             shift = hs.nbytes * 8
-            for _name, index, width in hs.fields:
+            for _name, index, width, ftype in hs.fields:
                 shift -= width
-                self.emit(
-                    depth,
-                    f"V[{index}] = ({x} >> {shift}) & {_mask(width)}"
-                    if shift
-                    else f"V[{index}] = {x} & {_mask(width)}",
-                )
-        self.emit(depth, f"V[{hs.valid}] = True")
+                source = f"({x} >> {shift})" if shift else x
+                self.emit(depth, f"V[{at(index)}] = {_from_bits(source, width, ftype)}")
+        self.emit(depth, f"V[{at(hs.valid)}] = True")
         self.emit(depth, f"off += {hs.nbytes}")
+        if stack is not None:
+            self.emit(depth, f"V[{stack.next}] += 1")
 
     def _emit_header(self, depth: int, call: ir.Emit) -> None:
         path = self._need_path(call.header)
@@ -647,6 +685,8 @@ class Compiler:
         )
         for p in targets:
             hs = self.layout.headers[p]
+            if not hs.fields:
+                continue
             self.emit(depth, f"if V[{hs.valid}]:")
             first, last = hs.fields[0][1], hs.fields[-1][1]
             if hs.struct_format:
@@ -654,32 +694,111 @@ class Compiler:
             else:
                 shift = hs.nbytes * 8
                 parts = []
-                for _name, index, width in hs.fields:
+                for _name, index, width, ftype in hs.fields:
                     shift -= width
-                    parts.append(f"(V[{index}] << {shift})" if shift else f"V[{index}]")
+                    value = f"int(V[{index}])" if isinstance(ftype, ir.BoolType) else f"V[{index}]"
+                    parts.append(f"({value} << {shift})" if shift else value)
                 self.emit(depth + 1, f"out.append(({' | '.join(parts)}).to_bytes({hs.nbytes}, 'big'))")
 
+    def _lookahead_bits(self, depth: int, e: ir.Lookahead) -> str:
+        """The next width_of(T) bits of the packet as an integer, the packet long enough or an error."""
+        width = self._bits_of(e.type)
+        nbytes = (width + 7) // 8
+        self._parser_error(depth, f"off + {nbytes} > n", "PacketTooShort")
+        value = self.tmp("la")
+        drop = nbytes * 8 - width
+        read = f"int.from_bytes(buf[off:off + {nbytes}], 'big')"
+        self.emit(depth, f"{value} = {read} >> {drop}" if drop else f"{value} = {read}")
+        return value
+
+    def _lookahead_field(self, e: ir.Member, depth: int) -> str:
+        assert isinstance(e.expr, ir.Lookahead) and isinstance(e.expr.type, ir.HeaderType)
+        value = self._lookahead_bits(depth, e.expr)
+        shift = self._bits_of(e.expr.type)
+        for f in self.program.header(e.expr.type.name).fields:
+            shift -= ir.width_of(f.type)
+            if f.name == e.field:
+                return "(" + _from_bits(f"({value} >> {shift})", ir.width_of(f.type), f.type) + ")"
+        raise UnsupportedError(f"no field {e.field} at {e.pos}")
+
+    def _bits_of(self, t: ir.Type) -> int:
+        if isinstance(t, ir.HeaderType):
+            return sum(ir.width_of(f.type) for f in self.program.header(t.name).fields)
+        return ir.width_of(t)
+
+    def _stack_op(self, depth: int, op: ir.StackOp) -> None:
+        s = self.layout.stacks[self._need_path(op.stack)]
+        n = min(op.count, s.size)
+        end = s.first + s.size * s.stride
+        moved = (s.size - n) * s.stride
+        if op.op == "push_front":
+            if moved:
+                self.emit(depth, f"V[{s.first + n * s.stride}:{end}] = V[{s.first}:{s.first + moved}]")
+            cleared = range(s.first, s.first + n * s.stride)
+            self.emit(depth, f"V[{s.next}] = min(V[{s.next}] + {op.count}, {s.size})")
+        else:
+            if moved:
+                self.emit(depth, f"V[{s.first}:{s.first + moved}] = V[{s.first + n * s.stride}:{end}]")
+            cleared = range(s.first + moved, end)
+            self.emit(depth, f"V[{s.next}] = max(V[{s.next}] - {op.count}, 0)")
+        a, b = cleared.start, cleared.stop
+        self.emit(depth, f"V[{a}:{b}] = {self.template}[{a}:{b}]")
+
     # ------------------------------------------------------------ expressions
-    def _path(self, e: ir.Expr) -> tuple[str, ...] | None:
-        if isinstance(e, ir.Var) and self.block is not None and e.name in self.block.params:
-            return (self.block.params[e.name],)
+    def _path(self, e: ir.Expr) -> Path | None:
+        """The static layout path of `e`, or None (a scalar local, or a stack's dynamic `.last`)."""
+        if isinstance(e, ir.Var):
+            if self.block is not None and e.name in self.block.params and e.kind == "param":
+                return (self.block.params[e.name],)
+            if is_composite(e.type):
+                if e.kind == "action_param":
+                    return param_root(self.inlining[-1], e.name)
+                return local_root(self.owners[-1], e.name)
+            return None
         if isinstance(e, ir.Member):
             base = self._path(e.expr)
             return None if base is None else base + (e.field,)
+        if isinstance(e, ir.StackIndex) and isinstance(e.index, ir.Const):
+            base = self._path(e.expr)
+            return None if base is None else base + (str(e.index.value),)
         return None
 
-    def _need_path(self, e: ir.Expr) -> tuple[str, ...]:
+    def _need_path(self, e: ir.Expr) -> Path:
         path = self._path(e)
         if path is None:
             raise UnsupportedError(f"expected a header or field of the packet at {getattr(e, 'pos', None)}")
         return path
 
-    def lvalue(self, e: ir.Expr) -> str:
-        if isinstance(e, ir.Var) and not (self.block and e.name in self.block.params):
-            return self._local(e.name)
+    def _last_offset(self, stack_expr: ir.Expr, depth: int) -> tuple[Path, str]:
+        """(path of element 0, code of the slot offset of `stack.last`), with the parser's bounds check."""
+        path = self._need_path(stack_expr)
+        s = self.layout.stacks[path]
+        self._parser_error(depth, f"V[{s.next}] == 0", "StackOutOfBounds")
+        return path + ("0",), f"(V[{s.next}] - 1) * {s.stride}"
+
+    def _slot(self, e: ir.Expr, depth: int) -> str | None:
+        """Code of the vector index of a scalar field, or None for Python locals."""
         path = self._path(e)
-        if path is not None and path in self.layout.scalars:
-            return f"V[{self.layout.scalars[path][0]}]"
+        if path is not None:
+            return str(self.layout.scalars[path][0]) if path in self.layout.scalars else None
+        if isinstance(e, ir.Member) and isinstance(e.expr, ir.StackMember) and e.expr.member == "last":
+            element, offset = self._last_offset(e.expr.expr, depth)
+            return f"{self.layout.scalars[element + (e.field,)][0]} + {offset}"
+        return None
+
+    def _valid(self, header: ir.Expr, depth: int) -> str:
+        """Code of the vector index of a header's validity bit."""
+        if isinstance(header, ir.StackMember) and header.member == "last":
+            element, offset = self._last_offset(header.expr, depth)
+            return f"{self.layout.headers[element].valid} + {offset}"
+        return str(self.layout.headers[self._need_path(header)].valid)
+
+    def lvalue(self, e: ir.Expr, depth: int = 0) -> str:
+        if isinstance(e, ir.Var) and self._path(e) is None:
+            return self._local(e.name)
+        slot = self._slot(e, depth)
+        if slot is not None:
+            return f"V[{slot}]"
         raise UnsupportedError(f"cannot assign to {type(e).__name__} at {getattr(e, 'pos', None)}")
 
     def _local(self, name: str) -> str:
@@ -703,12 +822,19 @@ class Compiler:
             if e.value is not None:
                 return str(e.value)
             return str([m for m, _ in self.enums[e.type.name].members].index(e.member))
+        if isinstance(e, ir.Member) and isinstance(e.expr, ir.Lookahead):
+            return self._lookahead_field(e, depth)
         if isinstance(e, ir.Var | ir.Member):
-            return self.lvalue(e)
+            return self.lvalue(e, depth)
+        if isinstance(e, ir.Lookahead):
+            return self._lookahead_bits(depth, e)
+        if isinstance(e, ir.StackMember) and e.member == "lastIndex":
+            s = self.layout.stacks[self._need_path(e.expr)]
+            return f"((V[{s.next}] - 1) & 0xFFFFFFFF)"
         if isinstance(e, ir.HeaderMethod):
             if e.method != "isValid":
                 raise UnsupportedError(f"{e.method} in an expression at {e.pos}")
-            return f"V[{self.layout.headers[self._need_path(e.header)].valid}]"
+            return f"V[{self._valid(e.header, depth)}]"
         if isinstance(e, ir.ApplyResultMember):
             hit, aid = self._apply(depth, e.apply.table)
             if e.member == "hit":
@@ -811,16 +937,37 @@ def _mask(width: int) -> int:
     return (1 << width) - 1
 
 
-def _contains_return(node: Any) -> bool:
-    if isinstance(node, ir.Return):
+def _contains(node: Any, kind: type) -> bool:
+    """Whether a statement of `kind` occurs in `node` (not counting actions it calls)."""
+    if isinstance(node, kind):
         return True
     if isinstance(node, ir.Block):
-        return any(_contains_return(s) for s in node.stmts)
+        return any(_contains(s, kind) for s in node.stmts)
     if isinstance(node, ir.If):
-        return _contains_return(node.then) or (node.else_ is not None and _contains_return(node.else_))
+        return _contains(node.then, kind) or (node.else_ is not None and _contains(node.else_, kind))
     if isinstance(node, ir.Switch):
-        return any(c.body is not None and _contains_return(c.body) for c in node.cases)
+        return any(c.body is not None and _contains(c.body, kind) for c in node.cases)
     return False
+
+
+def _calls(node: Any) -> list[str]:
+    """The actions `node` calls directly."""
+    if isinstance(node, ir.CallStmt) and isinstance(node.call, ir.ActionCall):
+        return [node.call.action]
+    if isinstance(node, ir.Block):
+        return [a for s in node.stmts for a in _calls(s)]
+    if isinstance(node, ir.If):
+        return _calls(node.then) + (_calls(node.else_) if node.else_ is not None else [])
+    if isinstance(node, ir.Switch):
+        return [a for c in node.cases if c.body is not None for a in _calls(c.body)]
+    return []
+
+
+def _from_bits(source: str, width: int, t: ir.Type) -> str:
+    """A field's value from the low `width` bits of `source` (bool fields hold Python bools)."""
+    if isinstance(t, ir.BoolType):
+        return f"({source} & 1 != 0)"
+    return f"{source} & {_mask(width)}"
 
 
 def _contains_apply(node: Any) -> bool:

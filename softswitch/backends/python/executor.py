@@ -112,8 +112,8 @@ def _initial_state(program: ir.Program, info: p4i.P4Info) -> st.RuntimeState:
     const_entries: dict[int, list[st.Entry]] = {}
     for control in program.controls:
         for table in control.tables:
-            if table.fq_name not in table_ids:
-                raise UnsupportedError(f"table {table.fq_name} is not in the P4Info")
+            if table.fq_name not in table_ids:  # never applied: p4c drops it, nothing looks it up
+                continue
             table_id = table_ids[table.fq_name]
             default = table.default_action
             defaults[table_id] = st.ActionCall(action_ids[default.action], _const_args(default.args))

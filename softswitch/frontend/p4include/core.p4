@@ -41,4 +41,8 @@ match_kind {
     lpm
 }
 
+/* Compile-time checks: true, or a compile error carrying `message`. */
+extern bool static_assert(bool check, string message);
+extern bool static_assert(bool check);
+
 #endif /* _CORE_P4_ */

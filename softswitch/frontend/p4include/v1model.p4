@@ -2,7 +2,10 @@
  * v1model.p4 for p4reduce-p4c: the v1model architecture of bmv2's
  * simple_switch, API-compatible with p4c's v1model.p4 at its default
  * V1MODEL_VERSION (20180101): same extern names, methods and signatures,
- * same standard_metadata_t fields and widths, same V1Switch package.
+ * same standard_metadata_t fields and widths, same V1Switch package. As in
+ * p4c's, a program that defines V1MODEL_VERSION >= 20200408 before including
+ * it gets the generic index types (counter<I>, register<T, I>, meter<I>) and
+ * PortId_t; the default version has neither.
  */
 #ifndef _V1_MODEL_P4_
 #define _V1_MODEL_P4_
@@ -21,13 +24,21 @@ match_kind {
 
 const bit<32> __v1model_version = V1MODEL_VERSION;
 
+#if V1MODEL_VERSION >= 20200408
 typedef bit<9> PortId_t;
+#endif
 
 @metadata @name("standard_metadata")
 struct standard_metadata_t {
+#if V1MODEL_VERSION >= 20200408
+    PortId_t ingress_port;
+    PortId_t egress_spec;
+    PortId_t egress_port;
+#else
     bit<9>  ingress_port;
     bit<9>  egress_spec;
     bit<9>  egress_port;
+#endif
     bit<32> instance_type;
     bit<32> packet_length;
     @alias("queueing_metadata.enq_timestamp")
@@ -63,9 +74,17 @@ enum MeterType {
     bytes
 }
 
-extern counter {
+extern counter
+#if V1MODEL_VERSION >= 20200408
+<I>
+#endif
+{
     counter(bit<32> size, CounterType type);
+#if V1MODEL_VERSION >= 20200408
+    void count(in I index);
+#else
     void count(in bit<32> index);
+#endif
 }
 
 extern direct_counter {
@@ -77,9 +96,17 @@ extern direct_counter {
 #define V1MODEL_METER_COLOR_YELLOW 1
 #define V1MODEL_METER_COLOR_RED    2
 
-extern meter {
+extern meter
+#if V1MODEL_VERSION >= 20200408
+<I>
+#endif
+{
     meter(bit<32> size, MeterType type);
+#if V1MODEL_VERSION >= 20200408
+    void execute_meter<T>(in I index, out T result);
+#else
     void execute_meter<T>(in bit<32> index, out T result);
+#endif
 }
 
 extern direct_meter<T> {
@@ -87,11 +114,21 @@ extern direct_meter<T> {
     void read(out T result);
 }
 
-extern register<T> {
+#if V1MODEL_VERSION >= 20200408
+extern register<T, I>
+#else
+extern register<T>
+#endif
+{
     register(bit<32> size);
     @noSideEffects
+#if V1MODEL_VERSION >= 20200408
+    void read(out T result, in I index);
+    void write(in I index, in T value);
+#else
     void read(out T result, in bit<32> index);
     void write(in bit<32> index, in T value);
+#endif
 }
 
 extern action_profile {
@@ -129,6 +166,12 @@ extern action_selector {
 enum CloneType {
     I2E,
     E2E
+}
+
+@deprecated("Please use verify_checksum/update_checksum instead.")
+extern Checksum16 {
+    Checksum16();
+    bit<16> get<D>(in D data);
 }
 
 @deprecated("Please use 'resubmit_preserving_field_list' instead")

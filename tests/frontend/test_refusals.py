@@ -1,0 +1,143 @@
+"""Honest refusals: valid P4 outside the subset is `unsupported: <construct>` at the construct,
+invalid P4 is an error, and nothing the compiler accepts is refused by the switch afterwards.
+
+Each case edits the skeleton program (tests/frontend/skeleton.p4.in): BODY is
+the ingress apply block, TOP goes before the parser, LOCAL into the ingress
+control's declarations.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from softswitch.backends.python.executor import Pipeline
+from softswitch.frontend.diagnostics import CompileError
+from softswitch.p4c import compile_program
+
+SKELETON = (Path(__file__).parent / "skeleton.p4.in").read_text()
+
+
+def program(tmp_path: Path, body: str = "", top: str = "", local: str = "") -> Path:
+    text = SKELETON.replace("BODY", body)
+    text = text.replace("parser P(", top + "\nparser P(", 1)
+    text = text.replace("    action a(", local + "\n    action a(", 1)
+    path = tmp_path / "prog.p4"
+    path.write_text(text)
+    return path
+
+
+UNSUPPORTED = [
+    ("for loops", {"body": "for (bit<8> i = 0; i < 4; i = i + 1) { hdr.h.a = i; }"}, "for loops"),
+    ("named arguments", {"body": "a(x = 1);"}, "named arguments"),
+    ("type declarations", {"top": "type bit<32> T;"}, "type declarations"),
+    ("extern instance", {"local": "Checksum16() c;"}, "extern Checksum16"),
+    ("user extern", {"top": "extern E { E(); void f(); }", "local": "E() e;"}, "extern E"),
+    ("nested control", {"top": "control N() { apply { } }", "local": "N() n;"}, "instantiating control N"),
+    ("struct header field", {"top": "struct s_t { bit<8> x; } header x_t { s_t s; }"}, "header field x_t.s"),
+    ("odd header width", {"top": "header o_t { bit<3> x; }"}, "not a whole number of bytes"),
+    ("clone3", {"body": "clone3(CloneType.I2E, 1, sm);"}, "clone3 (use clone_preserving_field_list)"),
+    ("huge width", {"body": "bit<12301923123132> v = 0;"}, "wider than"),
+    ("varbit", {"top": "header v_t { varbit<32> x; }"}, "varbit"),
+    ("header union", {"top": "header_union u_t { h_t a; }"}, "header unions"),
+    (
+        "unknown hash",
+        {"body": "hash(hdr.h.a, HashAlgorithm.crc32_custom, 8w0, {hdr.h.b}, 8w4);"},
+        "crc32_custom",
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "parts", "message"), UNSUPPORTED, ids=[c[0] for c in UNSUPPORTED])
+def test_valid_constructs_outside_the_subset_are_refused_by_name(
+    tmp_path: Path, what: str, parts: dict[str, str], message: str
+) -> None:
+    path = program(tmp_path, **parts)
+    with pytest.raises(CompileError) as caught:
+        compile_program(path)
+    first = caught.value.diagnostics[0]
+    assert first.pos is not None and first.pos.file == str(path) and first.pos.line > 0
+    assert first.message.startswith("unsupported: "), first.render()
+    assert message in first.message
+
+
+INVALID = [
+    ("an action named default", {"local": "action default() { }"}, "reserved keyword"),
+    ("int shifted by a variable", {"body": "hdr.h.a = 1 << hdr.h.a;"}, "needs a width"),
+    ("negative slice", {"body": "hdr.h.a = hdr.h.b[3:5];"}, "hi >= lo"),
+    ("failed static_assert", {"body": "static_assert(false, \"no\");"}, "static_assert failed: no"),
+    ("complex key without @name", {"local": "table k { key = { hdr.h.a + 1: exact; } actions = { } }",
+                                    "body": "k.apply();"}, "needs a @name"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("what", "parts", "message"), INVALID, ids=[c[0] for c in INVALID])
+def test_invalid_programs_are_errors(tmp_path: Path, what: str, parts: dict[str, str], message: str) -> None:
+    with pytest.raises(CompileError) as caught:
+        compile_program(program(tmp_path, **parts))
+    assert message in caught.value.render()
+
+
+def test_a_parser_that_never_accepts_is_an_error(tmp_path: Path) -> None:
+    path = program(tmp_path)
+    path.write_text(path.read_text().replace("transition accept;", "transition reject;"))
+    with pytest.raises(CompileError) as caught:
+        compile_program(path)
+    assert "no path from start reaches accept" in caught.value.render()
+
+
+def test_v1model_version_guards_follow_p4c(tmp_path: Path) -> None:
+    # At the default version register has one type parameter; with 20200408 it needs the index type.
+    path = program(tmp_path, local="register<bit<8>>(4) r;", body="r.write(0, 1);")
+    compile_program(path)
+    path.write_text("#define V1MODEL_VERSION 20200408\n" + path.read_text())
+    with pytest.raises(CompileError, match="expects 2 type arguments"):
+        compile_program(path)
+    path.write_text(path.read_text().replace("register<bit<8>>", "register<bit<8>, bit<32>>"))
+    compile_program(path)
+
+
+ACCEPTED_NOW = [
+    ("table without NoAction or default", {"local": "action b() { } "
+                                            "table u { key = { hdr.h.a: exact; } actions = { b; } }",
+                                            "body": "u.apply();"}),
+    ("empty action list", {"local": "table e { actions = { } }", "body": "e.apply();"}),
+    ("annotation after the match kind", {"local": "table n { key = { hdr.h.a: exact @name(\"k\"); } "
+                                         "actions = { NoAction; } }", "body": "n.apply();"}),
+    ("assignment to a slice", {"body": "hdr.h.b[11:4] = hdr.h.a;"}),
+    ("header-typed local", {"body": "h_t x = hdr.h; x.a = 1; hdr.h = x;"}),
+    ("struct initializer", {"body": "meta_t m2 = { 5 }; meta.m = m2.m;"}),
+    ("static_assert", {"body": "static_assert(true);"}),
+    ("random", {"body": "random(hdr.h.a, 8w1, 8w3);"}),
+    ("list expression in an assignment", {"body": "meta = { hdr.h.a };"}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("what", "parts"), ACCEPTED_NOW, ids=[c[0] for c in ACCEPTED_NOW])
+def test_valid_programs_that_used_to_be_refused_compile_and_run(
+    tmp_path: Path, what: str, parts: dict[str, str]
+) -> None:
+    program_ir, info = compile_program(program(tmp_path, **parts))
+    assert Pipeline(program_ir, info).process(1, bytes([7, 0x12, 0x34]) + b"payload")
+
+
+EXIT_COPY_OUT = """
+    action bump(inout bit<8> x) { x = x + 1; exit; }
+"""
+
+
+def test_exit_inside_an_action_still_copies_out_its_arguments(tmp_path: Path) -> None:
+    # P4_16 6.8.1: exit ends the control, but the action's inout arguments are copied back first.
+    path = program(tmp_path, local=EXIT_COPY_OUT, body="bump(hdr.h.a); hdr.h.a = 99;")
+    program_ir, info = compile_program(path)
+    ((port, frame),) = Pipeline(program_ir, info).process(1, bytes([7, 0, 0]))
+    assert frame[0] == 8  # bumped, and the assignment after exit never ran
+
+
+def test_exit_from_a_nested_action_copies_out_at_every_level(tmp_path: Path) -> None:
+    local = EXIT_COPY_OUT + "    action outer(inout bit<8> y) { y = y + 10; bump(y); y = 0; }\n"
+    path = program(tmp_path, local=local, body="outer(hdr.h.a); hdr.h.a = 99;")
+    program_ir, info = compile_program(path)
+    ((port, frame),) = Pipeline(program_ir, info).process(1, bytes([7, 0, 0]))
+    assert frame[0] == 18
