@@ -36,7 +36,9 @@ def workload(chunks: int) -> tuple[Pipeline, list[tuple[int, bytes]]]:
     info = build_p4info(program)
     pipeline = Pipeline(program, info)
     driver = PipelineDriver(pipeline, info)
-    job = ps.Job(job_id=5, base=0, pool_size=64, mcast_grp=2, workers=ps.HOSTS[:4])
+    job = ps.Job(
+        job_id=5, base=0, pool_size=64, mcast_grp=2, workers=ps.HOSTS[:4], epoch=0x5EED, keys=(1, 2, 3, 4)
+    )
     setup = ps.standard_setup()[0]
     ps.install(driver, ps.Install(entries=setup.entries, groups=setup.groups))
     ps.install(driver, ps.job_install(job))
@@ -45,7 +47,7 @@ def workload(chunks: int) -> tuple[Pipeline, list[tuple[int, bytes]]]:
         slot = chunk % job.pool_size
         for rank in range(4):
             values = ps.vector(chunk, rank, seed=chunk)
-            frame = ps.contribution(job, rank, slot, values, set_bit=sets[slot], chunk=chunk)
+            frame = ps.contribution(job, rank, slot, values, set_bit=sets[slot], seq=chunk)
             frames.append((job.workers[rank].port, frame))
         sets[slot] ^= 1
     return pipeline, frames

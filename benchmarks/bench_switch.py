@@ -36,11 +36,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "switch"))  # the end-to-end tests' job helper
 
 from switch_aggregation import (  # noqa: E402
+    K,
     Worker,
     compile_program,
     data_packet,
     free_aggregation_address,
     job_entities,
+    query_packet,
 )
 
 from contracts.protocol import UDP_PORT  # noqa: E402
@@ -64,21 +66,27 @@ def free_port(kind: int) -> int:
         return s.getsockname()[1]
 
 
-def drive(target: tuple[str, int], sockets: list[socket.socket], window: int, seconds: float) -> float:
-    """Closed-loop traffic for `seconds`; DATA packets per second the target answered."""
+def drive(
+    target: tuple[str, int], sockets: list[socket.socket], window: int, seconds: float, first_seq: int = 0
+) -> float:
+    """Closed-loop traffic for `seconds`; DATA packets per second the target answered.
+
+    Uses are numbered from `first_seq` on: a later run must start ahead of every use an earlier run
+    left in the switch's slots (docs/protocol.md), or its packets are stale.
+    """
     rng = random.Random(1)
-    values = [rng.randrange(-(1 << 20), 1 << 20) for _ in range(32)]
+    values = [rng.randrange(-(1 << 20), 1 << 20) for _ in range(K)]
     selector = selectors.DefaultSelector()
     for rank, sock in enumerate(sockets):
         sock.setblocking(False)
         selector.register(sock, selectors.EVENT_READ, rank)
     set_bits = [0] * window
     waiting = [set(range(len(sockets))) for _ in range(window)]
-    chunk = 0
+    chunk = first_seq
 
     def send(slot: int) -> None:
         for rank, sock in enumerate(sockets):
-            sock.sendto(data_packet(JOB, rank, slot, set_bits[slot], values, chunk=chunk), target)
+            sock.sendto(data_packet(JOB, rank, slot, set_bits[slot], values, seq=chunk), target)
 
     for slot in range(window):
         send(slot)
@@ -86,10 +94,10 @@ def drive(target: tuple[str, int], sockets: list[socket.socket], window: int, se
     start = time.perf_counter()
     while (elapsed := time.perf_counter() - start) < seconds:
         events = selector.select(0.2)
-        if not events:  # a loss: resend what is outstanding (the switch replays completed slots)
+        if not events:  # a loss: ask for what is outstanding (the switch replays or names the missing)
             for slot in range(window):
-                if waiting[slot]:
-                    send(slot)
+                for rank in waiting[slot]:
+                    sockets[rank].sendto(query_packet(JOB, rank, slot, set_bits[slot], seq=chunk), target)
             continue
         for key, _ in events:
             sock, rank = key.fileobj, key.data
@@ -173,7 +181,7 @@ def bench_switch(args: argparse.Namespace, build: Path) -> float:
         wait_for_switch(address, process)
         asyncio.run(set_up_job(address, agg, p4info, program, sockets, args.window))
         drive((agg, UDP_PORT), sockets, args.window, 0.5)  # warm-up
-        return drive((agg, UDP_PORT), sockets, args.window, args.seconds)
+        return drive((agg, UDP_PORT), sockets, args.window, args.seconds, first_seq=1 << 24)
     finally:
         for sock in sockets:
             sock.close()

@@ -1,7 +1,8 @@
 """First-fit allocation of contiguous slot ranges from a switch's slot pool.
 
 Every job owns `pool_size` contiguous slots `[base, base + pool_size)` of the
-switch-wide pool of `SLOT_COUNT` slots (docs/protocol.md, *Limits*). First
+switch-wide pool of SLOT_COUNT slots, a compile-time parameter of the P4
+program that the controller reads from its P4Info (docs/protocol.md). First
 fit keeps the low end dense and is what SwitchML does; ranges are few (one
 per job), so a sorted list is all the structure needed.
 """
@@ -13,7 +14,6 @@ from dataclasses import dataclass
 
 import grpc
 
-from contracts.protocol import SLOT_COUNT
 from controller.errors import JobError, PoolExhausted
 
 
@@ -33,7 +33,7 @@ class SlotRange:
 class SlotAllocator:
     """The used ranges of one switch's pool, kept sorted by base."""
 
-    def __init__(self, capacity: int = SLOT_COUNT) -> None:
+    def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._used: list[SlotRange] = []
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from contracts.protocol import MAX_WORKERS, SLOT_COUNT, UDP_PORT
+from contracts.protocol import MAX_WORKERS, SLOT_MASK, UDP_PORT
 from controller.addresses import parse_endpoint, parse_ipv4, parse_mac, parse_port_number
 from controller.device_config import Target
 from controller.errors import ConfigError
@@ -25,6 +25,7 @@ from controller.errors import ConfigError
 DEFAULT_LISTEN = "127.0.0.1:50051"
 DEFAULT_LEASE_SECONDS = 30.0
 DEFAULT_POOL_SIZE = 64
+MAX_POOL_SIZE = SLOT_MASK + 1  # the 15-bit slot field
 DEFAULT_JOIN_TIMEOUT = 60.0
 DEFAULT_ELECTION_ID = 10
 
@@ -183,8 +184,11 @@ def _controller(item: object) -> ControllerSettings:
         optional={"listen", "lease_seconds", "default_pool_size", "join_timeout_seconds", "election_id"},
     )
     pool = m.get("default_pool_size", DEFAULT_POOL_SIZE)
-    if isinstance(pool, bool) or not isinstance(pool, int) or not 1 <= pool <= SLOT_COUNT:
-        raise ConfigError(f"controller.default_pool_size: {pool!r} is not an integer in 1..{SLOT_COUNT}")
+    if isinstance(pool, bool) or not isinstance(pool, int) or not 2 <= pool <= MAX_POOL_SIZE:
+        raise ConfigError(
+            f"controller.default_pool_size: {pool!r} is not an integer in 2..{MAX_POOL_SIZE} "
+            "(each call uses half of it; the switch's own slot count is the upper bound at run time)"
+        )
     election = m.get("election_id", DEFAULT_ELECTION_ID)
     if isinstance(election, bool) or not isinstance(election, int) or not 1 <= election < 2**128:
         raise ConfigError(f"controller.election_id: {election!r} is not a positive integer")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 
 from controller.addresses import format_ipv4
@@ -10,16 +11,32 @@ from controller.allocator import SlotRange
 
 @dataclass(frozen=True)
 class Worker:
-    """Where a rank sends from and receives results: as the switch sees it."""
+    """Where a rank sends from and receives results, as the switch sees it, and the rank's key.
+
+    The key (docs/protocol.md, *Membership*) is drawn when the rank joins and lives in its
+    job_table and result_dest entries; a rank that joins again gets a new one.
+    """
 
     rank: int
     ipv4: int
     udp_port: int
     mac: int
     switch_port: int
+    key: int = 0
 
     def __str__(self) -> str:
         return f"{format_ipv4(self.ipv4)}:{self.udp_port} (port {self.switch_port})"
+
+    def same_place(self, other: Worker) -> bool:
+        """The same rank at the same addresses (a retried join), whatever the keys."""
+        return (self.rank, self.ipv4, self.udp_port, self.mac, self.switch_port) == (
+            other.rank, other.ipv4, other.udp_port, other.mac, other.switch_port,
+        )  # fmt: skip
+
+
+def new_secret() -> int:
+    """A random non-zero 32-bit number: a rank's key or a job's epoch."""
+    return secrets.randbelow(2**32 - 1) + 1
 
 
 @dataclass
@@ -30,6 +47,7 @@ class Job:
     world_size: int
     slots: SlotRange
     group: int
+    epoch: int = field(default_factory=new_secret)  # this incarnation's owner mark on its slots
     workers: dict[int, Worker] = field(default_factory=dict)
     installed: bool = False  # job_table/result_dest entries and the group are on the switch
     heartbeats: dict[int, float] = field(default_factory=dict)  # rank -> monotonic time of last sign of life

@@ -15,6 +15,7 @@ by that switch's lock so batches never interleave.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 import time
@@ -27,8 +28,9 @@ from controller.addresses import format_ipv4
 from controller.allocator import SlotAllocator, SlotRange
 from controller.config import SwitchConfig, Topology, check_world_size
 from controller.errors import ConfigError, ControllerError, JobError, PoolExhausted
-from controller.job import Job, Worker, job_group
+from controller.job import Job, Worker, job_group, new_secret
 from controller.p4switch import SwitchSession, Update
+from controller.program import ProgramFacts, program_facts
 from controller.tables.counters import Counters, CounterValue
 from controller.tables.job_groups import JobGroups
 from controller.tables.job_table import RECORD_RANK, JobRow, JobTable, record_slots
@@ -40,11 +42,15 @@ log = logging.getLogger("controller.registry")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
+MIN_POOL_SIZE = 2  # a call uses half of its job's pool (docs/protocol.md, *Host rules*)
+
+
 @dataclass
 class SwitchState:
     config: SwitchConfig
     session: SwitchSession
-    allocator: SlotAllocator = field(default_factory=SlotAllocator)
+    facts: ProgramFacts
+    allocator: SlotAllocator
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -70,7 +76,11 @@ class JobRegistry:
         self.lease_seconds = lease_seconds
         self.default_pool_size = default_pool_size
         self.join_timeout = join_timeout
-        self._switches = {cfg.name: SwitchState(cfg, sessions[cfg.name]) for cfg in topology.switches}
+        self._switches = {}
+        for cfg in topology.switches:
+            session = sessions[cfg.name]
+            facts = program_facts(session.schema, session.where)
+            self._switches[cfg.name] = SwitchState(cfg, session, facts, SlotAllocator(facts.slot_count))
         self._jobs: dict[str, Job] = {}
         self._changed: dict[int, asyncio.Event] = {}  # job id -> set when installed or deleted
         self._joining: dict[int, int] = {}  # job id -> joins waiting in rendezvous
@@ -93,6 +103,10 @@ class JobRegistry:
 
     def switch_config(self, name: str) -> SwitchConfig:
         return self._switch(name).config
+
+    def program(self, name: str) -> ProgramFacts:
+        """K and the slot count of the pipeline switch `name` runs."""
+        return self._switch(name).facts
 
     def _switch(self, name: str) -> SwitchState:
         try:
@@ -123,7 +137,13 @@ class JobRegistry:
                     f"job ids 1..{MAX_JOBS - 1} are used up; push the pipeline again "
                     "(`p4reduce-ctl pipeline push --force`) to clear the switch and start over"
                 )
-            slots = state.allocator.allocate(pool_size or self.default_pool_size)
+            size = pool_size or self.default_pool_size
+            if size < MIN_POOL_SIZE:
+                raise JobError(
+                    f"pool size {size} is below {MIN_POOL_SIZE}: each call uses half of its job's pool",
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                )
+            slots = state.allocator.allocate(size)
             job_id = self._next_id
             self._next_id += 1
             job = Job(name, job_id, state.config.name, world_size, slots, job_group(job_id))
@@ -145,11 +165,12 @@ class JobRegistry:
             if self._jobs.get(name) is not job:
                 return  # deleted meanwhile
             updates = []
+            present = [w for w in job.workers.values() if w.rank not in job.left]  # the left are gone already
             if job.installed:
-                updates += [self.job_table.rank_entry("-", job, w) for w in job.workers.values()]
+                updates += [self.job_table.rank_entry("-", job, w) for w in present]
             updates.append(self.job_table.record("-", job))
             if job.installed:
-                updates += [self.result_dest.entry("-", job, w) for w in job.workers.values()]
+                updates += [self.result_dest.entry("-", job, w) for w in present]
                 updates.append(self.groups.delete(job.group))
             await state.session.write(updates)
             del self._jobs[name]
@@ -209,12 +230,12 @@ class JobRegistry:
             )
         known = job.workers.get(worker.rank)
         if known is not None:
-            if known != worker:
+            if not known.same_place(worker):
                 raise JobError(
                     f"rank {worker.rank} of job {job.name!r} already joined from {known}",
                     grpc.StatusCode.ALREADY_EXISTS,
                 )
-            return  # the same worker asking again (a retried join)
+            return  # the same worker asking again (a retried join): it keeps its key
         for other in job.workers.values():
             if (other.ipv4, other.udp_port) == (worker.ipv4, worker.udp_port):
                 raise JobError(
@@ -222,7 +243,7 @@ class JobRegistry:
                     f"as rank {other.rank}",
                     grpc.StatusCode.ALREADY_EXISTS,
                 )
-        job.workers[worker.rank] = worker
+        job.workers[worker.rank] = dataclasses.replace(worker, key=new_secret())
         log.info("job %r: rank %d joined from %s (%d of %d)",
                  job.name, worker.rank, worker, len(job.workers), job.world_size)  # fmt: skip
 
@@ -288,10 +309,27 @@ class JobRegistry:
             del job.workers[rank]
             log.info("job %r: rank %d left before the job started", name, rank)
             return
-        job.left.add(rank)
-        log.info("job %r: rank %d left", name, rank)
-        if len(job.left) == job.world_size:
-            await self.delete(name, "every rank left:")
+        if len(job.left) + 1 == job.world_size:
+            await self.delete(name, f"rank {rank} left and so has every other rank:")
+            return
+        await self._remove_rank(job, rank)
+        log.info("job %r: rank %d left; its entries are gone from the switch", name, rank)
+
+    async def _remove_rank(self, job: Job, rank: int) -> None:
+        """A departed rank's address and key are never trusted again: its entries go at once."""
+        state = self._switches[job.switch]
+        async with state.lock:
+            if self._jobs.get(job.name) is not job or rank in job.left:
+                return
+            worker = job.workers[rank]
+            job.left.add(rank)
+            await state.session.write(
+                [
+                    self.job_table.rank_entry("-", job, worker),
+                    self.result_dest.entry("-", job, worker),
+                    self.groups.modify(job),
+                ]
+            )
 
     async def expire(self) -> list[str]:
         """Delete every job whose joined ranks have all been silent for longer than the lease."""
@@ -352,12 +390,15 @@ class JobRegistry:
             workers = {}
             for rank in range(job.world_size):
                 row, dest = ranks.get(rank), dests.get((job_id, rank))
-                if row is None or dest is None:
-                    break
-                workers[rank] = Worker(rank, row.sender_ip, row.sender_udp_port, dest.mac, row.sender_port)
+                if row is not None and dest is not None:
+                    workers[rank] = Worker(
+                        rank, row.sender_ip, row.sender_udp_port, dest.mac, row.sender_port, row.key
+                    )
             expected = sorted((w.switch_port, w.rank) for w in workers.values())
-            if len(workers) == job.world_size and sorted(groups.get(job.group, [])) == expected:
+            if workers and sorted(groups.get(job.group, [])) == expected:
+                # An active job; ranks without entries left it (LeaveJob removes a rank's entries).
                 job.workers, job.installed = workers, True
+                job.left = set(range(job.world_size)) - set(workers)
                 job.heartbeats = dict.fromkeys(workers, now)  # the lease starts again
             else:  # a waiting job (ranks rejoin) or a half-written install
                 cleanup += [self.job_table.delete_key(job_id, r) for r in ranks if r != RECORD_RANK]
@@ -391,4 +432,4 @@ class JobRegistry:
             log.error("switch %s: job id %d cannot be recovered (%s); removing its entries",
                       state.config.name, job_id, exc)  # fmt: skip
             return None
-        return Job(name, job_id, state.config.name, record.num_workers, slots, record.mcast_grp)
+        return Job(name, job_id, state.config.name, record.num_workers, slots, record.mcast_grp, record.epoch)

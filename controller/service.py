@@ -14,7 +14,7 @@ import grpc
 
 from contracts import jobapi_pb2 as pb
 from contracts import jobapi_pb2_grpc as pb_grpc
-from contracts.protocol import VALUES_PER_PACKET
+from contracts.protocol import PROTOCOL_VERSION
 from controller.addresses import format_ipv4, format_mac
 from controller.errors import ControllerError
 from controller.job import Job
@@ -23,15 +23,17 @@ from controller.registry import JobRegistry, JoinAddress
 log = logging.getLogger("controller.service")
 
 
-def describe(job: Job, registry: JobRegistry) -> pb.JobDescription:
+def describe(job: Job, registry: JobRegistry, rank: int | None = None) -> pb.JobDescription:
+    """The job as workers and operators see it; with `rank`, the reply to that rank's JoinJob (its key)."""
     switch = registry.switch_config(job.switch)
+    worker = job.workers.get(rank) if rank is not None else None
     return pb.JobDescription(
         name=job.name,
         job_id=job.job_id,
         world_size=job.world_size,
         base_slot=job.slots.base,
         pool_size=job.slots.size,
-        values_per_packet=VALUES_PER_PACKET,
+        values_per_packet=registry.program(job.switch).values_per_packet,
         switch_ipv4=format_ipv4(switch.agg_ipv4),
         switch_udp_port=switch.agg_udp_port,
         multicast_group=job.group,
@@ -49,6 +51,8 @@ def describe(job: Job, registry: JobRegistry) -> pb.JobDescription:
         else [],
         state=job.state,
         lease_seconds=registry.lease_seconds,
+        key=worker.key if worker is not None else 0,
+        protocol_version=PROTOCOL_VERSION,
     )
 
 
@@ -84,7 +88,7 @@ class JobService(pb_grpc.JobServiceServicer):
             job = await self.registry.join(
                 request.name, request.rank, request.world_size, address, request.timeout_seconds
             )
-            return describe(job, self.registry)
+            return describe(job, self.registry, request.rank)
 
         return await _answer(context, run())
 

@@ -36,6 +36,12 @@ def resolve_worker(
         mac_value = parse_mac(mac, "worker MAC") if mac else None
     except ConfigError as exc:
         raise JobError(str(exc), invalid) from None
+    if ip == 0 or ip == 0xFFFFFFFF or ip >> 28 == 0xE:
+        raise JobError(
+            f"worker address {format_ipv4(ip)} is not one the switch will ever see as a packet's source: "
+            "join from the address the worker sends from (bind its socket to it)",
+            invalid,
+        )
     if not 1 <= udp_port <= 65535:
         raise JobError(f"worker UDP port {udp_port} is outside 1..65535", invalid)
     if switch_port > 511:

@@ -71,7 +71,8 @@ def main() -> int:
                 continue
             seconds = time.perf_counter() - started
             verify = check_float_sum if order["system"] == "gloo" and order["dtype"] != "int32" else check
-            ok = verify(result, args.world, order["elements"], order["dtype"], order["iteration"])[0]
+            k = job.values_per_packet
+            ok = verify(result, args.world, order["elements"], order["dtype"], order["iteration"], k=k)[0]
             after = comm.stats()
             reply(
                 {

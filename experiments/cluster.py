@@ -135,12 +135,13 @@ class StarCluster:
                 break
         else:
             raise ExperimentError(f"hosts cannot reach each other ({dropped:.0f}% of pings lost)")
-        job = JobSpec.from_description(join_all(controller, self.topo))
+        descs = join_all(controller, self.topo)
         threading.Thread(
             target=heartbeat, args=(controller, self.workers, 60.0, self._stop), daemon=True
         ).start()
         first = self.topo.hosts[0].ipv4
         for rank, host in enumerate(self.topo.hosts):
+            job = JobSpec.from_description(descs[rank])
             command = [
                 sys.executable,
                 "-m",

@@ -8,7 +8,25 @@
 See docs/hostlib.md; PyTorch's DDP hook is in hostlib.torch.
 """
 
-from hostlib.communicator import AllreduceTimeout, Communicator, Handle, JobSpec, JoinError
+from hostlib.calls import (
+    AllreduceAborted,
+    AllreduceError,
+    AllreduceMismatch,
+    AllreduceTimeout,
+    NonFiniteError,
+)
+from hostlib.communicator import Communicator, Handle, JobSpec, JoinError
 from hostlib.engine import EngineStats
 
-__all__ = ["AllreduceTimeout", "Communicator", "EngineStats", "Handle", "JobSpec", "JoinError"]
+__all__ = [
+    "AllreduceAborted",
+    "AllreduceError",
+    "AllreduceMismatch",
+    "AllreduceTimeout",
+    "Communicator",
+    "EngineStats",
+    "Handle",
+    "JobSpec",
+    "JoinError",
+    "NonFiniteError",
+]

@@ -8,16 +8,20 @@ a running controller), runs N worker processes on 127.0.0.2.., all-reduces
 each size and dtype `iters` times, checks every result against numpy's sum
 (exact for int32, within the documented bound for floats), and prints one
 row per size and dtype: the slowest worker's median time, goodput per
-worker (input bytes per second) and retransmissions. `--drop-rate P` runs
-the lossless case and the lossy one (P dropped at the switch in each
-direction) in the same invocation and prints the goodput ratio;
-`--baseline gloo` times torch.distributed's Gloo all-reduce of the same
-tensors in the same worker processes.
+worker (input bytes per second), DATA resent and QUERY packets. `--drop-rate
+P` runs the lossless case and the lossy one (P dropped at the switch in
+each direction) in the same invocation and prints, from that one run, the
+goodput ratio and how many DATA packets were resent per packet the switch
+actually dropped (its own count); `--baseline gloo` times
+torch.distributed's Gloo all-reduce of the same tensors in the same worker
+processes.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import multiprocessing
 import statistics
 import sys
@@ -38,6 +42,7 @@ class Sample:
     iteration: int
     seconds: float
     retransmissions: int
+    queries: int
     ok: bool
     gloo_seconds: float | None = None
 
@@ -73,13 +78,17 @@ def bench_worker(
             for dtype in dtypes:
                 for iteration in range(iters):
                     data = make_input(rank, size, dtype, iteration)
-                    before = comm.stats().retransmissions
+                    before = comm.stats()
                     started = time.perf_counter()
                     result = comm.allreduce(data)
                     seconds = time.perf_counter() - started
-                    ok = check(result, world, size, dtype, iteration)[0]
-                    retx = comm.stats().retransmissions - before
-                    samples.append(Sample(rank, size, dtype, iteration, seconds, retx, ok))
+                    ok = check(result, world, size, dtype, iteration, k=comm.job.values_per_packet)[0]
+                    after = comm.stats()
+                    retx, queries = (
+                        after.retransmissions - before.retransmissions,
+                        after.queries - before.queries,
+                    )
+                    samples.append(Sample(rank, size, dtype, iteration, seconds, retx, queries, ok))
     if gloo_port is not None:
         samples = _with_gloo(samples, rank, world, gloo_port)
     return samples
@@ -97,24 +106,14 @@ def _with_gloo(samples: list[Sample], rank: int, world: int, port: int) -> list[
             dist.barrier()
             started = time.perf_counter()
             dist.all_reduce(tensor)
-            timed.append(
-                Sample(
-                    s.rank,
-                    s.size,
-                    s.dtype,
-                    s.iteration,
-                    s.seconds,
-                    s.retransmissions,
-                    s.ok,
-                    time.perf_counter() - started,
-                )
-            )
+            timed.append(dataclasses.replace(s, gloo_seconds=time.perf_counter() - started))
         return timed
     finally:
         dist.destroy_process_group()
 
 
-def run_suite(args: argparse.Namespace, drop_rate: float, tag: str) -> list[Sample]:
+def run_suite(args: argparse.Namespace, drop_rate: float, tag: str) -> tuple[list[Sample], dict[str, int]]:
+    """Every sample of one run, and the switch's own packet counters (empty with --controller)."""
     gloo_port = free_port() if args.baseline == "gloo" else None
     ctx = multiprocessing.get_context("spawn")
 
@@ -127,24 +126,31 @@ def run_suite(args: argparse.Namespace, drop_rate: float, tag: str) -> list[Samp
             return [s for per_worker in pool.starmap(bench_worker, jobs) for s in per_worker]
 
     if args.controller:
-        return launch(args.controller)
+        return launch(args.controller), {}
     logs = ROOT / "logs" / f"bench-{tag}"
+    stats = logs / "switch-stats.json"
     with services(
-        logs, ROOT / "build", drop_rate=drop_rate, drop_rate_out=drop_rate, pool_size=args.pool_size
+        logs,
+        ROOT / "build",
+        drop_rate=drop_rate,
+        drop_rate_out=drop_rate,
+        pool_size=args.pool_size,
+        stats_file=stats,
     ) as svc:
         print(
             f"  {tag}: switch {svc.switch_address[0]}:{svc.switch_address[1]}"
             f"{f', {drop_rate:.1%} loss each way' if drop_rate else ''}; logs in {logs}",
             flush=True,
         )
-        return launch(svc.controller)
+        samples = launch(svc.controller)
+    return samples, json.loads(stats.read_text()) if stats.exists() else {}
 
 
 def summarize(
     samples: list[Sample], sizes: list[int], dtypes: list[str], gloo: bool
 ) -> dict[tuple[int, str], float]:
     """Print the table; return goodput per worker (bytes/s) per (size, dtype)."""
-    header = f"{'size':>9} {'dtype':>8} {'seconds':>8} {'goodput/worker':>15} {'retx':>6}"
+    header = f"{'size':>9} {'dtype':>8} {'seconds':>8} {'goodput/worker':>15} {'resent':>6} {'asked':>6}"
     print(header + (f" {'gloo s':>8} {'vs gloo':>8}" if gloo else ""))
     goodputs = {}
     for size in sizes:
@@ -157,13 +163,26 @@ def summarize(
             goodputs[(size, dtype)] = goodput
             line = (
                 f"{size:>9} {dtype:>8} {seconds:>8.3f} {goodput / 1e6:>10.2f} MB/s "
-                f"{sum(s.retransmissions for s in rows):>6}"
+                f"{sum(s.retransmissions for s in rows):>6} {sum(s.queries for s in rows):>6}"
             )
             if gloo:
                 gloo_s = statistics.median(s.gloo_seconds or 0.0 for s in rows)
                 line += f" {gloo_s:>8.4f} {seconds / gloo_s if gloo_s else float('nan'):>7.1f}x"
             print(line)
     return goodputs
+
+
+def recovery_cost(samples: list[Sample], switch: dict[str, int]) -> str:
+    """DATA resent (and QUERY sent) per packet the switch's fault injection dropped, from the same run."""
+    dropped = switch.get("dropped_fault_in", 0) + switch.get("dropped_fault_out", 0)
+    resent, asked = sum(s.retransmissions for s in samples), sum(s.queries for s in samples)
+    if not dropped:
+        return f"  recovery: {resent} DATA resent, {asked} queries; the switch reported no drops"
+    return (
+        f"  recovery: {dropped} packets dropped by the switch ({switch.get('dropped_fault_in', 0)} in, "
+        f"{switch.get('dropped_fault_out', 0)} out); {resent} DATA resent = {resent / dropped:.2f} per drop, "
+        f"{asked} header-only queries = {asked / dropped:.2f} per drop"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,12 +216,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--baseline gloo needs PyTorch: pip install 'p4reduce[torch]'")
     print(f"p4reduce-bench: {args.workers} workers, sizes {args.sizes}, dtypes {args.dtypes}, x{args.iters}")
     try:
-        lossless = run_suite(args, 0.0, "lossless")
+        lossless, _ = run_suite(args, 0.0, "lossless")
         base = summarize(lossless, args.sizes, args.dtypes, args.baseline == "gloo")
         samples = list(lossless)
         ratio = None
         if args.drop_rate:
-            lossy = run_suite(args, args.drop_rate, "lossy")
+            lossy, counters = run_suite(args, args.drop_rate, "lossy")
             print(f"with {args.drop_rate:.1%} loss each way:")
             worse = summarize(lossy, args.sizes, args.dtypes, False)
             samples += lossy
@@ -210,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio = min(worse[(largest, d)] / base[(largest, d)] for d in args.dtypes)
             for key in sorted(base):
                 print(f"  goodput ratio lossy/lossless {key[0]:>9} {key[1]:>8}: {worse[key] / base[key]:.0%}")
+            print(recovery_cost(lossy, counters))
     except LaunchError as error:
         print(f"p4reduce-bench: {error}", file=sys.stderr)
         return 1

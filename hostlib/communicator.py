@@ -7,35 +7,57 @@ Two ways in:
   until every rank has joined, and keeps the job's lease alive with
   heartbeats from a background thread; `close()` leaves the job.
 * `Communicator(JobSpec(...), rank, local_address)` for static labs whose
-  switch was provisioned by hand (`p4reduce-ctl provision`).
+  switch was provisioned by hand (`p4reduce-ctl provision`) or whose runner
+  joined on the worker's behalf.
 
 Calls run one at a time, in the order they were made, on one background
-thread (`allreduce` is `allreduce_async(...).wait()`), because all of a job's
-workers must make the same sequence of calls: that is what keeps their
-set bits and chunk numbers in step.
+thread (`allreduce` is `allreduce_async(...).wait()`): every rank numbers
+its calls the same way, and the switch checks that the ranks agree on each
+(docs/protocol.md, *Call agreement*).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import socket
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Self
+from typing import Literal, Self, TypeVar
 
 import grpc
 import numpy as np
 
 from contracts import jobapi_pb2 as pb
 from contracts import jobapi_pb2_grpc as pb_grpc
-from contracts.protocol import MAX_WORKERS, UDP_PORT, VALUES_PER_PACKET
-from hostlib.engine import AllreduceTimeout, EngineStats, PacketEngine
-from hostlib.quantize import check_input
-from hostlib.reduction import plan_for
+from contracts.protocol import (
+    MAX_USES_PER_CALL,
+    MAX_WORKERS,
+    PROTOCOL_VERSION,
+    SUPPORTED_VALUES_PER_PACKET,
+    UDP_PORT,
+)
+from hostlib.calls import (
+    MAX_CALL_ELEMENTS,
+    AllreduceError,
+    Descriptor,
+    DType,
+    NonFinite,
+    Op,
+)
+from hostlib.engine import EngineStats, Membership, PacketEngine
+from hostlib.reduction import Plan, RefusedPlan, plan_for
 
-__all__ = ["AllreduceTimeout", "Communicator", "Handle", "JobSpec", "JoinError"]
+__all__ = ["Communicator", "Handle", "JobSpec", "JoinError"]
+
+DTYPES = {
+    np.dtype(np.int32): DType.INT32,
+    np.dtype(np.float32): DType.FLOAT32,
+    np.dtype(np.float16): DType.FLOAT16,
+}
 
 
 class JoinError(RuntimeError):
@@ -44,33 +66,43 @@ class JoinError(RuntimeError):
 
 @dataclass(frozen=True)
 class JobSpec:
-    """What a worker needs to aggregate: the job's identity on the switch and the switch's address."""
+    """What a worker needs to aggregate: the job's identity on the switch, its K, the switch's address,
+    and this rank's key (from JoinJob's reply, or from whoever provisioned the job)."""
 
     job_id: int
     world_size: int
     pool_size: int
     switch_address: tuple[str, int]
-    values_per_packet: int = VALUES_PER_PACKET
+    values_per_packet: int
+    key: int
     name: str = ""
 
     def __post_init__(self) -> None:
         if not 1 <= self.world_size <= MAX_WORKERS:
             raise ValueError(f"world size {self.world_size} is outside 1..{MAX_WORKERS}")
-        if self.values_per_packet != VALUES_PER_PACKET:
+        if self.values_per_packet not in SUPPORTED_VALUES_PER_PACKET:
             raise ValueError(
-                f"the job uses {self.values_per_packet} values per packet, this host library "
-                f"{VALUES_PER_PACKET}: switch program and host library do not match"
+                f"the job uses {self.values_per_packet} values per packet; this host library supports "
+                f"{', '.join(map(str, SUPPORTED_VALUES_PER_PACKET))}"
             )
+        if not 0 <= self.key < 2**32:
+            raise ValueError(f"key {self.key} is not a 32-bit number")
 
     @classmethod
     def from_description(cls, reply: pb.JobDescription) -> JobSpec:
-        """The controller's answer to JoinJob, with the protocol's defaults for fields it left unset."""
+        """The controller's answer to JoinJob (for the rank that joined)."""
+        if reply.protocol_version and reply.protocol_version != PROTOCOL_VERSION:
+            raise JoinError(
+                f"the switch speaks p4reduce protocol version {reply.protocol_version}, this host library "
+                f"version {PROTOCOL_VERSION}: upgrade one of them"
+            )
         return cls(
             job_id=reply.job_id,
             world_size=reply.world_size,
             pool_size=reply.pool_size,
             switch_address=(reply.switch_ipv4, reply.switch_udp_port or UDP_PORT),
-            values_per_packet=reply.values_per_packet or VALUES_PER_PACKET,
+            values_per_packet=reply.values_per_packet,
+            key=reply.key,
             name=reply.name,
         )
 
@@ -87,6 +119,10 @@ class Handle:
     def wait(self, timeout: float | None = None) -> np.ndarray:
         return self._future.result(timeout)
 
+    def add_done_callback(self, callback: Callable[[Handle], None]) -> None:
+        """Call `callback(self)` when the all-reduce ends (at once if it has), on the thread that ended it."""
+        self._future.add_done_callback(lambda _: callback(self))
+
 
 class Communicator:
     def __init__(
@@ -102,10 +138,9 @@ class Communicator:
             raise ValueError(f"rank {rank} is outside 0..{job.world_size - 1}")
         self.job = job
         self.rank = rank
+        member = Membership(job.job_id, rank, job.key, job.world_size, job.pool_size, job.values_per_packet)
         self.sock = sock if sock is not None else _bind(local_address)
-        self.engine = PacketEngine(
-            self.sock, job.switch_address, job.job_id, rank, job.pool_size, progress_timeout
-        )
+        self.engine = PacketEngine(self.sock, job.switch_address, member, progress_timeout)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"p4reduce-rank{rank}")
         self._closed = False
         self._stop_heartbeat = threading.Event()
@@ -129,6 +164,7 @@ class Communicator:
         progress_timeout: float = 10.0,
     ) -> Communicator:
         """Join `job` through the controller at `controller` (host:port); blocks until all ranks joined."""
+        _check_source_address(address[0])
         sock = _bind(address)
         ip, port = sock.getsockname()
         channel = grpc.insecure_channel(controller)
@@ -143,11 +179,16 @@ class Communicator:
         )
         try:
             reply = stub.JoinJob(request, timeout=join_timeout + 10, metadata=metadata)
+            spec = JobSpec.from_description(reply)
         except grpc.RpcError as error:
             sock.close()
             channel.close()
             raise JoinError(_rpc_message(error, controller)) from None
-        comm = cls(JobSpec.from_description(reply), rank, progress_timeout=progress_timeout, sock=sock)
+        except (JoinError, ValueError) as error:
+            sock.close()
+            channel.close()
+            raise JoinError(str(error)) from None
+        comm = cls(spec, rank, progress_timeout=progress_timeout, sock=sock)
         comm._channel, comm._controller, comm._metadata = channel, stub, metadata
         lease = reply.lease_seconds or 30.0
         comm._heartbeat = threading.Thread(
@@ -169,29 +210,86 @@ class Communicator:
                 continue  # the next beat retries; the lease is several intervals long
 
     # ------------------------------------------------------------ reducing
-    def allreduce_async(self, array: np.ndarray, out: np.ndarray | None = None) -> Handle:
-        """Start summing `array` over all ranks; the input is checked (and copied) before this returns."""
+    def allreduce_async(
+        self,
+        array: np.ndarray,
+        out: np.ndarray | None = None,
+        *,
+        op: Literal["sum", "avg"] = "sum",
+        nonfinite: Literal["propagate", "raise"] = "propagate",
+    ) -> Handle:
+        """Start summing (or averaging) `array` over all ranks; the input is copied before this returns.
+
+        Wrong arguments raise here, and this rank still takes part in the call with a refused
+        contribution, so that its peers fail at once instead of waiting for it.
+        """
         if self._closed:
             raise RuntimeError("the communicator is closed")
         array = np.asarray(array)
-        check_input(array)
-        if out is not None and (out.shape != array.shape or out.dtype != array.dtype):
-            raise ValueError(f"out must have shape {array.shape} and dtype {array.dtype}")
-        plan = plan_for(array.reshape(-1), self.job.pool_size, self.job.world_size)
+        try:
+            operation = _choice(Op, op, "op")
+            mode = _choice(NonFinite, nonfinite, "nonfinite")
+            if array.dtype not in DTYPES:
+                names = ", ".join(str(d) for d in DTYPES)
+                raise TypeError(f"allreduce supports {names}; got {array.dtype} (cast it first)")
+            if out is not None and (out.shape != array.shape or out.dtype != array.dtype):
+                raise ValueError(f"out must have shape {array.shape} and dtype {array.dtype}")
+        except (TypeError, ValueError):
+            self._executor.submit(self._refuse)
+            raise
+        flat = np.array(array.reshape(-1), copy=True)
+        calls = list(self._split(flat, DTYPES[array.dtype], operation, mode))
 
         def run() -> np.ndarray:
-            self.engine.run(plan)
-            self.engine.stats.tensor_bytes += array.nbytes
-            result = plan.result().reshape(array.shape)
             target = out if out is not None else np.empty(array.shape, dtype=array.dtype)
-            np.copyto(target, result, casting="unsafe")
+            view = target.reshape(-1)
+            for start, piece, descriptor in calls:
+                plan = plan_for(piece, descriptor, self.job.values_per_packet, self.job.world_size)
+                self._run(plan, descriptor)
+                np.copyto(view[start : start + piece.size], plan.result(), casting="unsafe")
+            self.engine.stats.tensor_bytes += array.nbytes
             return target
 
         return Handle(self._executor.submit(run))
 
-    def allreduce(self, array: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """The element-wise sum of `array` over all ranks (same shape and dtype)."""
-        return self.allreduce_async(array, out).wait()
+    def allreduce(
+        self,
+        array: np.ndarray,
+        out: np.ndarray | None = None,
+        *,
+        op: Literal["sum", "avg"] = "sum",
+        nonfinite: Literal["propagate", "raise"] = "propagate",
+    ) -> np.ndarray:
+        """The element-wise sum (or average) of `array` over all ranks, same shape and dtype.
+
+        A NaN or Inf in any rank's input comes back in its block on every rank (nonfinite="propagate",
+        as Gloo and NCCL do), or makes every rank raise NonFiniteError (nonfinite="raise").
+        """
+        return self.allreduce_async(array, out, op=op, nonfinite=nonfinite).wait()
+
+    def _split(
+        self, flat: np.ndarray, dtype: DType, op: Op, mode: NonFinite
+    ) -> Iterator[tuple[int, np.ndarray, Descriptor]]:
+        """The calls one tensor takes: each within 65536 packets and 2^24 - 1 elements."""
+        k = self.job.values_per_packet
+        priming = self.job.pool_size // 2 if dtype != DType.INT32 else 0
+        per_call = min((MAX_USES_PER_CALL - priming) * k, MAX_CALL_ELEMENTS // k * k)
+        for start in range(0, flat.size, per_call):
+            piece = flat[start : start + per_call]
+            yield start, piece, Descriptor(dtype, op, mode, piece.size)
+
+    def _run(self, plan: Plan, descriptor: Descriptor) -> None:
+        self.engine.run(plan, descriptor.encode())
+
+    def _refuse(self) -> None:
+        """Take part in the next call with a refused descriptor; the caller already has its error."""
+        try:
+            self._run(
+                RefusedPlan(self.job.values_per_packet),
+                Descriptor(DType.REFUSED, Op.SUM, NonFinite.PROPAGATE, 0),
+            )
+        except AllreduceError:
+            pass
 
     def stats(self) -> EngineStats:
         """A snapshot of the counters so far: take one before and one after a call to see what it cost."""
@@ -226,6 +324,30 @@ class Communicator:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+_Choice = TypeVar("_Choice", Op, NonFinite)
+
+
+def _choice(kind: type[_Choice], value: str, name: str) -> _Choice:
+    try:
+        return kind[value.upper()]
+    except (KeyError, AttributeError):
+        options = ", ".join(repr(member.name.lower()) for member in kind)
+        raise ValueError(f"{name} must be one of {options}, not {value!r}") from None
+
+
+def _check_source_address(ip: str) -> None:
+    """The switch checks the source address of every DATA: join from the address it will see."""
+    try:
+        address = ipaddress.IPv4Address(ip)
+    except ValueError:
+        raise JoinError(f"{ip!r} is not an IPv4 address to join from") from None
+    if address.is_unspecified or address.is_multicast or address == ipaddress.IPv4Address("255.255.255.255"):
+        raise JoinError(
+            f"cannot join from {ip}: the switch checks every packet's source address, so bind to the "
+            "address it will see (this host's address on the switch's network, e.g. 10.0.0.1 or 127.0.0.2)"
+        )
 
 
 def _bind(address: tuple[str, int]) -> socket.socket:

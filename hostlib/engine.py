@@ -1,30 +1,36 @@
-"""The packet engine: one worker's side of an all-reduce through the switch (docs/protocol.md).
+"""The packet engine: one worker's side of an all-reduce through the switch (docs/protocol.md, *Host rules*).
 
-A call is a sequence of U slot *uses*; use u goes to slot u mod W (W = the
-job's pool size, or fewer slots for a short call). A slot's next use is
-sent only when the result of its previous use has arrived, so at most W
-packets are outstanding and every result implicitly acknowledges the
-previous one. Each use flips the slot's set bit (kept across calls for the
-life of the job) and carries a chunk number that every worker advances
-identically, so a late or duplicated result is recognised and ignored.
+`Engine` is the protocol, with no I/O: `begin` a call, feed it every
+datagram (`receive`) and the clock (`poll`), send what they return, and
+`finish` when `done`. Time is an argument, so the same sequence of inputs
+always gives the same packets out: this is the executable specification the
+native engine is tested against, packet for packet. `PacketEngine` drives it
+over one connected UDP socket.
 
-What a use carries and what happens to its result is the caller's business
-(`UsePlan`): integers go as they are, floats are quantized with the
-exponent the previous result agreed (hostlib.reduction). The engine only
-moves bytes: packets are built with struct into one preallocated buffer per
-slot and results are copied out of one receive buffer, so no per-value
-Python runs on the data path.
+A call is a sequence of U slot *uses*; use u goes to slot `base + u mod W`
+on set `(u div W) mod 2`, with `seq` = call number : u. W slots of one half
+of the job's pool: calls alternate halves (the call after an aborted one
+stays), so a rank still waiting for the last replay of a call keeps its
+copies while the others start the next call. A slot's next use is sent only
+when the result of its previous use has arrived, so at most W packets are
+outstanding and every result implicitly acknowledges the previous one.
 
-Loss is recovered two ways, both by sending the use again, unchanged:
-- fast retransmission (`Overtaking`): once results of three uses sent
-  after an unanswered transmission have overtaken it, its use is resent at
-  once, without waiting for a timer;
-- the retransmission timer, for what nothing overtakes (the tail of a
-  call): the larger of smoothed RTT + 4 x deviation and 3 x smoothed RTT,
-  bounded to [10 ms, 1 s]; doubled at each expiry until the next valid
-  sample, and per resend of that use.
-A call with no progress for `progress_timeout` seconds fails with
-AllreduceTimeout instead of hanging.
+What a use carries and what happens to its result is the plan's business
+(hostlib.reduction). Loss is found by *suspecting* a use whose result is late:
+- fast retransmission (`Overtaking`): results of three transmissions sent
+  after it have overtaken it;
+- the retransmission timer, for what nothing overtakes (the tail of a call):
+  the larger of smoothed RTT + 4 x deviation and 3 x smoothed RTT, bounded
+  to [10 ms, 1 s]; doubled at each expiry until the next valid sample, and
+  per resend of that use.
+A suspected use is asked after with a QUERY (its header alone) at once by
+one rank, `(rank + use) mod N = 0`; the others wait 1.5 round trips for its
+RESULT or a MISSING and only then ask. The switch answers a QUERY with the
+RESULT (the asker's result was lost) or a MISSING to the whole job naming
+who has contributed: a rank missing from it resends its DATA, unchanged, at
+once; the others wait for their timer. So DATA is resent only by the rank
+whose DATA was lost. A call with no progress for `progress_timeout` seconds
+fails with AllreduceTimeout instead of hanging.
 """
 
 from __future__ import annotations
@@ -34,39 +40,60 @@ import math
 import socket
 import struct
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Protocol
 
-import numpy as np
+from contracts.protocol import (
+    CALL_NUMBERS,
+    HEADER_BYTES,
+    MAX_USES_PER_CALL,
+    SET_BIT,
+    SLOT_MASK,
+    USE_BITS,
+    MsgType,
+    payload_bytes,
+    seq_of,
+)
+from hostlib.calls import (
+    AllreduceAborted,
+    AllreduceError,
+    AllreduceMismatch,
+    AllreduceTimeout,
+    describe_word,
+)
+from hostlib.reduction import Plan
 
-from contracts.protocol import HEADER_BYTES, PAYLOAD_BYTES, SET_BIT, SLOT_MASK, MsgType
-
-HEADER = struct.Struct(">BBHHBBI")  # msg_type, rank, job_id, set|slot, exp, flags, chunk
+HEADER = struct.Struct(">BBHHBBIIII")  # msg_type, rank, job_id, set|slot, exp, flags, seq, key, call, aux
+assert HEADER.size == HEADER_BYTES
 RTO_MIN, RTO_MAX, RTO_INITIAL = 0.01, 1.0, 0.2
 RTO_SRTT_MULTIPLE = 3  # the timer never fires sooner than this many smoothed round trips
 FAST_RETRANSMIT_AFTER = 3  # results of later sends that mark an unanswered transmission lost
-_CHUNK_MOD = 1 << 32
+SUPPRESS_RTTS = 1.5  # a rank that is not the use's prober waits this many round trips before resending
+REMEMBERED_ABORTS = 64  # aborts of calls this rank has not started yet
+_USE_MASK = (1 << USE_BITS) - 1
 
 
-class AllreduceTimeout(RuntimeError):
-    """A call made no progress for too long: the switch, the controller's entries or a peer is gone."""
+@dataclass(frozen=True)
+class Membership:
+    """Who this engine speaks for, and the job's parameters from its description."""
 
+    job_id: int
+    rank: int
+    key: int
+    world_size: int
+    pool_size: int
+    values_per_packet: int
 
-class UsePlan(Protocol):
-    """What one call sends and where its results go."""
+    def __post_init__(self) -> None:
+        if not 2 <= self.pool_size <= SLOT_MASK + 1:
+            raise ValueError(f"pool size {self.pool_size} is outside 2..{SLOT_MASK + 1}")
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError(f"rank {self.rank} is outside 0..{self.world_size - 1}")
 
-    uses: int  # U
-    slots: int  # W' <= pool size: slots this call uses
-
-    def payload(self, use: int, agreed_exp: int) -> tuple[bytes | memoryview, int]:
-        """Values (4*K big-endian bytes) and the wire `exp` of a use; `agreed_exp` is the wire exponent
-        of the result of the previous use of the same slot (0 for a slot's first use)."""
-        ...
-
-    def deliver(self, use: int, values: memoryview, exp: int) -> None:
-        """The result of a use: its 4*K value bytes (valid only during the call) and wire exponent."""
-        ...
+    @property
+    def half(self) -> int:
+        """Slots a call may use: half of the pool."""
+        return self.pool_size // 2
 
 
 @dataclass
@@ -75,11 +102,18 @@ class EngineStats:
     packets_received: int = 0
     bytes_sent: int = 0
     bytes_received: int = 0
-    retransmissions: int = 0  # all resends, fast or timed
-    fast_retransmissions: int = 0  # resends because later uses' results overtook the use
-    ignored_results: int = 0  # duplicates, late results, strays
+    retransmissions: int = 0  # DATA sent again (only when the switch said this rank's DATA was missing)
+    queries: int = 0  # QUERY packets: header-only questions about a late use
+    fast_retransmissions: int = 0  # queries about uses that later results had overtaken
+    timeouts: int = 0  # retransmission timer expiries
+    missing_received: int = 0  # MISSING notices about this rank's outstanding uses
+    missing_resends: int = 0  # DATA resent because a MISSING said this rank's contribution was lost
+    suppressed: int = 0  # queries not made because the use's RESULT or a MISSING came first
+    ignored: int = 0  # duplicates, late answers, strays, malformed datagrams
+    forged: int = 0  # this job's packets without this rank's key
     refused: int = 0  # ICMP port unreachable seen on the socket
     calls: int = 0
+    aborted_calls: int = 0
     tensor_bytes: int = 0  # bytes of input reduced
     busy_seconds: float = 0.0
     rtt_samples: list[float] = field(default_factory=list, repr=False)
@@ -134,172 +168,342 @@ class Overtaking:
         return lost
 
 
-class PacketEngine:
-    """Sends a worker's uses and collects results over one UDP socket."""
+@dataclass(frozen=True)
+class _Abort:
+    """What an ABORT said: the offender's rank and descriptor, and the slot's (0 = not carried)."""
 
-    def __init__(
-        self,
-        sock: socket.socket,
-        switch_address: tuple[str, int],
-        job_id: int,
-        rank: int,
-        pool_size: int,
-        progress_timeout: float = 10.0,
-    ) -> None:
-        if not 1 <= pool_size <= SLOT_MASK + 1:
-            raise ValueError(f"pool size {pool_size} out of range")
-        self.sock = sock
-        self.switch = switch_address
-        # Connected: the kernel then delivers only the switch's datagrams, and reports ICMP port
-        # unreachable (no switch listening) as ECONNREFUSED instead of dropping it silently.
-        sock.connect(switch_address)
-        self.job_id = job_id
-        self.rank = rank
-        self.pool_size = pool_size
+    rank: int
+    offender: int
+    held: int
+
+
+class _Call:
+    """One call in flight: its plan, slots and the state of each slot's outstanding use."""
+
+    def __init__(self, number: int, plan: Plan, descriptor: int, base: int, width: int, k: int) -> None:
+        self.number, self.plan, self.descriptor, self.base, self.width = number, plan, descriptor, base, width
+        self.uses = plan.uses
+        self.current = [-1] * width  # use outstanding on each slot, -1 when the slot is done
+        self.sent_at = [0.0] * width  # first transmission of the current use (RTT samples)
+        self.last_data = [0.0] * width  # latest transmission of its DATA, first or resend
+        self.retries = [0] * width
+        self.deadline = [math.inf] * width
+        self.probe_at = [math.inf] * width  # a deferred resend (not this use's prober)
+        self.buffers = [bytearray(payload_bytes(k)) for _ in range(width)]
+        self.overtaking = Overtaking(width)
+        self.outstanding = width
+        self.error: AllreduceError | None = None
+
+
+class Engine:
+    """The protocol state of one rank: calls in order, with no I/O (see the module's docstring)."""
+
+    def __init__(self, member: Membership, progress_timeout: float = 10.0) -> None:
+        self.member = member
         self.progress_timeout = progress_timeout
-        self.next_set = bytearray(pool_size)  # set bit of each slot's next use; persists across calls
-        self.next_chunk = 0  # chunk number of the next call's first use
+        self.call_number = 0  # of the next (or current) call
+        self.half = 0  # which half of the pool the next call uses
         self.stats = EngineStats()
+        self.rto = RTO_INITIAL
         self._srtt: float | None = None
         self._rttvar = 0.0
-        self.rto = RTO_INITIAL
-        self._buffers = [bytearray(PAYLOAD_BYTES) for _ in range(pool_size)]
-        self._receive = bytearray(PAYLOAD_BYTES + 64)
+        self._call: _Call | None = None
+        self._last_progress = 0.0
+        self._started = 0.0
+        self._broken: str | None = None
+        self._aborts: OrderedDict[int, _Abort] = OrderedDict()  # call number -> ABORT seen before it began
+        self._out: list[bytes] = []
 
-    # ------------------------------------------------------------------ a call
-    def run(self, plan: UsePlan) -> None:
-        """Carry out every use of `plan`; returns when all results arrived, or raises AllreduceTimeout."""
-        slots, uses = plan.slots, plan.uses
-        if uses == 0:
+    # ------------------------------------------------------------------ calls
+    @property
+    def done(self) -> bool:
+        return self._call is None or self._call.outstanding == 0 or self._call.error is not None
+
+    def begin(self, plan: Plan, descriptor: int, now: float) -> list[bytes]:
+        """Start the next call; returns the packets to send. Raises at once if the call cannot run."""
+        if self._call is not None:
+            raise RuntimeError("a call is already in flight")
+        if self._broken is not None:
+            raise AllreduceError(self._broken)
+        width = plan.width(self.member.half)
+        plan.start(width)
+        if plan.uses > MAX_USES_PER_CALL:
+            raise ValueError(f"a call takes at most {MAX_USES_PER_CALL} packets, not {plan.uses}")
+        call = _Call(
+            self.call_number,
+            plan,
+            descriptor,
+            self.half * self.member.half,
+            width,
+            self.member.values_per_packet,
+        )
+        self._call = call
+        self._started = self._last_progress = now
+        known = self._aborts.pop(call.number, None)
+        if known is not None:
+            call.error = self._mismatch(known)
+            return []
+        if plan.uses == 0:
+            call.outstanding = 0
+            return []
+        self._out = []
+        for slot in range(width):
+            self._send(slot, slot, 0, now)
+        return self._take()
+
+    def finish(self, now: float) -> None:
+        """End the call: the next call's number and half; raises the call's error, if any."""
+        call, self._call = self._call, None
+        if call is None:
             return
-        if not 1 <= slots <= self.pool_size or slots > uses:
-            raise ValueError(f"a plan of {uses} uses cannot use {slots} of {self.pool_size} slots")
-        started = time.perf_counter()
-        first_chunk = self.next_chunk
-        current = [-1] * slots  # use outstanding on each slot, -1 when the slot is done
-        sent_at = [0.0] * slots
-        retries = [0] * slots
-        deadlines = np.full(slots, math.inf)
-        overtaking = Overtaking(slots)
-        stats = self.stats
-        sock, header, receive = self.sock, HEADER, self._receive
-        view = memoryview(receive)
-        values_view = view[HEADER_BYTES:PAYLOAD_BYTES]
-        result_type, job_id = int(MsgType.RESULT), self.job_id
-
-        def send(slot: int, use: int, agreed_exp: int) -> None:
-            values, exp = plan.payload(use, agreed_exp)
-            set_bit = self.next_set[slot]
-            self.next_set[slot] = set_bit ^ 1
-            buffer = self._buffers[slot]
-            chunk = (first_chunk + use) % _CHUNK_MOD
-            header.pack_into(
-                buffer, 0, MsgType.DATA, self.rank, job_id, (SET_BIT if set_bit else 0) | slot, exp, 0, chunk
+        self.stats.busy_seconds += now - self._started
+        self.call_number = (call.number + 1) % CALL_NUMBERS
+        error = call.error
+        if isinstance(error, AllreduceAborted):
+            self.stats.aborted_calls += 1  # the next call reuses the aborted call's half
+        else:
+            self.half ^= 1
+            self.stats.calls += 1 if error is None else 0
+        if isinstance(error, AllreduceTimeout):
+            self._broken = (
+                f"this communicator stopped after a timeout (call #{call.number}): its ranks are no longer "
+                "known to be in step; join the job again"
             )
-            buffer[HEADER_BYTES:] = values
-            self._send(buffer)
-            now = time.perf_counter()
-            current[slot] = use
-            sent_at[slot] = now
-            retries[slot] = 0
-            deadlines[slot] = now + self.rto
-            overtaking.sent(slot)
+        if error is not None:
+            raise error
 
-        for slot in range(slots):
-            send(slot, slot, 0)
-        outstanding = slots
-        last_progress = time.perf_counter()
-        next_check = last_progress + self.rto
-        while outstanding:
-            now = time.perf_counter()
-            if now >= next_check:
-                self._retransmit(deadlines, retries, current, overtaking, now)
-                if now - last_progress > self.progress_timeout:
-                    raise AllreduceTimeout(self._stall_message(now - last_progress, outstanding, uses))
-                next_check = min(float(deadlines.min()), now + 0.05)
-            try:
-                sock.settimeout(max(next_check - now, 0.0005))
-                size = sock.recv_into(receive)
-            except TimeoutError:
-                continue
-            except ConnectionRefusedError:
-                stats.refused += 1
-                continue
-            stats.packets_received += 1
-            stats.bytes_received += size
-            if size != PAYLOAD_BYTES:
-                stats.ignored_results += 1
-                continue
-            msg_type, _rank, job, set_slot, exp, _flags, chunk = header.unpack_from(receive)
-            slot = set_slot & SLOT_MASK
-            if msg_type != result_type or job != job_id or slot >= slots:
-                stats.ignored_results += 1
-                continue
-            use = current[slot]
-            expected_set = self.next_set[slot] ^ 1
-            if use < 0 or (set_slot >> 15) != expected_set or chunk != (first_chunk + use) % _CHUNK_MOD:
-                stats.ignored_results += 1
-                continue
-            finished = time.perf_counter()
-            first_send = retries[slot] == 0
-            if first_send:  # Karn: only unambiguous samples
-                self._sample_rtt(finished - sent_at[slot])
-            overtaken = overtaking.answered(slot, first_send)
-            plan.deliver(use, values_view, exp)
-            last_progress = finished
-            following = use + slots
-            if following < uses:
-                send(slot, following, exp)
+    # ------------------------------------------------------------------ inputs
+    def receive(self, datagram: bytes | bytearray | memoryview, now: float) -> list[bytes]:
+        """One datagram from the switch's address; returns what to send in answer."""
+        self.stats.packets_received += 1
+        self.stats.bytes_received += len(datagram)
+        if len(datagram) < HEADER_BYTES:
+            self.stats.ignored += 1
+            return []
+        msg_type, _rank, job_id, set_slot, exp, _flags, seq, key, call_word, aux = HEADER.unpack_from(
+            datagram
+        )
+        if job_id != self.member.job_id:
+            self.stats.ignored += 1
+            return []
+        if key != self.member.key:
+            self.stats.forged += 1
+            return []
+        self._out = []
+        size = len(datagram)
+        if msg_type == MsgType.ABORT and size == HEADER_BYTES:
+            self._abort(seq, _Abort(_rank, call_word, aux))
+            return self._take()
+        slot = self._outstanding_slot(seq, set_slot)
+        if slot is None:
+            if msg_type == MsgType.MISSING and size == HEADER_BYTES:
+                self._missing_ahead(seq, set_slot, aux, now)
             else:
-                current[slot] = -1
-                deadlines[slot] = math.inf
-                outstanding -= 1
-            for lost in overtaken:
-                stats.fast_retransmissions += 1
-                self._resend(lost, retries, deadlines, overtaking, finished)
-        self.next_chunk = (first_chunk + uses) % _CHUNK_MOD
-        stats.calls += 1
-        stats.busy_seconds += time.perf_counter() - started
+                self.stats.ignored += 1
+        elif msg_type == MsgType.RESULT and size == payload_bytes(self.member.values_per_packet):
+            self._result(slot, memoryview(datagram)[HEADER_BYTES:], exp, now)
+        elif msg_type == MsgType.MISSING and size == HEADER_BYTES:
+            self._missing(slot, aux, now)
+        elif msg_type == MsgType.STALE and size == HEADER_BYTES:
+            self._stale(aux)
+        else:
+            self.stats.ignored += 1
+        return self._take()
 
-    # ---------------------------------------------------------------- helpers
-    def _send(self, buffer: bytearray) -> None:
-        try:
-            self.sock.send(buffer)
-        except ConnectionRefusedError:
-            self.stats.refused += 1  # an earlier datagram bounced off a closed port; try once more
-            try:
-                self.sock.send(buffer)
-            except ConnectionRefusedError:
-                self.stats.refused += 1
-        self.stats.packets_sent += 1
-        self.stats.bytes_sent += len(buffer)
-
-    def _retransmit(
-        self,
-        deadlines: np.ndarray,
-        retries: list[int],
-        current: list[int],
-        overtaking: Overtaking,
-        now: float,
-    ) -> None:
-        expired = [slot for slot in np.flatnonzero(deadlines <= now).tolist() if current[slot] >= 0]
+    def poll(self, now: float) -> list[bytes]:
+        """Timers: resends whose time has come, and the progress timeout."""
+        call = self._call
+        if call is None or self.done:
+            return []
+        self._out = []
+        expired = [s for s in range(call.width) if call.current[s] >= 0 and call.deadline[s] <= now]
         if expired:
             # RFC 6298 5.5: the timeout backs off and stays backed off until a fresh sample. Karn's
             # rule keeps the slow (retransmitted) uses out of the estimate, so without this a queue
             # building behind a large window would keep the timeout below the RTT: every use resent.
             self.rto = min(self.rto * 2, RTO_MAX)
-        for slot in expired:
-            self._resend(slot, retries, deadlines, overtaking, now)
+            self.stats.timeouts += len(expired)
+            for slot in expired:
+                self._suspect(slot, now, fast=False)
+        for slot in range(call.width):
+            if call.probe_at[slot] <= now:
+                self._query(slot, now)
+        if now >= self._last_progress + self.progress_timeout:  # the very sum next_deadline gives
+            call.error = AllreduceTimeout(self._stall_message(now - self._last_progress))
+        return self._take()
 
-    def _resend(
-        self, slot: int, retries: list[int], deadlines: np.ndarray, overtaking: Overtaking, now: float
-    ) -> None:
-        """Send a slot's current use again; its timer doubles with each resend of that use."""
-        retries[slot] += 1
+    def next_deadline(self) -> float:
+        """When `poll` must run next (math.inf with nothing outstanding)."""
+        call = self._call
+        if call is None or self.done:
+            return math.inf
+        return min(min(call.deadline), min(call.probe_at), self._last_progress + self.progress_timeout)
+
+    # ------------------------------------------------------------------ protocol
+    def _outstanding_slot(self, seq: int, set_slot: int) -> int | None:
+        """The call's slot whose outstanding use the packet names exactly, or None."""
+        call = self._call
+        if call is None or seq >> USE_BITS != call.number:
+            return None
+        use = seq & _USE_MASK
+        slot = (set_slot & SLOT_MASK) - call.base
+        if not 0 <= slot < call.width or call.current[slot] != use:
+            return None
+        if (set_slot >> 15) != (use // call.width) % 2:
+            return None
+        return slot
+
+    def _send(self, slot: int, use: int, agreed_exp: int, now: float) -> None:
+        call, member = self._call, self.member
+        assert call is not None
+        values, exp = call.plan.payload(use, agreed_exp)
+        set_bit = SET_BIT if (use // call.width) % 2 else 0
+        buffer = call.buffers[slot]
+        HEADER.pack_into(
+            buffer, 0, MsgType.DATA, member.rank, member.job_id, set_bit | (call.base + slot), exp, 0,
+            seq_of(call.number, use), member.key, call.descriptor, 0,
+        )  # fmt: skip
+        buffer[HEADER_BYTES:] = values
+        call.current[slot] = use
+        call.sent_at[slot] = call.last_data[slot] = now
+        call.retries[slot] = 0
+        call.deadline[slot] = now + self.rto
+        call.probe_at[slot] = math.inf
+        call.overtaking.sent(slot)
+        self._emit(buffer)
+
+    def _again(self, slot: int, packet: bytes | bytearray, now: float) -> None:
+        """A second (third, ...) transmission about a slot's use: Karn's rule, and its own timer doubles."""
+        call = self._call
+        assert call is not None
+        call.retries[slot] += 1
+        call.probe_at[slot] = math.inf
+        call.deadline[slot] = now + min(self.rto * 2 ** (call.retries[slot] - 1), RTO_MAX)
+        call.overtaking.sent(slot)
+        self._emit(packet)
+
+    def _resend(self, slot: int, now: float) -> None:
+        """Send a slot's current use again, unchanged: the switch said this rank's DATA is missing."""
+        call = self._call
+        assert call is not None
+        call.last_data[slot] = now
         self.stats.retransmissions += 1
-        self._send(self._buffers[slot])
-        overtaking.sent(slot)
-        deadlines[slot] = now + min(self.rto * 2 ** (retries[slot] - 1), RTO_MAX)
+        self._again(slot, call.buffers[slot], now)
+
+    def _query(self, slot: int, now: float) -> None:
+        """Ask the switch about a slot's use: it answers with the RESULT, a MISSING or a STALE."""
+        call = self._call
+        assert call is not None
+        packet = bytearray(call.buffers[slot][:HEADER_BYTES])
+        packet[0] = MsgType.QUERY
+        self.stats.queries += 1
+        self._again(slot, packet, now)
+
+    def _suspect(self, slot: int, now: float, *, fast: bool) -> None:
+        """The slot's use may be lost: its prober asks now, the others after a round trip and a half."""
+        call = self._call
+        assert call is not None
+        use = call.current[slot]
+        if use < 0 or call.probe_at[slot] != math.inf:
+            return
+        if (self.member.rank + use) % self.member.world_size == 0:
+            self.stats.fast_retransmissions += fast
+            self._query(slot, now)
+        else:
+            call.probe_at[slot] = now + SUPPRESS_RTTS * (self._srtt or RTO_MIN)
+            call.deadline[slot] = math.inf
+
+    def _result(self, slot: int, values: memoryview, exp: int, now: float) -> None:
+        call = self._call
+        assert call is not None
+        use = call.current[slot]
+        first_send = call.retries[slot] == 0
+        if first_send:  # Karn: only unambiguous samples
+            self._sample_rtt(now - call.sent_at[slot])
+        if call.probe_at[slot] != math.inf:
+            self.stats.suppressed += 1
+        overtaken = call.overtaking.answered(slot, first_send)
+        call.plan.deliver(use, values, exp)
+        self._last_progress = now
+        following = use + call.width
+        if following < call.uses:
+            self._send(slot, following, exp, now)
+        else:
+            call.current[slot] = -1
+            call.deadline[slot] = call.probe_at[slot] = math.inf
+            call.outstanding -= 1
+        for lost in overtaken:
+            self._suspect(lost, now, fast=True)
+
+    def _missing(self, slot: int, contributors: int, now: float) -> None:
+        """A resent use is still collecting: resend if this rank's contribution is not in, else wait."""
+        call = self._call
+        assert call is not None
+        self.stats.missing_received += 1
+        if not contributors >> self.member.rank & 1:
+            if now - call.last_data[slot] >= 0.5 * (self._srtt or 0.0):  # else our resend is on its way
+                self.stats.missing_resends += 1
+                self._resend(slot, now)
+            return
+        if call.probe_at[slot] != math.inf:
+            self.stats.suppressed += 1
+            call.probe_at[slot] = math.inf
+        call.deadline[slot] = now + min(self.rto * 2 ** call.retries[slot], RTO_MAX)
+
+    def _missing_ahead(self, seq: int, set_slot: int, contributors: int, now: float) -> None:
+        """A MISSING for the use after this rank's outstanding one on a slot: the others have that use's
+        result and moved on, so this rank's RESULT was lost. Ask for the replay now."""
+        call = self._call
+        if call is None or seq >> USE_BITS != call.number or contributors >> self.member.rank & 1:
+            self.stats.ignored += 1
+            return
+        slot = (set_slot & SLOT_MASK) - call.base
+        outstanding = call.current[slot] if 0 <= slot < call.width else -1
+        if outstanding < 0 or seq & _USE_MASK != outstanding + call.width:
+            self.stats.ignored += 1
+            return
+        self.stats.missing_received += 1
+        if call.probe_at[slot] != math.inf or call.retries[slot] == 0:
+            self._query(slot, now)
+
+    def _stale(self, held: int) -> None:
+        call = self._call
+        assert call is not None
+        call.error = AllreduceAborted(
+            f"call #{call.number} of job {self.member.job_id} was abandoned by the other ranks: the switch's "
+            f"slot has moved on to call #{held >> USE_BITS} (an abort this rank did not hear of)"
+        )
+
+    def _abort(self, seq: int, abort: _Abort) -> None:
+        number = seq >> USE_BITS
+        call = self._call
+        if call is not None and number == call.number:
+            if call.error is None:
+                call.error = self._mismatch(abort)
+            return
+        ahead = (number - self.call_number) % CALL_NUMBERS
+        if call is None and ahead == 0 or 0 < ahead < CALL_NUMBERS // 2:
+            self._aborts.setdefault(number, abort)
+            while len(self._aborts) > REMEMBERED_ABORTS:
+                self._aborts.popitem(last=False)
+        else:
+            self.stats.ignored += 1  # an old call's abort, duplicated or late
+
+    def _mismatch(self, abort: _Abort) -> AllreduceMismatch:
+        call = self._call
+        assert call is not None
+        mine = describe_word(call.descriptor)
+        if abort.held:
+            detail = (
+                f"rank {abort.rank} called {describe_word(abort.offender)}, but the call's first "
+                f"contribution was {describe_word(abort.held)}"
+            )
+        else:
+            detail = "the ranks' calls differ (the other ranks' errors say how)"
+        return AllreduceMismatch(
+            f"call #{call.number} of job {self.member.job_id} aborted by the switch: {detail}; this rank "
+            f"(rank {self.member.rank}) called {mine}"
+        )
 
     def _sample_rtt(self, rtt: float) -> None:
         """RFC 6298 smoothing, with a floor of RTO_SRTT_MULTIPLE x srtt; within [RTO_MIN, RTO_MAX]."""
@@ -316,15 +520,82 @@ class PacketEngine:
         if len(self.stats.rtt_samples) < 10_000:
             self.stats.rtt_samples.append(rtt)
 
-    def _stall_message(self, idle: float, outstanding: int, uses: int) -> str:
-        host, port = self.switch
+    def _emit(self, buffer: bytearray) -> None:
+        self._out.append(bytes(buffer))
+        self.stats.packets_sent += 1
+        self.stats.bytes_sent += len(buffer)
+
+    def _take(self) -> list[bytes]:
+        out, self._out = self._out, []
+        return out
+
+    def _stall_message(self, idle: float) -> str:
+        call = self._call
+        assert call is not None
         message = (
-            f"no progress for {idle:.1f} s: {outstanding} of {uses} packet(s) of this call still "
-            f"unanswered by the switch at {host}:{port} (job {self.job_id}, rank {self.rank}, "
+            f"no progress for {idle:.1f} s: {call.outstanding} of {call.uses} packet(s) of call "
+            f"#{call.number} still unanswered (job {self.member.job_id}, rank {self.member.rank}, "
             f"{self.stats.retransmissions} retransmissions so far)"
         )
         if self.stats.refused:
-            message += "; the switch's address refused datagrams (ICMP port unreachable): is it running?"
-        else:
-            message += "; a peer may have died, or the job's entries are gone from the switch"
-        return message
+            return (
+                message + "; the switch's address refused datagrams (ICMP port unreachable): is it running?"
+            )
+        return message + "; a peer may have died, or the job's entries are gone from the switch"
+
+
+class PacketEngine:
+    """Drives an `Engine` over one UDP socket connected to the switch's aggregation address."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        switch_address: tuple[str, int],
+        member: Membership,
+        progress_timeout: float = 10.0,
+    ) -> None:
+        self.sock = sock
+        self.switch = switch_address
+        # Connected: the kernel then delivers only the switch's datagrams, and reports ICMP port
+        # unreachable (no switch listening) as ECONNREFUSED instead of dropping it silently.
+        sock.connect(switch_address)
+        self.engine = Engine(member, progress_timeout)
+        self._receive = bytearray(payload_bytes(member.values_per_packet) + 64)
+
+    @property
+    def stats(self) -> EngineStats:
+        return self.engine.stats
+
+    def run(self, plan: Plan, descriptor: int) -> None:
+        """Carry out one call; returns when every result arrived, or raises the call's error."""
+        engine, sock, buffer = self.engine, self.sock, self._receive
+        view = memoryview(buffer)
+        try:
+            self._send(engine.begin(plan, descriptor, time.perf_counter()))
+            while not engine.done:
+                now = time.perf_counter()
+                self._send(engine.poll(now))
+                if engine.done:
+                    break
+                sock.settimeout(max(engine.next_deadline() - now, 0.0005))
+                try:
+                    size = sock.recv_into(buffer)
+                except TimeoutError:
+                    continue
+                except ConnectionRefusedError:
+                    engine.stats.refused += 1
+                    continue
+                self._send(engine.receive(view[:size], time.perf_counter()))
+        finally:
+            engine.finish(time.perf_counter())
+
+    def _send(self, packets: list[bytes]) -> None:
+        for packet in packets:
+            try:
+                self.sock.send(packet)
+            except ConnectionRefusedError:
+                self.engine.stats.refused += 1  # an earlier datagram bounced off a closed port; once more
+                try:
+                    self.sock.send(packet)
+                except ConnectionRefusedError:
+                    self.engine.stats.refused += 1

@@ -167,8 +167,13 @@ def services(
     drop_rate_out: float = 0.0,
     seed: int = 1,
     pool_size: int = 128,
+    stats_file: Path | None = None,
 ) -> Iterator[Services]:
-    """A rootless p4reduce-switch (one UDP port) and a controller daemon provisioning it."""
+    """A rootless p4reduce-switch (one UDP port) and a controller daemon provisioning it.
+
+    With `stats_file`, the switch writes its packet counters there (JSON) when it stops, at the end
+    of the `with` block: e.g. how many frames its fault injection dropped.
+    """
     logs.mkdir(parents=True, exist_ok=True)
     program, p4info = build_program(build)
     grpc_port, job_port = free_port(), free_port()
@@ -191,6 +196,8 @@ def services(
         "--log-level",
         "warn",
     ]
+    if stats_file is not None:
+        switch_cmd += ["--stats-file", str(stats_file)]
     if drop_rate or drop_rate_out:
         switch_cmd += [
             "--drop-rate",
@@ -238,6 +245,8 @@ def worker_arguments(job: JobSpec, rank: int, bind: tuple[str, int]) -> list[str
         f"--job-id={job.job_id}",
         f"--world={job.world_size}",
         f"--pool={job.pool_size}",
+        f"--values-per-packet={job.values_per_packet}",
+        f"--key={job.key}",
         f"--switch={switch_ip}:{switch_port}",
         f"--rank={rank}",
         f"--bind={ip}:{port}",
@@ -249,6 +258,8 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--job-id", type=int, required=True)
     parser.add_argument("--world", type=int, required=True)
     parser.add_argument("--pool", type=int, required=True)
+    parser.add_argument("--values-per-packet", type=int, required=True, help="K of the switch's pipeline")
+    parser.add_argument("--key", type=int, required=True, help="this rank's key (from its JoinJob reply)")
     parser.add_argument("--switch", required=True, help="aggregation address IP:PORT")
     parser.add_argument("--rank", type=int, required=True)
     parser.add_argument("--bind", required=True, help="this worker's IP:PORT")
@@ -258,5 +269,7 @@ def worker_job(args: argparse.Namespace) -> tuple[JobSpec, int, tuple[str, int]]
     """(job, rank, local address) from options added by `add_worker_arguments`."""
     switch_ip, switch_port = args.switch.rsplit(":", 1)
     ip, port = args.bind.rsplit(":", 1)
-    job = JobSpec(args.job_id, args.world, args.pool, (switch_ip, int(switch_port)))
+    job = JobSpec(
+        args.job_id, args.world, args.pool, (switch_ip, int(switch_port)), args.values_per_packet, args.key
+    )
     return job, args.rank, (ip, int(port))

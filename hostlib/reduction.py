@@ -1,89 +1,150 @@
-"""What one all-reduce sends, per dtype: the UsePlans the packet engine carries out.
+"""What one call sends and where its results go, per dtype: the plans the packet engine carries out.
+
+A plan knows `uses` (how many packets the call takes) for the `width` W
+(slots) the engine gives it, what each use carries (`payload`) and what to
+do with each result (`deliver`); `result()` assembles the sum.
 
 int32 travels as it is and sums exactly (wrapping like the switch's adder).
 float32/float16 travel as block floating point (hostlib.quantize): each
 slot's first use in a call is a priming packet whose only job is to agree
 the exponent of the slot's first chunk; every later use carries a chunk
 scaled with the exponent the previous result agreed, and announces the
-local exponent of the next chunk on that slot.
+local exponent of the next chunk on that slot (or 255 when that chunk holds
+NaN/Inf, so that every rank sends the non-finite codes for it).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from contracts.protocol import EXP_BIAS, EXP_NONE, VALUES_PER_PACKET
+from contracts.protocol import EXP_NONE, EXP_NONFINITE
 from hostlib import quantize as q
-
-K = VALUES_PER_PACKET
-_ZEROS = bytes(4 * K)
+from hostlib.calls import Descriptor, NonFinite, NonFiniteError, Op
 
 
 class IntPlan:
     """int32: use u carries chunk u."""
 
-    def __init__(self, flat: np.ndarray, pool_size: int) -> None:
-        self.size = flat.size
-        self.wire = q.as_chunks(flat.astype(">i4", copy=False))
+    def __init__(self, flat: np.ndarray, k: int, world_size: int, op: Op) -> None:
+        self.size, self.k, self.world_size, self.op = flat.size, k, world_size, op
+        self.wire = q.as_chunks(flat.astype(">i4", copy=False), k)
         self.uses = len(self.wire)
-        self.slots = min(pool_size, self.uses)
         self.sums = np.zeros_like(self.wire)
         self._send = memoryview(self.wire).cast("B")
         self._receive = memoryview(self.sums).cast("B")
 
+    def width(self, slots: int) -> int:
+        return min(slots, self.uses)
+
+    def start(self, width: int) -> None:
+        """The engine's choice of W; int32 needs nothing from it."""
+
     def payload(self, use: int, agreed_exp: int) -> tuple[memoryview, int]:
-        return self._send[use * 4 * K : (use + 1) * 4 * K], EXP_NONE
+        return self._send[use * 4 * self.k : (use + 1) * 4 * self.k], EXP_NONE
 
     def deliver(self, use: int, values: memoryview, exp: int) -> None:
-        self._receive[use * 4 * K : (use + 1) * 4 * K] = values
+        self._receive[use * 4 * self.k : (use + 1) * 4 * self.k] = values
 
     def result(self) -> np.ndarray:
-        return self.sums.reshape(-1)[: self.size].astype(np.int32)
+        sums = self.sums.reshape(-1)[: self.size].astype(np.int32)
+        if self.op == Op.AVG:  # truncated towards zero, as NCCL
+            return (np.trunc(sums.astype(np.float64) / self.world_size)).astype(np.int32)
+        return sums
 
 
 class FloatPlan:
     """float32/float16 through block floating point; uses 0..W-1 prime the slots."""
 
-    def __init__(self, flat: np.ndarray, pool_size: int, world_size: int) -> None:
-        self.size = flat.size
-        self.world_size = world_size
-        self.chunks = q.as_chunks(flat.astype(np.float32, copy=False))
-        self.local = q.local_exponents(self.chunks) + EXP_BIAS  # wire exponents
-        n = len(self.chunks)
-        self.slots = min(pool_size, n)
-        self.uses = n + self.slots if n else 0
-        self.agreed = np.zeros(n, dtype=np.int64)  # wire exponent each chunk was scaled with
-        self.sums = np.zeros((n, K), dtype=">i4")
+    def __init__(self, flat: np.ndarray, k: int, world_size: int, op: Op, nonfinite: NonFinite) -> None:
+        self.size, self.k, self.world_size, self.op, self.nonfinite = flat.size, k, world_size, op, nonfinite
+        self.chunks = q.as_chunks(flat.astype(np.float32, copy=False), k)
+        self.local = q.wire_exponents(self.chunks)
+        self.count = len(self.chunks)
+        self.slots = 0
+        self.uses = 0
+        self.agreed = np.zeros(self.count, dtype=np.int64)  # wire exponent each chunk was sent with
+        self.sums = np.zeros((self.count, k), dtype=">i4")
         self._receive = memoryview(self.sums).cast("B")
+        self._zeros = bytes(4 * k)
+
+    def width(self, slots: int) -> int:
+        return min(slots, self.count)
+
+    def start(self, width: int) -> None:
+        self.slots = width
+        self.uses = self.count + width if self.count else 0
 
     def _announce(self, chunk: int) -> int:
-        """The wire exponent of `chunk`, announced one use ahead (0 when the slot has no such chunk)."""
-        return int(self.local[chunk]) if chunk < len(self.chunks) else EXP_NONE
+        """The wire exponent of `chunk`, announced one use ahead (EXP_NONE if the slot has no such chunk)."""
+        return int(self.local[chunk]) if chunk < self.count else EXP_NONE
 
     def payload(self, use: int, agreed_exp: int) -> tuple[bytes, int]:
         if use < self.slots:
-            return _ZEROS, self._announce(use)  # priming: agree the exponent of chunk `use`
+            return self._zeros, self._announce(use)  # priming: agree the exponent of chunk `use`
         chunk = use - self.slots
         self.agreed[chunk] = agreed_exp
-        values = q.quantize(self.chunks[chunk], agreed_exp - EXP_BIAS, self.world_size)
+        values = q.quantize(self.chunks[chunk], agreed_exp, self.world_size)
         return values.tobytes(), self._announce(chunk + self.slots)
 
     def deliver(self, use: int, values: memoryview, exp: int) -> None:
         if use >= self.slots:
             chunk = use - self.slots
-            self._receive[chunk * 4 * K : (chunk + 1) * 4 * K] = values
+            self._receive[chunk * 4 * self.k : (chunk + 1) * 4 * self.k] = values
+
+    def nonfinite_blocks(self) -> np.ndarray:
+        return np.flatnonzero(self.agreed == EXP_NONFINITE)
 
     def result(self) -> np.ndarray:
-        sums = q.dequantize(self.sums, self.agreed - EXP_BIAS, self.world_size)
+        blocks = self.nonfinite_blocks()
+        if blocks.size and self.nonfinite == NonFinite.RAISE:
+            first = int(blocks[0]) * self.k
+            raise NonFiniteError(
+                f"{blocks.size} block(s) of {self.k} elements held NaN or Inf on some rank, the first "
+                f"at elements {first}..{min(first + self.k, self.size) - 1}; every rank raises "
+                "(nonfinite='raise')"
+            )
+        sums = q.dequantize(self.sums, self.agreed, self.world_size)
+        if self.op == Op.AVG:
+            sums /= self.world_size
         return sums.reshape(-1)[: self.size]
 
     def error_bound(self) -> np.ndarray:
         """Per element, the largest absolute error the quantization allows (docs/protocol.md)."""
-        bounds = np.array([q.error_bound(int(e) - EXP_BIAS, self.world_size) for e in self.agreed])
-        return np.repeat(bounds, K)[: self.size]
+        bounds = np.array([q.error_bound(int(e), self.world_size) for e in self.agreed])
+        if self.op == Op.AVG:
+            bounds /= self.world_size
+        return np.repeat(bounds, self.k)[: self.size]
 
 
-def plan_for(flat: np.ndarray, pool_size: int, world_size: int) -> IntPlan | FloatPlan:
+class RefusedPlan:
+    """One use of zeros with a refused descriptor: a rank that cannot take part still meets its peers,
+    so that they fail at once (the switch sees two descriptors) instead of waiting for a timeout."""
+
+    uses = 1
+
+    def __init__(self, k: int) -> None:
+        self._zeros = bytes(4 * k)
+
+    def width(self, slots: int) -> int:
+        return 1
+
+    def start(self, width: int) -> None:
+        pass
+
+    def payload(self, use: int, agreed_exp: int) -> tuple[bytes, int]:
+        return self._zeros, EXP_NONE
+
+    def deliver(self, use: int, values: memoryview, exp: int) -> None:
+        pass
+
+    def result(self) -> np.ndarray:
+        return np.zeros(0, dtype=np.int32)
+
+
+Plan = IntPlan | FloatPlan | RefusedPlan
+
+
+def plan_for(flat: np.ndarray, descriptor: Descriptor, k: int, world_size: int) -> Plan:
     if flat.dtype == np.int32:
-        return IntPlan(flat, pool_size)
-    return FloatPlan(flat, pool_size, world_size)
+        return IntPlan(flat, k, world_size, descriptor.op)
+    return FloatPlan(flat, k, world_size, descriptor.op, descriptor.nonfinite)

@@ -1,10 +1,14 @@
-"""A reflector: answers every DATA at once with the RESULT a switch would send for a 1-worker job.
+"""A reflector: answers as a switch would for a job of one worker, with no P4 in the way.
 
-It stands in for the switch where the switch must not be the bottleneck
-(benchmarks/bench_hostlib.py) or where loss must be exact rather than
-random (the engine's unit tests): `drop_every=n` leaves every n-th DATA
-unanswered, `duplicate=True` answers twice. Run in a thread (`Reflector`)
-or as its own process (`python -m hostlib.reflector --bind 127.0.0.1:PORT`).
+A 1-worker job's RESULT is its DATA with the RESULT type, and a QUERY is
+answered with the last RESULT of that use (a replay) or, if its DATA never
+arrived, with a MISSING that names no contributor: that is all a 1-worker
+switch does (docs/protocol.md). It stands in for the switch where the
+switch must not be the bottleneck (benchmarks/bench_hostlib.py) or where
+loss must be exact rather than random (the engine's unit tests):
+`drop_every=n` leaves every n-th DATA unanswered, `duplicate=True` answers
+twice. Run in a thread (`Reflector`) or as its own process
+(`python -m hostlib.reflector --bind 127.0.0.1:PORT`).
 """
 
 from __future__ import annotations
@@ -14,9 +18,7 @@ import socket
 import threading
 from types import TracebackType
 
-from contracts.protocol import MsgType
-
-_RESULT = bytes([MsgType.RESULT])
+from contracts.protocol import HEADER_BYTES, MsgType
 
 
 class Reflector:
@@ -30,25 +32,45 @@ class Reflector:
         self.address: tuple[str, int] = self.sock.getsockname()
         self.drop_every, self.duplicate = drop_every, duplicate
         self.received = 0
+        self._answered: dict[bytes, bytes] = {}  # (set|slot, seq) -> the RESULT sent for it
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    def answer(self, datagram: bytes) -> bytes | None:
+        """What a 1-worker switch sends back for one datagram (None: nothing)."""
+        if len(datagram) < HEADER_BYTES:
+            return None
+        use = datagram[4:6] + datagram[8:12]
+        if datagram[0] == MsgType.QUERY:
+            replay = self._answered.get(use)
+            if replay is not None:
+                return replay
+            return bytes([MsgType.MISSING]) + datagram[1:20] + bytes(4)
+        if datagram[0] != MsgType.DATA:
+            return None
+        self.received += 1
+        if self.drop_every and self.received % self.drop_every == 0:
+            return None
+        result = bytes([MsgType.RESULT]) + datagram[1:]
+        if len(self._answered) > 1 << 16:
+            self._answered.clear()
+        self._answered[use] = result
+        return result
 
     def serve(self) -> None:
         """Answer until stopped."""
         sock, buffer = self.sock, bytearray(2048)
-        view = memoryview(buffer)
         while not self._stop.is_set():
             try:
                 size, sender = sock.recvfrom_into(buffer)
             except TimeoutError:
                 continue
-            self.received += 1
-            if self.drop_every and self.received % self.drop_every == 0:
+            reply = self.answer(bytes(buffer[:size]))
+            if reply is None:
                 continue
-            buffer[0] = _RESULT[0]
-            sock.sendto(view[:size], sender)
+            sock.sendto(reply, sender)
             if self.duplicate:
-                sock.sendto(view[:size], sender)
+                sock.sendto(reply, sender)
 
     def __enter__(self) -> Reflector:
         self._thread = threading.Thread(target=self.serve, name="reflector", daemon=True)

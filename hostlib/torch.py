@@ -7,9 +7,12 @@
     model = torch.nn.parallel.DistributedDataParallel(net)     # a gloo process group for DDP itself
     model.register_comm_hook(P4ReduceState(comm), p4reduce_hook)
 
-DDP hands the hook flat float32 buckets; the hook all-reduces them through
-the switch (block floating point, docs/protocol.md) and divides by the
-world size, as DDP's default hook does. torch is an optional dependency:
+DDP hands the hook flat float32 buckets; the hook averages them through
+the switch (block floating point, docs/protocol.md), as DDP's default hook
+does, in the background: the future completes when the switch's answer is
+in, so DDP overlaps it with the rest of backward. A NaN or Inf in one
+rank's gradients comes back in its block on every rank, so a GradScaler
+skips the step everywhere. torch is an optional dependency:
 this module imports it, hostlib does not. (No `from __future__ import annotations`
 here: DDP checks that the hook's `bucket` annotation *is* dist.GradBucket.)
 """
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from hostlib.communicator import Communicator
+from hostlib.communicator import Communicator, Handle
 
 
 @dataclass
@@ -28,15 +31,24 @@ class P4ReduceState:
 
 
 def p4reduce_hook(state: P4ReduceState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """Sum the bucket over all ranks through the switch and average it."""
+    """Average the bucket over all ranks through the switch, in the background."""
     tensor = bucket.buffer()
-    if tensor.dtype not in (torch.float32, torch.float16):
-        raise TypeError(f"p4reduce_hook handles float32/float16 gradients, got {tensor.dtype}")
     future: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+    if tensor.dtype not in (torch.float32, torch.float16):
+        future.set_exception(TypeError(f"p4reduce_hook handles float32 and float16, not {tensor.dtype}"))
+        return future
     try:
-        summed = state.comm.allreduce(tensor.detach().cpu().numpy())
-        tensor.copy_(torch.from_numpy(summed)).div_(state.comm.job.world_size)
-        future.set_result(tensor)
+        handle = state.comm.allreduce_async(tensor.detach().cpu().numpy(), op="avg")
     except Exception as error:  # DDP re-raises it in backward()
         future.set_exception(error)
+        return future
+
+    def done(finished: Handle) -> None:
+        try:
+            tensor.copy_(torch.from_numpy(finished.wait()))
+            future.set_result(tensor)
+        except Exception as error:
+            future.set_exception(error)
+
+    handle.add_done_callback(done)
     return future

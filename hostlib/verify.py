@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contracts.protocol import VALUES_PER_PACKET
+from contracts.protocol import EXP_NONFINITE
 from hostlib import quantize as q
 
 
@@ -48,41 +48,43 @@ def expected_sum(world: int, elements: int, dtype: str, iteration: int = 0) -> n
     return np.sum([x.astype(np.float64) for x in inputs], axis=0)
 
 
-def float_bound(world: int, elements: int, dtype: str, iteration: int = 0) -> np.ndarray:
-    """Per element, N/(2S) with S from the maximum local exponent of its chunk over all ranks."""
+def float_bound(world: int, elements: int, dtype: str, k: int, iteration: int = 0) -> np.ndarray:
+    """Per element, N/(2S) with S from the maximum wire exponent of its chunk of K over all ranks."""
     exps = np.max(
         [
-            q.local_exponents(q.as_chunks(make_input(r, elements, dtype, iteration).astype(np.float32)))
+            q.wire_exponents(q.as_chunks(make_input(r, elements, dtype, iteration).astype(np.float32), k))
             for r in range(world)
         ],
         axis=0,
     )
+    assert not np.any(exps == EXP_NONFINITE), "make_input never makes a non-finite block"
     per_chunk = np.array([q.error_bound(int(e), world) for e in exps])
-    return np.repeat(per_chunk, VALUES_PER_PACKET)[:elements]
+    return np.repeat(per_chunk, k)[:elements]
 
 
 def check(
-    result: np.ndarray, world: int, elements: int, dtype: str, iteration: int = 0
+    result: np.ndarray, world: int, elements: int, dtype: str, iteration: int = 0, *, k: int
 ) -> tuple[bool, float, float]:
-    """(ok, max error, max bound) of one result."""
+    """(ok, max error, max bound) of one result; `k` is the job's values per packet (its block size)."""
     want = expected_sum(world, elements, dtype, iteration)
     if dtype == "int32":
         return bool(np.array_equal(result, want)), 0.0, 0.0
     error = np.abs(result.astype(np.float64) - want)
-    bound = float_bound(world, elements, dtype, iteration)
+    bound = float_bound(world, elements, dtype, k, iteration)
     # The sum is rounded once more to the input's dtype on the way out: half an ulp.
     bound = bound + np.abs(want) * float(np.finfo(dtype).eps) / 2 + float(np.finfo(dtype).smallest_subnormal)
     return bool(np.all(error <= bound)), float(error.max(initial=0.0)), float(bound.max(initial=0.0))
 
 
 def check_float_sum(
-    result: np.ndarray, world: int, elements: int, dtype: str, iteration: int = 0
+    result: np.ndarray, world: int, elements: int, dtype: str, iteration: int = 0, *, k: int = 0
 ) -> tuple[bool, float, float]:
     """(ok, max error, max bound) of a baseline's sum computed in the input's own float type.
 
     A sum of N terms rounded at every step, in any order (a ring's), is off
     by at most (N-1)·eps·Σ|x| per element; with cancellation that exceeds
-    what `check` allows for p4reduce, whose fixed-point sum is exact.
+    what `check` allows for p4reduce, whose fixed-point sum is exact. (`k` is
+    accepted for `check`'s signature and unused.)
     """
     inputs = [make_input(rank, elements, dtype, iteration).astype(np.float64) for rank in range(world)]
     want = np.sum(inputs, axis=0)
@@ -131,7 +133,9 @@ def run_worker(
                     )
                     continue
                 seconds = time.perf_counter() - started
-                ok, max_error, bound = check(result, world, elements, dtype, iteration)
+                ok, max_error, bound = check(
+                    result, world, elements, dtype, iteration, k=comm.job.values_per_packet
+                )
                 reports.append(
                     WorkerReport(
                         rank,

@@ -151,8 +151,9 @@ def check_running(net: Mininet, controller: subprocess.Popen[bytes], controller_
         raise LaunchError(f"the controller exited with code {code}; {controller_log} ends:\n{last}")
 
 
-def join_all(controller: str, topo: Topology) -> pb.JobDescription:
-    """JoinJob for every host at once (the rendezvous blocks until all ranks joined)."""
+def join_all(controller: str, topo: Topology) -> dict[int, pb.JobDescription]:
+    """JoinJob for every host at once (the rendezvous blocks until all ranks joined): each rank's reply,
+    which carries that rank's key."""
     replies: dict[int, pb.JobDescription] = {}
     errors: list[str] = []
     with grpc.insecure_channel(controller) as channel:
@@ -178,7 +179,7 @@ def join_all(controller: str, topo: Topology) -> pb.JobDescription:
             t.join()
     if errors:
         raise RuntimeError("JoinJob failed: " + "; ".join(errors))
-    return replies[0]
+    return replies
 
 
 def heartbeat(controller: str, ranks: int, lease: float, stop: threading.Event) -> None:
@@ -231,10 +232,11 @@ def run(args: argparse.Namespace) -> int:
                 break
         check_running(net, controller, controller_log)
         try:
-            desc = join_all(f"127.0.0.1:{job_port}", topo)
+            descs = join_all(f"127.0.0.1:{job_port}", topo)
         except RuntimeError:
             check_running(net, controller, controller_log)  # a dead daemon explains a refused join best
             raise
+        desc = descs[0]
         threading.Thread(
             target=heartbeat, args=(f"127.0.0.1:{job_port}", len(topo.hosts), 60.0, stop), daemon=True
         ).start()
@@ -242,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
             f"*** job {desc.name!r}: id {desc.job_id}, slots {desc.base_slot}.."
             f"{desc.base_slot + desc.pool_size - 1}, switch {desc.switch_ipv4}:{desc.switch_udp_port}"
         )
-        reports = run_workers(net, topo, desc, args)
+        reports = run_workers(net, topo, descs, args)
         rows = counters(f"127.0.0.1:{job_port}")
     finally:
         stop.set()
@@ -279,11 +281,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_workers(
-    net: Mininet, topo: Topology, desc: pb.JobDescription, args: argparse.Namespace
+    net: Mininet, topo: Topology, descs: dict[int, pb.JobDescription], args: argparse.Namespace
 ) -> list[dict]:
     processes = []
-    job = JobSpec.from_description(desc)
     for rank, h in enumerate(topo.hosts):
+        job = JobSpec.from_description(descs[rank])
         command = [
             sys.executable,
             str(Path(__file__).with_name("worker.py")),

@@ -35,7 +35,7 @@ def main() -> int:
                 results.append({"dtype": dtype, "ok": False, "error": f"{type(error).__name__}: {error}"})
                 continue
             seconds = time.perf_counter() - started
-            ok, max_error, bound = check(result, args.world, args.size, dtype)
+            ok, max_error, bound = check(result, args.world, args.size, dtype, k=job.values_per_packet)
             results.append(
                 {
                     "dtype": dtype,

@@ -13,6 +13,7 @@ cannot be opened) end it with one line on stderr and exit status 2 or 1.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -134,6 +135,12 @@ def parser() -> argparse.ArgumentParser:
         help="fault injection: drop each egress frame with probability P (default 0)",
     )
     p.add_argument("--seed", type=int, help="seed of the fault injection generator (reproducible drops)")
+    p.add_argument(
+        "--stats-file",
+        type=Path,
+        metavar="FILE",
+        help="at exit, write the packet loop's counters (rx, tx, dropped_fault_in, ...) to FILE as JSON",
+    )
     p.add_argument(
         "--conformance",
         choices=("spec", "bmv2"),
@@ -303,6 +310,8 @@ def run(args: argparse.Namespace) -> int:
     loop.join(timeout=5)
     dataplane.close()
     log.info("stopped: %s", ", ".join(f"{k}={v}" for k, v in sorted(dataplane.stats.items())) or "no traffic")
+    if args.stats_file is not None:
+        args.stats_file.write_text(json.dumps(dict(sorted(dataplane.stats.items())), indent=1) + "\n")
     return 1 if failed or loop.is_alive() else 0
 
 

@@ -12,18 +12,21 @@ import struct
 from collections import defaultdict
 
 from contracts.protocol import (
+    DEFAULT_SLOT_COUNT,
+    DEFAULT_VALUES_PER_PACKET,
     DROP_REASON_COUNT,
     FLOOD_GROUP,
+    HEADER_BYTES,
     MAX_JOBS,
-    PAYLOAD_BYTES,
     RESULT_TTL,
-    SLOT_COUNT,
     UDP_PORT,
-    VALUES_PER_PACKET,
+    USE_BITS,
     DropReason,
     MsgType,
 )
 
+SLOT_COUNT = DEFAULT_SLOT_COUNT
+K = DEFAULT_VALUES_PER_PACKET
 KEYS = {
     "MyIngress.arp_responder": ("hdr.arp.target_proto_addr",),
     "MyIngress.agg_addresses": ("hdr.ipv4.dst_addr",),
@@ -31,23 +34,22 @@ KEYS = {
     "MyIngress.job_table": ("hdr.p4r.job_id", "hdr.p4r.rank"),
     "MyEgress.result_dest": ("hdr.p4r.job_id", "standard_metadata.egress_rid"),
 }
-REGISTER_SIZES = {
-    "MyIngress.bitmap": 2 * SLOT_COUNT,
-    "MyIngress.remaining": 2 * SLOT_COUNT,
-    "MyIngress.exp_max": 2 * SLOT_COUNT,
-    "MyIngress.owner": SLOT_COUNT,
-}
-REGISTER_SIZES.update({f"MyIngress.value{k:02d}": 2 * SLOT_COUNT for k in range(VALUES_PER_PACKET)})
-COUNTER_SIZES = {
-    "MyIngress.job_data_in": MAX_JOBS,
-    "MyIngress.job_results_out": MAX_JOBS,
-    "MyIngress.job_retransmissions": MAX_JOBS,
-    "MyIngress.job_replays": MAX_JOBS,
-    "MyIngress.ingress_drops": DROP_REASON_COUNT,
-    "MyEgress.egress_drops": DROP_REASON_COUNT,
-}
+VALUE_REGISTERS = [f"MyIngress.value{k:02x}" for k in range(K)]
+COPY_REGISTERS = ["copy_seq", "copy_call", "bitmap", "remaining", "exp_max"]
+REGISTER_SIZES = {f"MyIngress.{name}": 2 * SLOT_COUNT for name in COPY_REGISTERS}
+REGISTER_SIZES.update({name: 2 * SLOT_COUNT for name in VALUE_REGISTERS})
+REGISTER_SIZES.update({"MyIngress.owner": SLOT_COUNT, "MyIngress.aborted": MAX_JOBS})
+JOB_COUNTERS = ("data_in", "results_out", "duplicates", "replays", "missing", "aborts", "queries")
+COUNTER_SIZES = {f"MyIngress.job_{name}": MAX_JOBS for name in JOB_COUNTERS}
+COUNTER_SIZES.update(
+    {"MyIngress.ingress_drops": DROP_REASON_COUNT, "MyEgress.egress_drops": DROP_REASON_COUNT}
+)
 
-ETH, IP4, UDP_LEN, P4R = 14, 20, 8, 12
+ETH, IP4, UDP_LEN = 14, 20, 8
+P4R = ETH + IP4 + UDP_LEN  # offset of the p4reduce header
+DATA_PAYLOAD = HEADER_BYTES + 4 * K
+# Offsets inside the p4reduce header (docs/protocol.md, "The p4reduce header").
+MSG, RANK, JOB, SET_SLOT, EXP, SEQ, KEY, CALL, AUX = 0, 1, 2, 4, 6, 8, 12, 16, 20
 
 
 class Truncated(Exception):
@@ -75,7 +77,13 @@ class ProtocolModel:
     def table_add(self, table: str, match: dict[str, int], action: str, params: dict[str, int]) -> None:
         if set(match) != set(KEYS[table]):
             raise KeyError(f"{table}: match fields {sorted(match)} != {sorted(KEYS[table])}")
-        self.tables[table][tuple(match[k] for k in KEYS[table])] = (action, dict(params))
+        key = tuple(match[k] for k in KEYS[table])
+        if key in self.tables[table]:
+            raise KeyError(f"{table}: an entry for {key} exists already (a switch says ALREADY_EXISTS)")
+        self.tables[table][key] = (action, dict(params))
+
+    def table_delete(self, table: str, match: dict[str, int]) -> None:
+        del self.tables[table][tuple(match[k] for k in KEYS[table])]
 
     def set_default(self, table: str, action: str, params: dict[str, int]) -> None:
         self.defaults[table] = (action, dict(params))
@@ -141,12 +149,13 @@ class ProtocolModel:
         frag = struct.unpack_from("!H", f, ETH + 6)[0] & 0x1FFF
         if (ihl, frag, f[ETH + 9]) != (5, 0, 17):
             return self._l2(port, f)
-        need(ETH + IP4 + UDP_LEN)
-        u = ETH + IP4
-        sport, dport, udp_len = struct.unpack_from("!HHH", f, u)
+        need(P4R)
+        sport, dport, udp_len = struct.unpack_from("!HHH", f, ETH + IP4)
         if dport != UDP_PORT:
             return self._l2(port, f)
-        need(u + UDP_LEN + PAYLOAD_BYTES)
+        need(P4R + HEADER_BYTES)
+        if f[P4R + MSG] != MsgType.QUERY:
+            need(P4R + DATA_PAYLOAD)
         dst_ip = struct.unpack_from("!I", f, ETH + 16)[0]
         if self._lookup("MyIngress.agg_addresses", dst_ip) is None:
             return self._l2(port, f)
@@ -163,16 +172,19 @@ class ProtocolModel:
         return []
 
     def _aggregate(self, port: int, f: bytearray, sport: int, udp_len: int) -> list[tuple[int, bytes]]:
-        ip_hdr = bytes(f[ETH : ETH + IP4])
-        p = ETH + IP4 + UDP_LEN
-        if _csum(ip_hdr) != 0xFFFF:
+        # 1. framing
+        if _csum(bytes(f[ETH : ETH + IP4])) != 0xFFFF:
             return self._drop(DropReason.BAD_CHECKSUM)
+        msg_type, rank, job_id, set_slot, exp = struct.unpack_from("!BBHHB", f, P4R)
+        seq, key, call = struct.unpack_from("!III", f, P4R + SEQ)
+        query = msg_type == MsgType.QUERY
+        payload = HEADER_BYTES if query else DATA_PAYLOAD
         total_len = struct.unpack_from("!H", f, ETH + 2)[0]
-        if total_len != IP4 + UDP_LEN + PAYLOAD_BYTES or udp_len != UDP_LEN + PAYLOAD_BYTES:
+        if total_len != IP4 + UDP_LEN + payload or udp_len != UDP_LEN + payload:
             return self._drop(DropReason.BAD_LENGTH)
-        msg_type, rank, job_id, set_slot, exp = struct.unpack_from("!BBHHB", f, p)
-        if msg_type != MsgType.DATA:
+        if not query and msg_type != MsgType.DATA:
             return self._drop(DropReason.BAD_TYPE)
+        # 2. job; 3. membership
         hit = self.tables["MyIngress.job_table"].get((job_id, rank))
         if hit is None:
             return self._drop(DropReason.UNKNOWN_JOB)
@@ -180,59 +192,130 @@ class ProtocolModel:
         src_ip = struct.unpack_from("!I", f, ETH + 12)[0]
         if (port, src_ip, sport) != (job["sender_port"], job["sender_ip"], job["sender_udp_port"]):
             return self._drop(DropReason.WRONG_SENDER)
+        if key != job["key"]:
+            return self._drop(DropReason.BAD_KEY)
+        # 4. bounds
         set_bit, slot = set_slot >> 15, set_slot & 0x7FFF
         g = job["base"] + slot
         if slot >= job["pool_size"] or g >= SLOT_COUNT:
             return self._drop(DropReason.SLOT_OUT_OF_RANGE)
+        i = set_bit * SLOT_COUNT + g
         reg = self.registers
-        if reg[("MyIngress.owner", g)] != job_id:
-            for s in (0, 1):
-                reg[("MyIngress.bitmap", s * SLOT_COUNT + g)] = 0
-                reg[("MyIngress.remaining", s * SLOT_COUNT + g)] = 0
-            reg[("MyIngress.owner", g)] = job_id
-        i, o = set_bit * SLOT_COUNT + g, (1 - set_bit) * SLOT_COUNT + g
-        bit = job["worker_bit"]
-        reg[("MyIngress.bitmap", o)] &= ~bit & 0xFFFFFFFF
+        # 5. ownership
+        if reg[("MyIngress.owner", g)] != job["epoch"]:
+            reg[("MyIngress.owner", g)] = job["epoch"]
+            reg[("MyIngress.bitmap", g)] = reg[("MyIngress.bitmap", SLOT_COUNT + g)] = 0
+        # 6. aborted calls
+        mark = (job["epoch"] << 16) | (seq >> USE_BITS)
+        if reg[("MyIngress.aborted", job_id)] == mark:
+            self._count("MyIngress.ingress_drops", DropReason.CALL_ABORTED)
+            self._count("MyIngress.job_aborts", job_id)
+            return self._notice(f, MsgType.ABORT, 0, port, sport, job, job_id)
+        # 7. the copy
         seen = reg[("MyIngress.bitmap", i)]
-        values = list(struct.unpack_from(f"!{VALUES_PER_PACKET}I", f, p + P4R))
-        names = [f"MyIngress.value{k:02d}" for k in range(VALUES_PER_PACKET)]
-        if seen & bit:
-            self._count("MyIngress.job_retransmissions", job_id)
-            if reg[("MyIngress.remaining", i)] != 0:
-                return self._drop(DropReason.EARLY_DUPLICATE)
-            values = [reg[(n, i)] for n in names]
-            exp = reg[("MyIngress.exp_max", i)]
-            replay = True
+        held = reg[("MyIngress.copy_seq", i)]
+        age = (seq - held) % 2**32
+        behind, ahead = age >= 2**31, 0 < age < 2**31
+        complete = reg[("MyIngress.remaining", i)] == 0
+        bit = job["worker_bit"]
+        if seen and behind:
+            self._count("MyIngress.ingress_drops", DropReason.STALE)
+            if not query:
+                return []  # a late DATA: dropped; only a QUERY is told
+            return self._notice(f, MsgType.STALE, held, port, sport, job, job_id)
+        if query:
+            self._count("MyIngress.job_queries", job_id)
+            if seen and not ahead and complete:
+                self._count("MyIngress.job_replays", job_id)
+                values = [reg[(name, i)] for name in VALUE_REGISTERS]
+                f.extend(bytes(4 * K))
+                return self._answer(
+                    f, MsgType.RESULT, reg[("MyIngress.exp_max", i)], values, port, sport, job, job_id
+                )
+            self._count("MyIngress.job_missing", job_id)
+            contributors = seen if seen and not ahead else 0
+            return self._notice(f, MsgType.MISSING, contributors, port, sport, job, job_id, to_job=True)
+        values = list(struct.unpack_from(f"!{K}I", f, P4R + HEADER_BYTES))
+        if seen == 0 or ahead:
+            self._count("MyIngress.job_data_in", job_id)
+            reg[("MyIngress.copy_seq", i)] = seq
+            reg[("MyIngress.copy_call", i)] = call
+            reg[("MyIngress.bitmap", i)] = bit
+            left = job["num_workers"] - 1
+        elif complete or seen & bit:
+            self._count("MyIngress.ingress_drops", DropReason.DUPLICATE)
+            self._count("MyIngress.job_duplicates", job_id)
+            return []
+        elif call != reg[("MyIngress.copy_call", i)]:
+            self._count("MyIngress.ingress_drops", DropReason.CALL_MISMATCH)
+            self._count("MyIngress.job_aborts", job_id)
+            reg[("MyIngress.aborted", job_id)] = mark
+            held_call = reg[("MyIngress.copy_call", i)]
+            return self._notice(f, MsgType.ABORT, held_call, port, sport, job, job_id, to_job=True)
         else:
             self._count("MyIngress.job_data_in", job_id)
             reg[("MyIngress.bitmap", i)] = seen | bit
-            if seen == 0:
-                left = job["num_workers"] - 1
-            else:
-                values = [(v + reg[(n, i)]) & 0xFFFFFFFF for n, v in zip(names, values, strict=True)]
-                exp = max(exp, reg[("MyIngress.exp_max", i)])
-                left = reg[("MyIngress.remaining", i)] - 1
-            for n, v in zip(names, values, strict=True):
-                reg[(n, i)] = v
-            reg[("MyIngress.exp_max", i)] = exp
-            reg[("MyIngress.remaining", i)] = left
-            if left != 0:
-                return []
-            replay = False
-        # RESULT: the same header with new type, exponent and values, turned around.
-        f[p] = MsgType.RESULT
-        f[p + 6] = exp
-        struct.pack_into(f"!{VALUES_PER_PACKET}I", f, p + P4R, *values)
+            values = [(v + reg[(n, i)]) & 0xFFFFFFFF for n, v in zip(VALUE_REGISTERS, values, strict=True)]
+            exp = max(exp, reg[("MyIngress.exp_max", i)])
+            left = reg[("MyIngress.remaining", i)] - 1
+        for name, value in zip(VALUE_REGISTERS, values, strict=True):
+            reg[(name, i)] = value
+        reg[("MyIngress.exp_max", i)] = exp
+        reg[("MyIngress.remaining", i)] = left
+        if left != 0:
+            return []
+        self._count("MyIngress.job_results_out", job_id)
+        return self._answer(f, MsgType.RESULT, exp, values, port, sport, job, job_id, to_job=True)
+
+    # -- answers ---------------------------------------------------------------------------------------
+    def _notice(
+        self,
+        f: bytearray,
+        msg_type: MsgType,
+        aux: int,
+        port: int,
+        sport: int,
+        job: dict[str, int],
+        job_id: int,
+        *,
+        to_job: bool = False,
+    ) -> list[tuple[int, bytes]]:
+        """MISSING, ABORT, STALE: the header alone, lengths shrunk, `aux` set."""
+        del f[P4R + HEADER_BYTES :]
+        struct.pack_into("!I", f, P4R + AUX, aux)
+        struct.pack_into("!H", f, ETH + 2, IP4 + UDP_LEN + HEADER_BYTES)
+        struct.pack_into("!H", f, ETH + IP4 + 4, UDP_LEN + HEADER_BYTES)
+        return self._answer(f, msg_type, f[P4R + EXP], None, port, sport, job, job_id, to_job=to_job)
+
+    def _answer(
+        self,
+        f: bytearray,
+        msg_type: MsgType,
+        exp: int,
+        values: list[int] | None,
+        port: int,
+        sport: int,
+        job: dict[str, int],
+        job_id: int,
+        *,
+        to_job: bool = False,
+    ) -> list[tuple[int, bytes]]:
+        """Turn the DATA around: to its sender (replay, notices) or to every rank of the job."""
+        f[P4R + MSG] = msg_type
+        if msg_type == MsgType.RESULT:  # a QUERY's replay grows to the full size
+            struct.pack_into("!H", f, ETH + 2, IP4 + UDP_LEN + DATA_PAYLOAD)
+            struct.pack_into("!H", f, ETH + IP4 + 4, UDP_LEN + DATA_PAYLOAD)
+        f[P4R + EXP] = exp
+        if values is not None:
+            struct.pack_into(f"!{K}I", f, P4R + HEADER_BYTES, *values)
         f[ETH + 8] = RESULT_TTL
-        struct.pack_into("!H", f, ETH + IP4 + 6, 0)
+        struct.pack_into("!H", f, ETH + IP4 + 6, 0)  # UDP checksum
         struct.pack_into("!H", f, ETH + IP4, UDP_PORT)
-        if replay:
-            self._count("MyIngress.job_replays", job_id)
+        if not to_job:
             f[0:6], f[6:12] = f[6:12], f[0:6]
             f[ETH + 12 : ETH + 16], f[ETH + 16 : ETH + 20] = f[ETH + 16 : ETH + 20], f[ETH + 12 : ETH + 16]
             struct.pack_into("!H", f, ETH + IP4 + 2, sport)
             return [(port, self._with_checksum(f))]
-        self._count("MyIngress.job_results_out", job_id)
         f[6:12] = f[0:6]
         f[ETH + 12 : ETH + 16] = f[ETH + 16 : ETH + 20]
         out = []
@@ -245,6 +328,7 @@ class ProtocolModel:
             replica[0:6] = dest[1]["dst_mac"].to_bytes(6, "big")
             replica[ETH + 16 : ETH + 20] = dest[1]["dst_ip"].to_bytes(4, "big")
             struct.pack_into("!H", replica, ETH + IP4 + 2, dest[1]["dst_udp_port"])
+            struct.pack_into("!I", replica, P4R + KEY, dest[1]["key"])
             out.append((out_port, self._with_checksum(replica)))
         return out
 

@@ -1,11 +1,11 @@
-"""Packet-level scenarios of the p4reduce wire protocol (docs/protocol.md), for any switch.
+"""Packet-level scenarios of the p4reduce wire protocol (docs/protocol.md, version 2), for any switch.
 
 Each scenario starts from a freshly loaded program (all registers and counters
-zero, no table entries), installs the standard setup below unless it says
-otherwise, then sends frames and states exactly which frames must come out,
-and which counters and registers must hold what. A switch is reached only
-through the small `Driver` protocol, so the same table runs against the
-embedded switch, bmv2 or a reference model.
+zero, no table entries) compiled with the default K, installs the standard
+setup below unless it says otherwise, then sends frames and states exactly
+which frames must come out, and which counters and registers must hold what.
+A switch is reached only through the small `Driver` protocol, so the same table
+runs against the embedded switch, bmv2 or a reference model.
 
 This module has no tests of its own: tests that own a switch call
 `run_scenario(driver, scenario)` for every entry of `SCENARIOS`.
@@ -24,23 +24,32 @@ from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Packet, Raw
 
 from contracts.protocol import (
+    DEFAULT_SLOT_COUNT,
+    DEFAULT_VALUES_PER_PACKET,
+    EXP_NONFINITE,
     FLOOD_GROUP,
-    PACKET_DTYPE,
-    PAYLOAD_BYTES,
+    HEADER_BYTES,
+    HEADER_DTYPE,
     RESULT_TTL,
     SET_BIT,
-    SLOT_COUNT,
     UDP_PORT,
-    VALUES_PER_PACKET,
     DropReason,
     MsgType,
+    packet_dtype,
+    payload_bytes,
+    seq_of,
 )
+
+K = DEFAULT_VALUES_PER_PACKET
+SLOT_COUNT = DEFAULT_SLOT_COUNT
+PAYLOAD_BYTES = payload_bytes(K)
 
 
 class Driver(Protocol):
     """What a scenario needs from a switch, by P4Info names ("MyIngress.job_table", "hdr.p4r.job_id")."""
 
     def table_add(self, table: str, match: dict[str, int], action: str, params: dict[str, int]) -> None: ...
+    def table_delete(self, table: str, match: dict[str, int]) -> None: ...
     def set_default(self, table: str, action: str, params: dict[str, int]) -> None: ...
     def multicast_group(self, group: int, replicas: list[tuple[int, int]]) -> None: ...  # (port, rid)
     def send(self, port: int, frame: bytes) -> list[tuple[int, bytes]]: ...  # (egress port, frame), in order
@@ -77,24 +86,46 @@ UNKNOWN_MAC = "02:00:00:00:00:99"
 
 @dataclass(frozen=True)
 class Job:
-    """A job as the controller would install it; workers[r] has rank r."""
+    """A job as the controller would install it; workers[r] has rank r and key keys[r]."""
 
     job_id: int
     base: int
     pool_size: int
     mcast_grp: int
     workers: tuple[Host, ...]
+    epoch: int
+    keys: tuple[int, ...]
 
     def global_slot(self, slot: int) -> int:
         return self.base + slot
 
     def index(self, slot: int, set_bit: int) -> int:
-        """Register index of (slot, set) in the per-set registers."""
+        """Register index of (slot, set) in the per-copy registers."""
         return set_bit * SLOT_COUNT + self.base + slot
 
 
-JOB_A = Job(job_id=7, base=100, pool_size=8, mcast_grp=2, workers=(H1, H2, H3))
-JOB_B = Job(job_id=9, base=200, pool_size=4, mcast_grp=3, workers=(H4, H5))
+JOB_A = Job(
+    job_id=7,
+    base=100,
+    pool_size=8,
+    mcast_grp=2,
+    workers=(H1, H2, H3),
+    epoch=0x5EED0007,
+    keys=(0x0A0A0A0A, 0x0B0B0B0B, 0x0C0C0C0C),
+)
+JOB_B = Job(
+    job_id=9,
+    base=200,
+    pool_size=4,
+    mcast_grp=3,
+    workers=(H4, H5),
+    epoch=0x5EED0009,
+    keys=(0x44444444, 0x55555555),
+)
+
+# The call descriptor scenarios use unless they test it: sum of 96 float32 (docs/protocol.md).
+DESC = 0x20000060
+SEQ = seq_of(3, 5)  # call 3, use 5
 
 # --------------------------------------------------------------------------------------------------------
 # Steps and scenarios
@@ -111,10 +142,11 @@ class TableEntry:
 
 @dataclass(frozen=True)
 class Install:
-    """Control-plane changes made between packets."""
+    """Control-plane changes made between packets: deletions first, then groups, then entries."""
 
     entries: tuple[TableEntry, ...] = ()
     groups: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = ()  # (group, ((port, rid), ...))
+    deletes: tuple[tuple[str, Mapping[str, int]], ...] = ()  # (table, match)
 
 
 @dataclass(frozen=True)
@@ -174,11 +206,9 @@ def wrap32(value: int) -> int:
     return (value + 2**31) % 2**32 - 2**31
 
 
-def vector(*head: int, seed: int = 0) -> tuple[int, ...]:
-    """K signed values: `head` first, then a deterministic filler that differs per seed and mixes signs."""
-    tail = [
-        wrap32((i * 7919 + seed * 104729) * (-1) ** (i + seed)) for i in range(len(head), VALUES_PER_PACKET)
-    ]
+def vector(*head: int, seed: int = 0, k: int = K) -> tuple[int, ...]:
+    """k signed values: `head` first, then a deterministic filler that differs per seed and mixes signs."""
+    tail = [wrap32((i * 7919 + seed * 104729) * (-1) ** (i + seed)) for i in range(len(head), k)]
     return tuple(head) + tuple(tail)
 
 
@@ -195,18 +225,30 @@ def p4reduce_payload(
     set_bit: int,
     exp: int,
     flags: int,
-    chunk: int,
-    values: Sequence[int],
+    seq: int,
+    key: int,
+    call: int,
+    aux: int,
+    values: Sequence[int] | None,
 ) -> bytes:
-    record = np.zeros(1, dtype=PACKET_DTYPE)
-    record["msg_type"] = msg_type
-    record["rank"] = rank
-    record["job_id"] = job_id
-    record["set_slot"] = (SET_BIT if set_bit else 0) | slot
-    record["exp"] = exp
-    record["flags"] = flags
-    record["chunk"] = chunk
-    record["values"][0] = np.asarray(values, dtype=np.int64).astype(np.int32)
+    """The UDP payload: the 24-byte header, then the values (none for a notice)."""
+    dtype = HEADER_DTYPE if values is None else packet_dtype(len(values))
+    record = np.zeros(1, dtype=dtype)
+    for name, value in (
+        ("msg_type", msg_type),
+        ("rank", rank),
+        ("job_id", job_id),
+        ("set_slot", (SET_BIT if set_bit else 0) | slot),
+        ("exp", exp),
+        ("flags", flags),
+        ("seq", seq),
+        ("key", key),
+        ("call", call),
+        ("aux", aux),
+    ):
+        record[name] = value
+    if values is not None:
+        record["values"][0] = np.asarray(values, dtype=np.int64).astype(np.int32)
     return record.tobytes()
 
 
@@ -215,11 +257,14 @@ def data_packet(
     job_id: int,
     rank: int,
     slot: int,
-    values: Sequence[int],
+    values: Sequence[int] | None,
     *,
     set_bit: int = 0,
     exp: int = 0,
-    chunk: int = 0,
+    seq: int = SEQ,
+    key: int = 0,
+    call: int = DESC,
+    aux: int = 0,
     flags: int = 0,
     msg_type: int = MsgType.DATA,
     dst_mac: str = SWITCH_MAC,
@@ -233,7 +278,8 @@ def data_packet(
 ) -> bytes:
     """A DATA frame as a worker sends it; keyword overrides build the malformed variants.
 
-    The TTL differs from RESULT_TTL so that a switch that forgets to reset it is caught.
+    The TTL differs from RESULT_TTL so that a switch that forgets to reset it is caught; the IPv4
+    identification is the low half of seq, so that answers show which DATA made them.
     """
     payload = p4reduce_payload(
         msg_type=msg_type,
@@ -243,98 +289,141 @@ def data_packet(
         set_bit=set_bit,
         exp=exp,
         flags=flags,
-        chunk=chunk,
+        seq=seq,
+        key=key,
+        call=call,
+        aux=aux,
         values=values,
     )
     frame = (
         Ether(src=sender.mac, dst=dst_mac)
-        / IP(src=sender.ip, dst=dst_ip, id=chunk & 0xFFFF, flags="DF", ttl=ttl, chksum=ip_chksum, len=ip_len)
+        / IP(src=sender.ip, dst=dst_ip, id=seq & 0xFFFF, flags="DF", ttl=ttl, chksum=ip_chksum, len=ip_len)
         / UDP(sport=sender.udp_port, dport=UDP_PORT, chksum=udp_chksum, len=udp_len)
         / Raw(payload + extra)
     )
     return bytes(frame)
 
 
-def result_packet(
+def answer_packet(
     dest: Host,
     job_id: int,
     rank: int,
     slot: int,
-    values: Sequence[int],
+    values: Sequence[int] | None,
     *,
+    msg_type: int = MsgType.RESULT,
     set_bit: int = 0,
     exp: int = 0,
-    chunk: int = 0,
+    seq: int = SEQ,
+    key: int = 0,
+    call: int = DESC,
+    aux: int = 0,
     flags: int = 0,
 ) -> bytes:
-    """The RESULT a worker must receive; IPv4 identification and flags are those of the DATA that made it."""
+    """A packet from the switch to `dest`: a RESULT (with values) or a notice (header only)."""
     payload = p4reduce_payload(
-        msg_type=MsgType.RESULT,
+        msg_type=msg_type,
         rank=rank,
         job_id=job_id,
         slot=slot,
         set_bit=set_bit,
         exp=exp,
         flags=flags,
-        chunk=chunk,
+        seq=seq,
+        key=key,
+        call=call,
+        aux=aux,
         values=values,
     )
     frame = (
         Ether(src=SWITCH_MAC, dst=dest.mac)
-        / IP(src=SWITCH_IP, dst=dest.ip, id=chunk & 0xFFFF, flags="DF", ttl=RESULT_TTL)
+        / IP(src=SWITCH_IP, dst=dest.ip, id=seq & 0xFFFF, flags="DF", ttl=RESULT_TTL)
         / UDP(sport=UDP_PORT, dport=dest.udp_port, chksum=0)
         / Raw(payload)
     )
     return bytes(frame)
 
 
-def multicast_results(
-    job: Job, rank: int, slot: int, values: Sequence[int], **fields: int
-) -> tuple[Out, ...]:
-    """One RESULT per worker of `job`, each out of that worker's port; `rank` is the completing sender's."""
-    return tuple(Out(w.port, result_packet(w, job.job_id, rank, slot, values, **fields)) for w in job.workers)
+def to_job(job: Job, rank: int, slot: int, values: Sequence[int] | None, **fields: int) -> tuple[Out, ...]:
+    """One packet per worker of `job`, out of its port with its key; `rank` is the causing sender's."""
+    return tuple(
+        Out(w.port, answer_packet(w, job.job_id, rank, slot, values, key=job.keys[r], **fields))
+        for r, w in enumerate(job.workers)
+    )
+
+
+def to_sender(job: Job, rank: int, slot: int, values: Sequence[int] | None, **fields: int) -> tuple[Out, ...]:
+    """The one answer to `rank` alone (replay, ABORT of an aborted call, STALE), with its own key."""
+    w = job.workers[rank]
+    return (Out(w.port, answer_packet(w, job.job_id, rank, slot, values, key=job.keys[rank], **fields)),)
 
 
 def contribution(job: Job, rank: int, slot: int, values: Sequence[int], **fields: int) -> bytes:
     worker = job.workers[rank]
+    fields.setdefault("key", job.keys[rank])
     return data_packet(worker, job.job_id, rank, slot, values, **fields)
+
+
+def query(job: Job, rank: int, slot: int, **fields: int) -> bytes:
+    """A worker's header-only QUERY for one of its uses."""
+    fields.setdefault("key", job.keys[rank])
+    return data_packet(job.workers[rank], job.job_id, rank, slot, None, msg_type=MsgType.QUERY, **fields)
 
 
 def flooded(frame: bytes, ingress_port: int) -> tuple[Out, ...]:
     return tuple(Out(h.port, frame) for h in HOSTS if h.port != ingress_port)
 
 
+def rank_entries(
+    job: Job, rank: int, host: Host | None = None, key: int | None = None
+) -> tuple[TableEntry, ...]:
+    """job_table and result_dest entries of one rank, as the controller writes them when it joins."""
+    w = host or job.workers[rank]
+    secret = job.keys[rank] if key is None else key
+    return (
+        TableEntry(
+            "MyIngress.job_table",
+            {"hdr.p4r.job_id": job.job_id, "hdr.p4r.rank": rank},
+            "MyIngress.set_job",
+            {
+                "base": job.base,
+                "pool_size": job.pool_size,
+                "num_workers": len(job.workers),
+                "worker_bit": 1 << rank,
+                "mcast_grp": job.mcast_grp,
+                "sender_port": w.port,
+                "sender_ip": ip_int(w.ip),
+                "sender_udp_port": w.udp_port,
+                "key": secret,
+                "epoch": job.epoch,
+            },
+        ),
+        TableEntry(
+            "MyEgress.result_dest",
+            {"hdr.p4r.job_id": job.job_id, "standard_metadata.egress_rid": rank},
+            "MyEgress.set_result_dest",
+            {"dst_mac": mac_int(w.mac), "dst_ip": ip_int(w.ip), "dst_udp_port": w.udp_port, "key": secret},
+        ),
+    )
+
+
+def rank_deletes(job: Job, rank: int) -> tuple[tuple[str, Mapping[str, int]], ...]:
+    """What the controller deletes when a rank leaves its job."""
+    return (
+        ("MyIngress.job_table", {"hdr.p4r.job_id": job.job_id, "hdr.p4r.rank": rank}),
+        ("MyEgress.result_dest", {"hdr.p4r.job_id": job.job_id, "standard_metadata.egress_rid": rank}),
+    )
+
+
 def job_install(job: Job, ranks_with_dest: Iterable[int] | None = None) -> Install:
     """job_table and result_dest entries and the multicast group, as the controller writes them."""
-    entries: list[TableEntry] = []
     dest_ranks = set(range(len(job.workers)) if ranks_with_dest is None else ranks_with_dest)
-    for rank, w in enumerate(job.workers):
-        entries.append(
-            TableEntry(
-                "MyIngress.job_table",
-                {"hdr.p4r.job_id": job.job_id, "hdr.p4r.rank": rank},
-                "MyIngress.set_job",
-                {
-                    "base": job.base,
-                    "pool_size": job.pool_size,
-                    "num_workers": len(job.workers),
-                    "worker_bit": 1 << rank,
-                    "mcast_grp": job.mcast_grp,
-                    "sender_port": w.port,
-                    "sender_ip": ip_int(w.ip),
-                    "sender_udp_port": w.udp_port,
-                },
-            )
-        )
+    entries: list[TableEntry] = []
+    for rank in range(len(job.workers)):
+        table_entry, dest_entry = rank_entries(job, rank)
+        entries.append(table_entry)
         if rank in dest_ranks:
-            entries.append(
-                TableEntry(
-                    "MyEgress.result_dest",
-                    {"hdr.p4r.job_id": job.job_id, "standard_metadata.egress_rid": rank},
-                    "MyEgress.set_result_dest",
-                    {"dst_mac": mac_int(w.mac), "dst_ip": ip_int(w.ip), "dst_udp_port": w.udp_port},
-                )
-            )
+            entries.append(dest_entry)
     replicas = tuple((w.port, rank) for rank, w in enumerate(job.workers))
     return Install(entries=tuple(entries), groups=((job.mcast_grp, replicas),))
 
@@ -372,6 +461,7 @@ def standard_setup() -> tuple[Install, ...]:
 # --------------------------------------------------------------------------------------------------------
 
 DATA_LEN = 14 + 20 + 8 + PAYLOAD_BYTES
+QUERY_LEN = 14 + 20 + 8 + HEADER_BYTES
 IDX = JOB_A.index  # register index of (slot, set) for job A
 J = JOB_A.job_id
 
@@ -391,7 +481,7 @@ def _complete_slot(job: Job, slot: int, vectors: Sequence[Sequence[int]], **fiel
     steps = []
     last = len(vectors) - 1
     for rank, values in enumerate(vectors):
-        expect = multicast_results(job, last, slot, vector_sum(*vectors), **fields) if rank == last else ()
+        expect = to_job(job, last, slot, vector_sum(*vectors), **fields) if rank == last else ()
         steps.append(Send(job.workers[rank].port, contribution(job, rank, slot, values, **fields), expect))
     return tuple(steps)
 
@@ -405,12 +495,20 @@ def _with_ip(frame: bytes, **changes: object) -> bytes:
     return bytes(pkt)
 
 
-def _scenarios() -> tuple[Scenario, ...]:
-    wrong_port = data_packet(H1, J, 0, 0, A0)
-    bad_len_ip = data_packet(H1, J, 0, 0, A0, extra=b"\0\0\0\0")
-    bad_len_udp = data_packet(H1, J, 0, 0, A0, udp_len=8 + PAYLOAD_BYTES + 2)
+def _framing_scenarios() -> tuple[Scenario, ...]:
+    """What is aggregation traffic, and what a malformed or foreign DATA costs."""
+    bad_len_ip = data_packet(H1, J, 0, 0, A0, key=JOB_A.keys[0], extra=b"\0\0\0\0")
+    bad_len_udp = data_packet(H1, J, 0, 0, A0, key=JOB_A.keys[0], udp_len=8 + PAYLOAD_BYTES + 2)
+    version_1 = bytes(  # a version 1 DATA: 12-byte header, 32 values
+        Ether(src=H1.mac, dst=SWITCH_MAC)
+        / IP(src=H1.ip, dst=SWITCH_IP, flags="DF")
+        / UDP(sport=H1.udp_port, dport=UDP_PORT, chksum=0)
+        / Raw(bytes([1, 0, 0, J]) + bytes(8 + 128))
+    )
     truncated = data_packet(H1, J, 0, 0, A0)[:100]
     truncated_udp = data_packet(H1, J, 0, 0, A0)[:38]
+    with_options = _with_ip(contribution(JOB_A, 0, 0, A0), options=[IPOption_NOP()] * 4)
+    fragment = _with_ip(contribution(JOB_A, 0, 0, A0), frag=1)
     arp_request = bytes(
         Ether(src=H1.mac, dst="ff:ff:ff:ff:ff:ff") / ARP(op=1, hwsrc=H1.mac, psrc=H1.ip, pdst=SWITCH_IP)
     )
@@ -428,169 +526,83 @@ def _scenarios() -> tuple[Scenario, ...]:
     unknown_mac = bytes(
         Ether(src=H3.mac, dst=UNKNOWN_MAC) / IP(src=H3.ip, dst="10.9.9.9") / UDP(sport=7, dport=8)
     )
-
-    b0, b1 = vector(10, -20, seed=4), vector(-10, 25, seed=5)
-    c0, c1 = vector(100, seed=6), vector(-1, seed=7)
-    job_c = Job(
-        job_id=12, base=JOB_A.base, pool_size=2, mcast_grp=4, workers=(H4, H5)
-    )  # reuses job A's range
-    job_d = Job(job_id=13, base=300, pool_size=1, mcast_grp=5, workers=(H1, H6))
-    job_e = Job(job_id=11, base=SLOT_COUNT - 2, pool_size=4, mcast_grp=6, workers=(H6,))  # overruns the pool
-    job_solo = Job(job_id=14, base=400, pool_size=1, mcast_grp=7, workers=(H6,))
-    with_options = _with_ip(contribution(JOB_A, 0, 0, A0), options=[IPOption_NOP()] * 4)
-    fragment = _with_ip(contribution(JOB_A, 0, 0, A0), frag=1)
-    s1 = (vector(5, seed=8), vector(6, seed=9), vector(7, seed=10))
-    s2 = (vector(-5, seed=11), vector(60, seed=12), vector(-70, seed=13))
-
+    job_e = Job(11, base=SLOT_COUNT - 2, pool_size=4, mcast_grp=6, workers=(H6,), epoch=0xE, keys=(0xEEEE,))
     return (
         Scenario(
-            "first_middle_last",
-            "The first contribution overwrites, the middle adds, the last completes and is multicast to "
-            "every worker with signed, wrapping sums and the maximum exponent; a nonzero UDP checksum on "
-            "input is ignored.",
+            "truncated",
+            "A frame that ends inside a header the parser needs is dropped as TRUNCATED, counting its "
+            "own length; a version 1 DATA (182 bytes) is such a frame.",
             (
-                Send(1, contribution(JOB_A, 0, 0, A0, exp=140, chunk=5, flags=3), note="first"),
+                Send(1, truncated, note="ends inside the values"),
+                Send(1, truncated_udp, note="ends inside the UDP header"),
+                Send(1, version_1, note="a version 1 packet"),
                 Check(
-                    registers={
-                        ("MyIngress.bitmap", IDX(0, 0)): 0b001,
-                        ("MyIngress.remaining", IDX(0, 0)): 2,
-                        ("MyIngress.owner", JOB_A.global_slot(0)): J,
-                    }
-                ),
-                Send(
-                    2,
-                    contribution(JOB_A, 1, 0, A1, exp=130, chunk=5, flags=3, udp_chksum=None),
-                    note="middle",
-                ),
-                Check(
-                    registers={("MyIngress.bitmap", IDX(0, 0)): 0b011, ("MyIngress.remaining", IDX(0, 0)): 1}
-                ),
-                Send(
-                    3,
-                    contribution(JOB_A, 2, 0, A2, exp=135, chunk=5, flags=3),
-                    multicast_results(JOB_A, 2, 0, A_SUM, exp=140, chunk=5, flags=3),
-                    note="last",
-                ),
-                Check(
-                    counters={
-                        ("MyIngress.job_data_in", J): (3, 3 * DATA_LEN),
-                        ("MyIngress.job_results_out", J): (1, DATA_LEN),
-                        ("MyIngress.job_retransmissions", J): (0, 0),
-                    },
-                    registers={
-                        ("MyIngress.bitmap", IDX(0, 0)): 0b111,
-                        ("MyIngress.remaining", IDX(0, 0)): 0,
-                        ("MyIngress.exp_max", IDX(0, 0)): 140,
-                        ("MyIngress.value00", IDX(0, 0)): A_SUM[0] & 0xFFFFFFFF,
-                        ("MyIngress.value02", IDX(0, 0)): A_SUM[2] & 0xFFFFFFFF,
-                        ("MyIngress.value31", IDX(0, 0)): A_SUM[31] & 0xFFFFFFFF,
-                    },
+                    counters=_drops(
+                        DropReason.TRUNCATED, 3, len(truncated) + len(truncated_udp) + len(version_1)
+                    )
                 ),
             ),
         ),
         Scenario(
-            "exponent_max_and_none",
-            "exp_max keeps the largest biased exponent; 0 (none) never wins over a real one.",
+            "bad_length",
+            "IPv4 total length or UDP length other than the DATA size drops as BAD_LENGTH.",
             (
-                Send(1, contribution(JOB_A, 0, 1, A0, exp=0)),
-                Send(2, contribution(JOB_A, 1, 1, A1, exp=137)),
-                Send(3, contribution(JOB_A, 2, 1, A2, exp=0), multicast_results(JOB_A, 2, 1, A_SUM, exp=137)),
-                Check(registers={("MyIngress.exp_max", IDX(1, 0)): 137}),
+                Send(1, bad_len_ip, note="4 bytes too long"),
+                Send(1, bad_len_udp, note="UDP length disagrees"),
+                Check(counters=_drops(DropReason.BAD_LENGTH, 2, len(bad_len_ip) + DATA_LEN)),
             ),
         ),
         Scenario(
-            "early_duplicate",
-            "A retransmission to an incomplete slot is dropped as EARLY_DUPLICATE and not added twice.",
+            "bad_msg_type",
+            "Only DATA is accepted from workers: a RESULT or notice type sent to the switch is BAD_TYPE.",
             (
-                Send(1, contribution(JOB_A, 0, 2, A0)),
-                Send(1, contribution(JOB_A, 0, 2, A0), note="duplicate"),
+                Send(1, contribution(JOB_A, 0, 0, A0, msg_type=MsgType.RESULT)),
+                Send(1, contribution(JOB_A, 0, 0, A0, msg_type=MsgType.MISSING)),
+                Send(1, contribution(JOB_A, 0, 0, A0, msg_type=0)),
                 Check(
-                    counters={
-                        ("MyIngress.job_retransmissions", J): (1, DATA_LEN),
-                        ("MyIngress.job_data_in", J): (1, DATA_LEN),
-                        **_drops(DropReason.EARLY_DUPLICATE, 1, DATA_LEN),
-                    },
-                    registers={("MyIngress.remaining", IDX(2, 0)): 2, ("MyIngress.bitmap", IDX(2, 0)): 0b001},
-                ),
-                Send(2, contribution(JOB_A, 1, 2, A1)),
-                Send(3, contribution(JOB_A, 2, 2, A2), multicast_results(JOB_A, 2, 2, A_SUM)),
-            ),
-        ),
-        Scenario(
-            "retransmission_after_completion_replays",
-            "A retransmission to a complete slot is answered by unicast to its sender only, out of its port, "
-            "even after other workers have moved on to the other set.",
-            (
-                *_complete_slot(JOB_A, 3, (A0, A1, A2), chunk=9),
-                Send(
-                    2,
-                    contribution(JOB_A, 1, 3, A1, chunk=9),
-                    (Out(H2.port, result_packet(H2, J, 1, 3, A_SUM, chunk=9)),),
-                    note="rank 1 lost the result",
-                ),
-                Send(1, contribution(JOB_A, 0, 3, A0, set_bit=1, chunk=10), note="rank 0 moves on"),
-                Send(
-                    2,
-                    contribution(JOB_A, 1, 3, A1, chunk=9),
-                    (Out(H2.port, result_packet(H2, J, 1, 3, A_SUM, chunk=9)),),
-                    note="still replayed",
-                ),
-                Check(
-                    counters={
-                        ("MyIngress.job_retransmissions", J): (2, 2 * DATA_LEN),
-                        ("MyIngress.job_replays", J): (2, 2 * DATA_LEN),
-                        ("MyIngress.job_results_out", J): (1, DATA_LEN),
-                        ("MyIngress.job_data_in", J): (4, 4 * DATA_LEN),
-                    },
-                    registers={
-                        ("MyIngress.bitmap", IDX(3, 0)): 0b110,
-                        ("MyIngress.bitmap", IDX(3, 1)): 0b001,
-                    },
-                ),
-                Send(2, contribution(JOB_A, 1, 3, A1, set_bit=1, chunk=10)),
-                Send(
-                    3,
-                    contribution(JOB_A, 2, 3, A2, set_bit=1, chunk=10),
-                    multicast_results(JOB_A, 2, 3, A_SUM, set_bit=1, chunk=10),
+                    counters=_drops(DropReason.BAD_TYPE, 3, 3 * DATA_LEN),
+                    registers={("MyIngress.bitmap", IDX(0, 0)): 0},
                 ),
             ),
         ),
         Scenario(
-            "slot_reuse_flips_set",
-            "Reusing a slot on the other set clears the worker's bit in the old set and aggregates afresh; "
-            "the third use, back on set 0, overwrites the first use's values.",
+            "bad_ipv4_checksum",
+            "Aggregation traffic with a wrong IPv4 header checksum drops as BAD_CHECKSUM.",
             (
-                *_complete_slot(JOB_A, 4, s1),
-                Send(1, contribution(JOB_A, 0, 4, s2[0], set_bit=1)),
-                Check(
-                    registers={("MyIngress.bitmap", IDX(4, 0)): 0b110, ("MyIngress.bitmap", IDX(4, 1)): 0b001}
-                ),
-                Send(2, contribution(JOB_A, 1, 4, s2[1], set_bit=1)),
-                Check(
-                    registers={("MyIngress.bitmap", IDX(4, 0)): 0b100, ("MyIngress.bitmap", IDX(4, 1)): 0b011}
-                ),
-                Send(
-                    3,
-                    contribution(JOB_A, 2, 4, s2[2], set_bit=1),
-                    multicast_results(JOB_A, 2, 4, vector_sum(*s2), set_bit=1),
-                ),
-                Check(registers={("MyIngress.bitmap", IDX(4, 0)): 0, ("MyIngress.bitmap", IDX(4, 1)): 0b111}),
-                *_complete_slot(JOB_A, 4, (A0, A1, A2)),
-                Check(registers={("MyIngress.bitmap", IDX(4, 0)): 0b111, ("MyIngress.bitmap", IDX(4, 1)): 0}),
+                Send(1, contribution(JOB_A, 0, 0, A0, ip_chksum=0x1234)),
+                Check(counters=_drops(DropReason.BAD_CHECKSUM, 1, DATA_LEN)),
+            ),
+        ),
+        Scenario(
+            "unknown_job",
+            "A (job_id, rank) without a job_table entry is dropped as UNKNOWN_JOB.",
+            (
+                Send(1, data_packet(H1, 99, 0, 0, A0), note="no such job"),
+                Send(1, data_packet(H1, J, 5, 0, A0), note="no such rank"),
+                Check(counters=_drops(DropReason.UNKNOWN_JOB, 2, 2 * DATA_LEN)),
             ),
         ),
         Scenario(
             "wrong_sender",
-            "Only the registered port, IPv4 source and UDP source port may speak for (job, rank).",
+            "Only the registered port, IPv4 source and UDP source port may speak for (job, rank), even "
+            "with the rank's key.",
             (
-                Send(2, wrong_port, note="rank 0's packet from rank 1's port"),
+                Send(2, contribution(JOB_A, 0, 0, A0), note="rank 0's packet from rank 1's port"),
                 Send(
                     1,
-                    data_packet(Host(1, H1.mac, H2.ip, H1.udp_port), J, 0, 0, A0),
+                    data_packet(Host(1, H1.mac, H2.ip, H1.udp_port), J, 0, 0, A0, key=JOB_A.keys[0]),
                     note="rank 1's IPv4 source",
                 ),
-                Send(1, data_packet(Host(1, H1.mac, H1.ip, 1234), J, 0, 0, A0), note="other UDP source port"),
-                Send(4, data_packet(H4, J, 0, 0, A0), note="job B's host claims job A rank 0"),
+                Send(
+                    1,
+                    data_packet(Host(1, H1.mac, H1.ip, 1234), J, 0, 0, A0, key=JOB_A.keys[0]),
+                    note="other UDP source port",
+                ),
+                Send(
+                    4,
+                    data_packet(H4, J, 0, 0, A0, key=JOB_A.keys[0]),
+                    note="job B's host claims job A rank 0",
+                ),
                 Check(
                     counters={
                         **_drops(DropReason.WRONG_SENDER, 4, 4 * DATA_LEN),
@@ -604,12 +616,20 @@ def _scenarios() -> tuple[Scenario, ...]:
             ),
         ),
         Scenario(
-            "unknown_job",
-            "A (job_id, rank) without a job_table entry is dropped as UNKNOWN_JOB.",
+            "bad_key",
+            "The registered host without the rank's current key is refused as BAD_KEY: another rank's "
+            "key, none, or a guess.",
             (
-                Send(1, data_packet(H1, 99, 0, 0, A0), note="no such job"),
-                Send(1, data_packet(H1, J, 5, 0, A0), note="no such rank"),
-                Check(counters=_drops(DropReason.UNKNOWN_JOB, 2, 2 * DATA_LEN)),
+                Send(1, contribution(JOB_A, 0, 0, A0, key=JOB_A.keys[1]), note="rank 1's key"),
+                Send(1, contribution(JOB_A, 0, 0, A0, key=0), note="no key"),
+                Send(1, contribution(JOB_A, 0, 0, A0, key=JOB_A.keys[0] ^ 1), note="one bit off"),
+                Check(
+                    counters={
+                        **_drops(DropReason.BAD_KEY, 3, 3 * DATA_LEN),
+                        ("MyIngress.job_data_in", J): (0, 0),
+                    },
+                    registers={("MyIngress.bitmap", IDX(0, 0)): 0},
+                ),
             ),
         ),
         Scenario(
@@ -625,42 +645,16 @@ def _scenarios() -> tuple[Scenario, ...]:
             ),
         ),
         Scenario(
-            "truncated",
-            "A frame that ends inside a header the parser needs is dropped as TRUNCATED, counting its "
-            "own length.",
+            "not_aggregation_without_plain_ipv4",
+            "IPv4 with options, or a fragment, is not aggregation traffic even to the aggregation address "
+            "and port: it is forwarded at layer 2 (flooded, as the switch's MAC is not in l2_forward).",
             (
-                Send(1, truncated, note="ends inside the values"),
-                Send(1, truncated_udp, note="ends inside the UDP header"),
-                Check(counters=_drops(DropReason.TRUNCATED, 2, len(truncated) + len(truncated_udp))),
-            ),
-        ),
-        Scenario(
-            "bad_length",
-            "IPv4 total length or UDP length other than the p4reduce packet size drops as BAD_LENGTH.",
-            (
-                Send(1, bad_len_ip, note="4 bytes too long"),
-                Send(1, bad_len_udp, note="UDP length disagrees"),
-                Check(counters=_drops(DropReason.BAD_LENGTH, 2, len(bad_len_ip) + len(bad_len_udp))),
-            ),
-        ),
-        Scenario(
-            "bad_msg_type",
-            "Only DATA is accepted from workers.",
-            (
-                Send(1, contribution(JOB_A, 0, 0, A0, msg_type=MsgType.RESULT)),
-                Send(1, contribution(JOB_A, 0, 0, A0, msg_type=0)),
+                Send(1, with_options, flooded(with_options, 1)),
+                Send(1, fragment, flooded(fragment, 1)),
                 Check(
-                    counters=_drops(DropReason.BAD_TYPE, 2, 2 * DATA_LEN),
+                    counters={("MyIngress.job_data_in", J): (0, 0)},
                     registers={("MyIngress.bitmap", IDX(0, 0)): 0},
                 ),
-            ),
-        ),
-        Scenario(
-            "bad_ipv4_checksum",
-            "Aggregation traffic with a wrong IPv4 header checksum drops as BAD_CHECKSUM.",
-            (
-                Send(1, contribution(JOB_A, 0, 0, A0, ip_chksum=0x1234)),
-                Check(counters=_drops(DropReason.BAD_CHECKSUM, 1, DATA_LEN)),
             ),
         ),
         Scenario(
@@ -688,6 +682,210 @@ def _scenarios() -> tuple[Scenario, ...]:
             "An unknown destination MAC is flooded, never back out of the ingress port.",
             (Send(3, unknown_mac, flooded(unknown_mac, 3)),),
         ),
+    )
+
+
+def _aggregation_scenarios() -> tuple[Scenario, ...]:
+    """A use collected, completed, replayed; the copy's life across uses."""
+    s1 = (vector(5, seed=8), vector(6, seed=9), vector(7, seed=10))
+    s2 = (vector(-5, seed=11), vector(60, seed=12), vector(-70, seed=13))
+    b0, b1 = vector(10, -20, seed=4), vector(-10, 25, seed=5)
+    job_d = Job(13, base=300, pool_size=2, mcast_grp=5, workers=(H1, H6), epoch=0xD, keys=(0xD0, 0xD1))
+    job_solo = Job(14, base=400, pool_size=2, mcast_grp=7, workers=(H6,), epoch=0x5010, keys=(0x6,))
+    use0, use1, use2 = seq_of(2, 0), seq_of(2, 8), seq_of(2, 16)  # slot 0's three rounds with W = 8
+    return (
+        Scenario(
+            "first_middle_last",
+            "The first contribution stores, the middle adds, the last completes and is multicast to every "
+            "worker with signed, wrapping sums, the maximum exponent and each worker's own key; a "
+            "nonzero UDP checksum on input is ignored.",
+            (
+                Send(1, contribution(JOB_A, 0, 0, A0, exp=140, flags=3), note="first"),
+                Check(
+                    registers={
+                        ("MyIngress.bitmap", IDX(0, 0)): 0b001,
+                        ("MyIngress.remaining", IDX(0, 0)): 2,
+                        ("MyIngress.copy_seq", IDX(0, 0)): SEQ,
+                        ("MyIngress.copy_call", IDX(0, 0)): DESC,
+                        ("MyIngress.owner", JOB_A.global_slot(0)): JOB_A.epoch,
+                    }
+                ),
+                Send(2, contribution(JOB_A, 1, 0, A1, exp=130, flags=3, udp_chksum=None), note="middle"),
+                Check(
+                    registers={("MyIngress.bitmap", IDX(0, 0)): 0b011, ("MyIngress.remaining", IDX(0, 0)): 1}
+                ),
+                Send(
+                    3,
+                    contribution(JOB_A, 2, 0, A2, exp=135, flags=3),
+                    to_job(JOB_A, 2, 0, A_SUM, exp=140, flags=3),
+                    note="last",
+                ),
+                Check(
+                    counters={
+                        ("MyIngress.job_data_in", J): (3, 3 * DATA_LEN),
+                        ("MyIngress.job_results_out", J): (1, DATA_LEN),
+                        ("MyIngress.job_duplicates", J): (0, 0),
+                    },
+                    registers={
+                        ("MyIngress.bitmap", IDX(0, 0)): 0b111,
+                        ("MyIngress.remaining", IDX(0, 0)): 0,
+                        ("MyIngress.exp_max", IDX(0, 0)): 140,
+                        ("MyIngress.value00", IDX(0, 0)): A_SUM[0] & 0xFFFFFFFF,
+                        ("MyIngress.value02", IDX(0, 0)): A_SUM[2] & 0xFFFFFFFF,
+                        (f"MyIngress.value{K - 1:02x}", IDX(0, 0)): A_SUM[K - 1] & 0xFFFFFFFF,
+                    },
+                ),
+            ),
+        ),
+        Scenario(
+            "exponent_max_none_and_nonfinite",
+            "exp_max keeps the largest biased exponent; 0 (none) never wins over a real one, and 255 "
+            "(a non-finite block on some rank) wins over every other.",
+            (
+                Send(1, contribution(JOB_A, 0, 1, A0, exp=0)),
+                Send(2, contribution(JOB_A, 1, 1, A1, exp=137)),
+                Send(3, contribution(JOB_A, 2, 1, A2, exp=0), to_job(JOB_A, 2, 1, A_SUM, exp=137)),
+                Send(1, contribution(JOB_A, 0, 2, A0, exp=130)),
+                Send(2, contribution(JOB_A, 1, 2, A1, exp=EXP_NONFINITE)),
+                Send(
+                    3,
+                    contribution(JOB_A, 2, 2, A2, exp=254),
+                    to_job(JOB_A, 2, 2, A_SUM, exp=EXP_NONFINITE),
+                ),
+                Check(
+                    registers={
+                        ("MyIngress.exp_max", IDX(1, 0)): 137,
+                        ("MyIngress.exp_max", IDX(2, 0)): EXP_NONFINITE,
+                    }
+                ),
+            ),
+        ),
+        Scenario(
+            "duplicate_data_is_dropped_not_added",
+            "A DATA whose rank's contribution is already in the use, collecting or complete (a duplicate "
+            "in the network, or a resend that crossed its original), is dropped as DUPLICATE without an "
+            "answer: the sum stays exact and nothing is amplified.",
+            (
+                Send(1, contribution(JOB_A, 0, 2, A0)),
+                Send(1, contribution(JOB_A, 0, 2, A0), note="the same DATA again"),
+                Check(
+                    counters={
+                        **_drops(DropReason.DUPLICATE, 1, DATA_LEN),
+                        ("MyIngress.job_duplicates", J): (1, DATA_LEN),
+                        ("MyIngress.job_data_in", J): (1, DATA_LEN),
+                    },
+                    registers={("MyIngress.remaining", IDX(2, 0)): 2, ("MyIngress.bitmap", IDX(2, 0)): 0b001},
+                ),
+                Send(2, contribution(JOB_A, 1, 2, A1)),
+                Send(3, contribution(JOB_A, 2, 2, A2), to_job(JOB_A, 2, 2, A_SUM)),
+                Send(2, contribution(JOB_A, 1, 2, A1), note="after completion"),
+                Check(counters=_drops(DropReason.DUPLICATE, 2, 2 * DATA_LEN)),
+            ),
+        ),
+        Scenario(
+            "query_answers_where_the_use_is",
+            "A QUERY (the header alone) asks for a use without resending it: a collecting use answers "
+            "MISSING to the job with its contributors, a use no contribution has reached answers MISSING "
+            "with none, a complete use replays its RESULT to the asker, a use behind the copy is STALE "
+            "(counted as a drop, not as a query).",
+            (
+                Send(1, contribution(JOB_A, 0, 2, A0)),
+                Send(2, contribution(JOB_A, 1, 2, A1)),
+                Send(
+                    1,
+                    query(JOB_A, 0, 2),
+                    to_job(JOB_A, 0, 2, None, msg_type=MsgType.MISSING, aux=0b011),
+                    note="rank 2's DATA was lost",
+                ),
+                Send(
+                    2,
+                    query(JOB_A, 1, 3),
+                    to_job(JOB_A, 1, 3, None, msg_type=MsgType.MISSING, aux=0),
+                    note="every DATA of that use was lost",
+                ),
+                Send(3, contribution(JOB_A, 2, 2, A2), to_job(JOB_A, 2, 2, A_SUM)),
+                Send(2, query(JOB_A, 1, 2), to_sender(JOB_A, 1, 2, A_SUM), note="rank 1's RESULT was lost"),
+                Send(
+                    2,
+                    query(JOB_A, 1, 2, seq=seq_of(2, 0)),
+                    to_sender(JOB_A, 1, 2, None, msg_type=MsgType.STALE, seq=seq_of(2, 0), aux=SEQ),
+                    note="a use long gone",
+                ),
+                Send(
+                    2, query(JOB_A, 1, 2, udp_len=8 + PAYLOAD_BYTES), note="a QUERY must be the header alone"
+                ),
+                Check(
+                    counters={
+                        ("MyIngress.job_queries", J): (3, 3 * QUERY_LEN),
+                        ("MyIngress.job_missing", J): (2, 2 * QUERY_LEN),
+                        ("MyIngress.job_replays", J): (1, QUERY_LEN),
+                        ("MyIngress.job_duplicates", J): (0, 0),
+                        **_drops(DropReason.STALE, 1, QUERY_LEN),
+                        **_drops(DropReason.BAD_LENGTH, 1, QUERY_LEN),
+                    },
+                    registers={("MyIngress.bitmap", IDX(3, 0)): 0},
+                ),
+            ),
+        ),
+        Scenario(
+            "query_after_completion_replays",
+            "A QUERY for a complete use is answered by unicast to its sender only, out of its port, with "
+            "its own key, even after other workers have moved on to the slot's next use.",
+            (
+                *_complete_slot(JOB_A, 3, (A0, A1, A2), seq=use0),
+                Send(
+                    2,
+                    query(JOB_A, 1, 3, seq=use0),
+                    to_sender(JOB_A, 1, 3, A_SUM, seq=use0),
+                    note="rank 1 lost it",
+                ),
+                Send(1, contribution(JOB_A, 0, 3, A0, set_bit=1, seq=use1), note="rank 0 moves on"),
+                Send(
+                    2,
+                    query(JOB_A, 1, 3, seq=use0),
+                    to_sender(JOB_A, 1, 3, A_SUM, seq=use0),
+                    note="still replayed",
+                ),
+                Check(
+                    counters={
+                        ("MyIngress.job_queries", J): (2, 2 * QUERY_LEN),
+                        ("MyIngress.job_replays", J): (2, 2 * QUERY_LEN),
+                        ("MyIngress.job_results_out", J): (1, DATA_LEN),
+                        ("MyIngress.job_data_in", J): (4, 4 * DATA_LEN),
+                    },
+                    registers={
+                        ("MyIngress.bitmap", IDX(3, 0)): 0b111,
+                        ("MyIngress.bitmap", IDX(3, 1)): 0b001,
+                    },
+                ),
+                Send(2, contribution(JOB_A, 1, 3, A1, set_bit=1, seq=use1)),
+                Send(
+                    3,
+                    contribution(JOB_A, 2, 3, A2, set_bit=1, seq=use1),
+                    to_job(JOB_A, 2, 3, A_SUM, set_bit=1, seq=use1),
+                ),
+            ),
+        ),
+        Scenario(
+            "next_use_overwrites_the_copy",
+            "A slot's uses alternate sets; the third use, back on set 0, is ahead of the first and starts "
+            "the copy afresh: the first use's sums are overwritten, not added to.",
+            (
+                *_complete_slot(JOB_A, 4, s1, seq=use0),
+                *_complete_slot(JOB_A, 4, s2, set_bit=1, seq=use1),
+                Send(1, contribution(JOB_A, 0, 4, A0, seq=use2)),
+                Check(
+                    registers={
+                        ("MyIngress.bitmap", IDX(4, 0)): 0b001,
+                        ("MyIngress.copy_seq", IDX(4, 0)): use2,
+                        ("MyIngress.value00", IDX(4, 0)): A0[0] & 0xFFFFFFFF,
+                        ("MyIngress.bitmap", IDX(4, 1)): 0b111,
+                    }
+                ),
+                Send(2, contribution(JOB_A, 1, 4, A1, seq=use2)),
+                Send(3, contribution(JOB_A, 2, 4, A2, seq=use2), to_job(JOB_A, 2, 4, A_SUM, seq=use2)),
+            ),
+        ),
         Scenario(
             "jobs_isolated",
             "Two jobs aggregate interleaved on their own slots; each result holds only its own job's values.",
@@ -695,8 +893,8 @@ def _scenarios() -> tuple[Scenario, ...]:
                 Send(1, contribution(JOB_A, 0, 0, A0)),
                 Send(4, contribution(JOB_B, 0, 0, b0)),
                 Send(2, contribution(JOB_A, 1, 0, A1)),
-                Send(5, contribution(JOB_B, 1, 0, b1), multicast_results(JOB_B, 1, 0, vector_sum(b0, b1))),
-                Send(3, contribution(JOB_A, 2, 0, A2), multicast_results(JOB_A, 2, 0, A_SUM)),
+                Send(5, contribution(JOB_B, 1, 0, b1), to_job(JOB_B, 1, 0, vector_sum(b0, b1))),
+                Send(3, contribution(JOB_A, 2, 0, A2), to_job(JOB_A, 2, 0, A_SUM)),
                 Check(
                     counters={
                         ("MyIngress.job_data_in", JOB_B.job_id): (2, 2 * DATA_LEN),
@@ -704,84 +902,303 @@ def _scenarios() -> tuple[Scenario, ...]:
                         ("MyIngress.job_data_in", J): (3, 3 * DATA_LEN),
                     },
                     registers={
-                        ("MyIngress.owner", JOB_A.global_slot(0)): J,
-                        ("MyIngress.owner", JOB_B.global_slot(0)): JOB_B.job_id,
+                        ("MyIngress.owner", JOB_A.global_slot(0)): JOB_A.epoch,
+                        ("MyIngress.owner", JOB_B.global_slot(0)): JOB_B.epoch,
                     },
                 ),
             ),
         ),
         Scenario(
-            "deleted_jobs_slot_starts_clean",
-            "A new job on slots a deleted job left half-filled starts clean: its rank 0 is not mistaken for "
-            "the old rank 0 (no EARLY_DUPLICATE) and the old partial sum is not added.",
-            (
-                Send(1, contribution(JOB_A, 0, 0, A0)),
-                Send(2, contribution(JOB_A, 1, 0, A1)),
-                job_install(job_c),
-                Send(4, contribution(job_c, 0, 0, c0)),
-                Check(
-                    registers={
-                        ("MyIngress.owner", job_c.global_slot(0)): job_c.job_id,
-                        ("MyIngress.bitmap", job_c.index(0, 0)): 0b01,
-                        ("MyIngress.remaining", job_c.index(0, 0)): 1,
-                    }
-                ),
-                Send(5, contribution(job_c, 1, 0, c1), multicast_results(job_c, 1, 0, vector_sum(c0, c1))),
-            ),
-        ),
-        Scenario(
             "missing_result_dest",
-            "A result replica whose rank has no result_dest entry is dropped in egress as NO_RESULT_DEST; "
-            "the other ranks still receive theirs.",
+            "A replica to the job whose rank has no result_dest entry is dropped in egress as "
+            "NO_RESULT_DEST; the other ranks still receive theirs.",
             (
                 job_install(job_d, ranks_with_dest=(0,)),
                 Send(1, contribution(job_d, 0, 0, A0)),
                 Send(
                     6,
                     contribution(job_d, 1, 0, A1),
-                    (Out(H1.port, result_packet(H1, 13, 1, 0, vector_sum(A0, A1))),),
+                    (Out(H1.port, answer_packet(H1, 13, 1, 0, vector_sum(A0, A1), key=job_d.keys[0])),),
                 ),
                 Check(counters={("MyEgress.egress_drops", DropReason.NO_RESULT_DEST.value): (1, DATA_LEN)}),
             ),
         ),
         Scenario(
             "single_worker_job",
-            "With one worker the first contribution completes the slot at once; its retransmission replays.",
+            "With one worker the first contribution completes the use at once; a duplicate is dropped and "
+            "a QUERY replays.",
             (
                 job_install(job_solo),
-                Send(
-                    6,
-                    contribution(job_solo, 0, 0, A0, exp=131),
-                    multicast_results(job_solo, 0, 0, A0, exp=131),
-                ),
-                Send(
-                    6,
-                    contribution(job_solo, 0, 0, A0, exp=131),
-                    (Out(H6.port, result_packet(H6, job_solo.job_id, 0, 0, A0, exp=131)),),
-                ),
+                Send(6, contribution(job_solo, 0, 0, A0, exp=131), to_job(job_solo, 0, 0, A0, exp=131)),
+                Send(6, contribution(job_solo, 0, 0, A0, exp=131)),
+                Send(6, query(job_solo, 0, 0, exp=131), to_sender(job_solo, 0, 0, A0, exp=131)),
                 Check(
                     counters={
                         ("MyIngress.job_results_out", job_solo.job_id): (1, DATA_LEN),
-                        ("MyIngress.job_replays", job_solo.job_id): (1, DATA_LEN),
+                        ("MyIngress.job_replays", job_solo.job_id): (1, QUERY_LEN),
+                        **_drops(DropReason.DUPLICATE, 1, DATA_LEN),
                     },
                     registers={("MyIngress.remaining", job_solo.index(0, 0)): 0},
                 ),
             ),
         ),
+    )
+
+
+def _identity_scenarios() -> tuple[Scenario, ...]:
+    """Late, duplicated and reordered packets; new jobs on old slots (use identity, docs/protocol.md)."""
+    late = seq_of(2, 0)
+    next_round = seq_of(2, 16)
+    old_epoch_job = Job(
+        12, base=JOB_A.base, pool_size=2, mcast_grp=4, workers=(H4, H5), epoch=0xC, keys=(0x40, 0x50)
+    )
+    recycled = Job(
+        J, base=JOB_A.base, pool_size=8, mcast_grp=JOB_A.mcast_grp, workers=JOB_A.workers, epoch=0x5EED1007,
+        keys=(0x1A, 0x1B, 0x1C),
+    )  # fmt: skip
+    c0, c1 = vector(100, seed=6), vector(-1, seed=7)
+    return (
         Scenario(
-            "not_aggregation_without_plain_ipv4",
-            "IPv4 with options, or a fragment, is not aggregation traffic even to the aggregation address "
-            "and port: it is forwarded at layer 2 (flooded, as the switch's MAC is not in l2_forward).",
+            "late_duplicate_after_reuse_is_stale",
+            "A duplicate of a use's DATA that arrives after the copy was reused by a later use is never "
+            "added: it is dropped as STALE. A QUERY for that use is answered STALE, with the copy's seq.",
             (
-                Send(1, with_options, flooded(with_options, 1)),
-                Send(1, fragment, flooded(fragment, 1)),
+                *_complete_slot(JOB_A, 5, (A0, A1, A2), seq=late),
+                *_complete_slot(JOB_A, 5, (A0, A1, A2), set_bit=1, seq=seq_of(2, 8)),
+                Send(1, contribution(JOB_A, 0, 5, A0, seq=next_round), note="round 3 starts on set 0"),
+                Send(
+                    2,
+                    contribution(JOB_A, 1, 5, A1, seq=late),
+                    note="rank 1's first DATA, duplicated and delayed",
+                ),
+                Send(
+                    2,
+                    query(JOB_A, 1, 5, seq=late),
+                    to_sender(JOB_A, 1, 5, None, msg_type=MsgType.STALE, seq=late, aux=next_round),
+                ),
                 Check(
-                    counters={("MyIngress.job_data_in", J): (0, 0)},
-                    registers={("MyIngress.bitmap", IDX(0, 0)): 0},
+                    counters=_drops(DropReason.STALE, 2, DATA_LEN + QUERY_LEN),
+                    registers={("MyIngress.bitmap", IDX(5, 0)): 0b001, ("MyIngress.remaining", IDX(5, 0)): 2},
+                ),
+                Send(2, contribution(JOB_A, 1, 5, A1, seq=next_round)),
+                Send(
+                    3,
+                    contribution(JOB_A, 2, 5, A2, seq=next_round),
+                    to_job(JOB_A, 2, 5, A_SUM, seq=next_round),
+                    note="exact: the late packet was not added",
+                ),
+            ),
+        ),
+        Scenario(
+            "reorder_across_calls",
+            "A packet of an earlier call that overtakes nothing but arrives after a later call started on "
+            "the same copy is stale, whatever its set; a packet of a later call arriving before the earlier "
+            "call's last contribution starts the copy afresh only because that call is ahead.",
+            (
+                Send(1, contribution(JOB_A, 0, 6, A0, seq=seq_of(4, 0))),
+                Send(2, contribution(JOB_A, 1, 6, A1, seq=seq_of(4, 0))),
+                Send(
+                    3,
+                    contribution(JOB_A, 2, 6, A2, seq=seq_of(4, 0)),
+                    to_job(JOB_A, 2, 6, A_SUM, seq=seq_of(4, 0)),
+                ),
+                Send(1, contribution(JOB_A, 0, 6, c0, seq=seq_of(6, 0)), note="call 6 on the same copy"),
+                Send(
+                    3,
+                    contribution(JOB_A, 2, 6, A2, seq=seq_of(4, 0)),
+                    note="call 4's DATA reordered behind call 6's",
+                ),
+                Send(2, contribution(JOB_A, 1, 6, c1, seq=seq_of(6, 0))),
+                Send(
+                    3,
+                    contribution(JOB_A, 2, 6, c1, seq=seq_of(6, 0)),
+                    to_job(JOB_A, 2, 6, vector_sum(c0, c1, c1), seq=seq_of(6, 0)),
+                ),
+                Check(counters=_drops(DropReason.STALE, 1, DATA_LEN)),
+            ),
+        ),
+        Scenario(
+            "seq_wraps_around",
+            "Uses are ordered by serial-number arithmetic: after call 65535 comes call 0, which is ahead.",
+            (
+                *_complete_slot(JOB_A, 7, (A0, A1, A2), seq=seq_of(65535, 7)),
+                Send(1, contribution(JOB_A, 0, 7, c0, seq=seq_of(0, 7))),
+                Check(
+                    registers={
+                        ("MyIngress.copy_seq", IDX(7, 0)): seq_of(0, 7),
+                        ("MyIngress.bitmap", IDX(7, 0)): 1,
+                    }
+                ),
+                Send(2, contribution(JOB_A, 1, 7, A1, seq=seq_of(65535, 7))),
+                Send(
+                    2,
+                    query(JOB_A, 1, 7, seq=seq_of(65535, 7)),
+                    to_sender(
+                        JOB_A, 1, 7, None, msg_type=MsgType.STALE, seq=seq_of(65535, 7), aux=seq_of(0, 7)
+                    ),
+                ),
+                Check(counters=_drops(DropReason.STALE, 2, DATA_LEN + QUERY_LEN)),
+            ),
+        ),
+        Scenario(
+            "deleted_jobs_slot_starts_clean",
+            "A new job on slots a deleted job left half-filled starts clean (its epoch differs): the old "
+            "partial sum is not added, however the two jobs' seqs compare.",
+            (
+                Send(1, contribution(JOB_A, 0, 0, A0, seq=seq_of(900, 0))),
+                Send(2, contribution(JOB_A, 1, 0, A1, seq=seq_of(900, 0))),
+                job_install(old_epoch_job),
+                Send(4, contribution(old_epoch_job, 0, 0, c0, seq=seq_of(0, 0))),
+                Check(
+                    registers={
+                        ("MyIngress.owner", old_epoch_job.global_slot(0)): old_epoch_job.epoch,
+                        ("MyIngress.bitmap", old_epoch_job.index(0, 0)): 0b01,
+                        ("MyIngress.remaining", old_epoch_job.index(0, 0)): 1,
+                    }
+                ),
+                Send(
+                    5,
+                    contribution(old_epoch_job, 1, 0, c1, seq=seq_of(0, 0)),
+                    to_job(old_epoch_job, 1, 0, vector_sum(c0, c1), seq=seq_of(0, 0)),
+                ),
+            ),
+        ),
+        Scenario(
+            "recycled_job_id_starts_clean",
+            "A job id used again by a new job (new epoch, new keys) starts clean on the old job's slots, and "
+            "the old job's late packets are refused by key.",
+            (
+                Send(1, contribution(JOB_A, 0, 1, A0, seq=seq_of(40, 1))),
+                Install(
+                    deletes=tuple(d for r in range(3) for d in rank_deletes(JOB_A, r)),
+                    entries=tuple(e for r in range(3) for e in rank_entries(recycled, r)),
+                ),
+                Send(1, contribution(JOB_A, 0, 1, A0, seq=seq_of(40, 1)), note="the old rank 0, late"),
+                Send(1, contribution(recycled, 0, 1, c0, seq=seq_of(0, 1))),
+                Send(2, contribution(recycled, 1, 1, c1, seq=seq_of(0, 1))),
+                Send(
+                    3,
+                    contribution(recycled, 2, 1, c1, seq=seq_of(0, 1)),
+                    to_job(recycled, 2, 1, vector_sum(c0, c1, c1), seq=seq_of(0, 1)),
+                ),
+                Check(counters=_drops(DropReason.BAD_KEY, 1, DATA_LEN)),
+            ),
+        ),
+    )
+
+
+def _agreement_scenarios() -> tuple[Scenario, ...]:
+    """Ranks that disagree on a call; the abort and the job's resynchronisation; departed ranks."""
+    call, other = seq_of(8, 0), seq_of(9, 0)
+    more = 0x20000061  # 97 float32: the same number of packets, a different call
+    ints = 0x10000060  # 96 int32
+    mark = (JOB_A.epoch << 16) | 8
+    rejoined_key = 0x0C0FFEE0
+    return (
+        Scenario(
+            "call_mismatch_aborts_the_call",
+            "A contribution whose descriptor differs from the one the use holds is not added: the switch "
+            "multicasts ABORT with the offender's descriptor in call and the use's in aux, and refuses every "
+            "later packet of that call, on any slot, with an ABORT to its sender (aux 0).",
+            (
+                Send(1, contribution(JOB_A, 0, 0, A0, seq=call)),
+                Send(2, contribution(JOB_A, 1, 0, A1, seq=call)),
+                Send(
+                    3,
+                    contribution(JOB_A, 2, 0, A2, seq=call, call=more),
+                    to_job(JOB_A, 2, 0, None, msg_type=MsgType.ABORT, seq=call, call=more, aux=DESC),
+                    note="rank 2 sums 97 elements, the others 96",
+                ),
+                Check(
+                    counters={
+                        **_drops(DropReason.CALL_MISMATCH, 1, DATA_LEN),
+                        ("MyIngress.job_aborts", J): (1, DATA_LEN),
+                        ("MyIngress.job_data_in", J): (2, 2 * DATA_LEN),
+                    },
+                    registers={
+                        ("MyIngress.remaining", IDX(0, 0)): 1,
+                        ("MyIngress.bitmap", IDX(0, 0)): 0b011,
+                        ("MyIngress.aborted", J): mark,
+                    },
+                ),
+                Send(
+                    1,
+                    contribution(JOB_A, 0, 1, A0, seq=seq_of(8, 1)),
+                    to_sender(JOB_A, 0, 1, None, msg_type=MsgType.ABORT, seq=seq_of(8, 1)),
+                    note="the same call on another slot",
+                ),
+                Send(
+                    3,
+                    contribution(JOB_A, 2, 0, A2, seq=call, call=more),
+                    to_sender(JOB_A, 2, 0, None, msg_type=MsgType.ABORT, seq=call, call=more),
+                    note="the offender resends",
+                ),
+                Check(
+                    counters={
+                        **_drops(DropReason.CALL_MISMATCH, 1, DATA_LEN),
+                        **_drops(DropReason.CALL_ABORTED, 2, 2 * DATA_LEN),
+                        ("MyIngress.job_aborts", J): (3, 3 * DATA_LEN),
+                    }
+                ),
+            ),
+        ),
+        Scenario(
+            "abort_then_the_next_call_is_exact",
+            "After an aborted call (here float32 against int32), the job's next call, on the same copy, is "
+            "ahead of everything the aborted one left and sums exactly.",
+            (
+                Send(1, contribution(JOB_A, 0, 0, A0, seq=call)),
+                Send(
+                    2,
+                    contribution(JOB_A, 1, 0, A1, seq=call, call=ints),
+                    to_job(JOB_A, 1, 0, None, msg_type=MsgType.ABORT, seq=call, call=ints, aux=DESC),
+                ),
+                Send(1, contribution(JOB_A, 0, 0, A0, seq=other)),
+                Send(2, contribution(JOB_A, 1, 0, A1, seq=other)),
+                Send(3, contribution(JOB_A, 2, 0, A2, seq=other), to_job(JOB_A, 2, 0, A_SUM, seq=other)),
+                Check(
+                    counters={
+                        **_drops(DropReason.CALL_MISMATCH, 1, DATA_LEN),
+                        ("MyIngress.job_results_out", J): (1, DATA_LEN),
+                    }
+                ),
+            ),
+        ),
+        Scenario(
+            "departed_rank_is_never_trusted_again",
+            "When a rank leaves, its entries go at once: its address is refused as UNKNOWN_JOB. When a new "
+            "worker joins as that rank from the same address it gets a new key, so the old process there "
+            "is refused as BAD_KEY and results go out with the new key.",
+            (
+                Install(deletes=rank_deletes(JOB_A, 2)),
+                Send(3, contribution(JOB_A, 2, 0, A2), note="the departed rank 2"),
+                Install(entries=rank_entries(JOB_A, 2, key=rejoined_key)),
+                Send(3, contribution(JOB_A, 2, 0, A2), note="the old process, old key"),
+                Send(1, contribution(JOB_A, 0, 0, A0)),
+                Send(2, contribution(JOB_A, 1, 0, A1)),
+                Send(
+                    3,
+                    contribution(JOB_A, 2, 0, A2, key=rejoined_key),
+                    (
+                        Out(H1.port, answer_packet(H1, J, 2, 0, A_SUM, key=JOB_A.keys[0])),
+                        Out(H2.port, answer_packet(H2, J, 2, 0, A_SUM, key=JOB_A.keys[1])),
+                        Out(H3.port, answer_packet(H3, J, 2, 0, A_SUM, key=rejoined_key)),
+                    ),
+                    note="the new rank 2",
+                ),
+                Check(
+                    counters={
+                        **_drops(DropReason.UNKNOWN_JOB, 1, DATA_LEN),
+                        **_drops(DropReason.BAD_KEY, 1, DATA_LEN),
+                    }
                 ),
             ),
         ),
     )
+
+
+def _scenarios() -> tuple[Scenario, ...]:
+    return _framing_scenarios() + _aggregation_scenarios() + _identity_scenarios() + _agreement_scenarios()
 
 
 SCENARIOS: tuple[Scenario, ...] = _scenarios()
@@ -817,13 +1234,14 @@ def frame_fields(frame: bytes) -> dict[str, object]:
         udp = pkt[UDP]
         out.update({f"udp.{name}": udp.getfieldval(name) for name in ("sport", "dport", "len", "chksum")})
         payload = bytes(udp.payload)
-        if len(payload) == PAYLOAD_BYTES:
-            record = np.frombuffer(payload, dtype=PACKET_DTYPE)[0]
-            for name in ("msg_type", "rank", "job_id", "exp", "flags", "chunk"):
+        if len(payload) in (HEADER_BYTES, PAYLOAD_BYTES):
+            record = np.frombuffer(payload[:HEADER_BYTES], dtype=HEADER_DTYPE)[0]
+            for name in ("msg_type", "rank", "job_id", "exp", "flags", "seq", "key", "call", "aux"):
                 out[f"p4r.{name}"] = int(record[name])
             out["p4r.set"] = int(record["set_slot"]) >> 15
             out["p4r.slot"] = int(record["set_slot"]) & 0x7FFF
-            out["p4r.values"] = [int(v) for v in record["values"]]
+            if len(payload) == PAYLOAD_BYTES:
+                out["p4r.values"] = [int(v) for v in np.frombuffer(payload[HEADER_BYTES:], dtype=">i4")]
     out["length"] = len(frame)
     return out
 
@@ -842,7 +1260,9 @@ def assert_frame(expected: bytes, actual: bytes, where: str) -> None:
 
 
 def install(driver: Driver, step: Install) -> None:
-    """Apply one control-plane step: groups first, so entries can refer to them."""
+    """Apply one control-plane step: deletions, then groups (so entries can refer to them), then entries."""
+    for table, match in step.deletes:
+        driver.table_delete(table, dict(match))
     for group, replicas in step.groups:
         driver.multicast_group(group, list(replicas))
     for entry in step.entries:

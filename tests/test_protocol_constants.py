@@ -6,6 +6,7 @@ name must be known here, so a constant added on one side only fails a test.
 
 from __future__ import annotations
 
+import ast
 import re
 import socket
 from pathlib import Path
@@ -18,8 +19,26 @@ ROOT = Path(__file__).resolve().parents[1]
 CONSTANTS_P4 = ROOT / "p4src" / "common" / "constants.p4"
 PROTOCOL_MD = ROOT / "docs" / "protocol.md"
 
-_DEFINE = re.compile(r"^\s*#define\s+([A-Z][A-Z0-9_]*)\s+(0[xX][0-9a-fA-F]+|\d+)\s*(?:/\*.*\*/)?\s*$")
+_DEFINE = re.compile(r"^\s*#define\s+([A-Z][A-Z0-9_]*)\s+(.+?)\s*(?:/\*.*\*/)?\s*$")
 _GUARD = "P4REDUCE_CONSTANTS_P4"
+_PARAMETERS = ("VALUES_PER_PACKET", "SLOT_COUNT")  # compile-time parameters: `#ifndef NAME` around them
+
+
+def _evaluate(expression: str, known: dict[str, int]) -> int:
+    """A define's value: a number, or +, -, * and parentheses over numbers and earlier names."""
+    tree = ast.parse(expression, mode="eval")
+
+    def value(node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in known:
+            return known[node.id]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mult):
+            left, right = value(node.left), value(node.right)
+            return {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right}[type(node.op)]
+        raise ValueError(f"not a constant expression: {expression!r}")
+
+    return value(tree.body)
 
 
 def parse_defines(text: str) -> dict[str, int]:
@@ -36,7 +55,15 @@ def parse_defines(text: str) -> dict[str, int]:
         name, literal = match.groups()
         if name in values:
             raise ValueError(f"constants.p4:{number}: {name} defined twice")
-        values[name] = int(literal, 0)
+        try:
+            values[name] = int(literal, 0)
+        except ValueError:
+            try:
+                values[name] = _evaluate(literal, values)
+            except (SyntaxError, ValueError):
+                raise ValueError(
+                    f"constants.p4:{number}: not a `#define NAME NUMBER` line: {line!r}"
+                ) from None
     return values
 
 
@@ -46,24 +73,30 @@ def p4_constants() -> dict[str, int]:
 
 
 def contract_values() -> dict[str, int]:
-    """Every contract constant as the P4 side must spell it."""
+    """Every contract constant as the P4 side must spell it (defaults for the compile-time parameters)."""
+    k, slots = protocol.DEFAULT_VALUES_PER_PACKET, protocol.DEFAULT_SLOT_COUNT
     values = {
+        "PROTOCOL_VERSION": protocol.PROTOCOL_VERSION,
         "UDP_PORT": protocol.UDP_PORT,
-        "VALUES_PER_PACKET": protocol.VALUES_PER_PACKET,
+        "VALUES_PER_PACKET": k,
+        "SLOT_COUNT": slots,
         "HEADER_BYTES": protocol.HEADER_BYTES,
-        "PAYLOAD_BYTES": protocol.PAYLOAD_BYTES,
+        "PAYLOAD_BYTES": protocol.payload_bytes(k),
         "MAX_WORKERS": protocol.MAX_WORKERS,
-        "SLOT_COUNT": protocol.SLOT_COUNT,
         "MAX_JOBS": protocol.MAX_JOBS,
         "FLOOD_GROUP": protocol.FLOOD_GROUP,
         "RESULT_TTL": protocol.RESULT_TTL,
         "EXP_BIAS": protocol.EXP_BIAS,
         "EXP_NONE": protocol.EXP_NONE,
+        "EXP_NONFINITE": protocol.EXP_NONFINITE,
+        "USE_BITS": protocol.USE_BITS,
         "DROP_REASON_COUNT": protocol.DROP_REASON_COUNT,
         # derived sizes
-        "SLOT_REGISTER_SIZE": 2 * protocol.SLOT_COUNT,
-        "UDP_AGG_LENGTH": 8 + protocol.PAYLOAD_BYTES,
-        "IPV4_AGG_LENGTH": 20 + 8 + protocol.PAYLOAD_BYTES,
+        "SLOT_REGISTER_SIZE": 2 * slots,
+        "UDP_AGG_LENGTH": 8 + protocol.payload_bytes(k),
+        "IPV4_AGG_LENGTH": 20 + 8 + protocol.payload_bytes(k),
+        "UDP_NOTICE_LENGTH": 8 + protocol.HEADER_BYTES,
+        "IPV4_NOTICE_LENGTH": 20 + 8 + protocol.HEADER_BYTES,
         # standard numbers, from the socket module's own tables where it has them
         "ETHERTYPE_IPV4": 0x0800,
         "ETHERTYPE_ARP": 0x0806,
@@ -80,7 +113,7 @@ def contract_values() -> dict[str, int]:
 # Names that are not wire contract: program limits stated in docs/protocol.md,
 # and the internal packet kinds that ingress hands to egress.
 LIMITS = ("JOB_TABLE_SIZE", "ADDRESS_TABLE_SIZE", "L2_TABLE_SIZE")
-PACKET_KINDS = ("PKT_KIND_FORWARD", "PKT_KIND_FLOOD", "PKT_KIND_RESULT", "PKT_KIND_REPLAY")
+PACKET_KINDS = ("PKT_KIND_FORWARD", "PKT_KIND_FLOOD", "PKT_KIND_JOB", "PKT_KIND_REPLY")
 
 
 def test_every_p4_constant_is_known(p4_constants: dict[str, int]) -> None:
@@ -94,9 +127,22 @@ def test_p4_constant_equals_contract(p4_constants: dict[str, int], name: str) ->
     assert p4_constants[name] == contract_values()[name], f"{name}: P4 and contracts/protocol.py disagree"
 
 
-def test_payload_size_follows_from_k() -> None:
-    assert protocol.PAYLOAD_BYTES == protocol.HEADER_BYTES + 4 * protocol.VALUES_PER_PACKET
-    assert protocol.PACKET_DTYPE.itemsize == protocol.PAYLOAD_BYTES
+@pytest.mark.parametrize("k", protocol.SUPPORTED_VALUES_PER_PACKET)
+def test_payload_size_follows_from_k(k: int) -> None:
+    assert protocol.payload_bytes(k) == protocol.HEADER_BYTES + 4 * k
+    assert protocol.packet_dtype(k).itemsize == protocol.payload_bytes(k)
+
+
+def test_compile_time_parameters_can_be_overridden() -> None:
+    text = CONSTANTS_P4.read_text()
+    for name in _PARAMETERS:
+        assert f"#ifndef {name}\n#define {name}" in text, f"{name} cannot be set with -D{name}=..."
+
+
+def test_seq_holds_call_number_and_use() -> None:
+    seq = protocol.seq_of(protocol.CALL_NUMBERS + 3, 5)  # call numbers wrap
+    assert seq == (3 << protocol.USE_BITS) | 5
+    assert protocol.call_number_of(seq) == 3
 
 
 def test_drop_reasons_fit_the_counter_arrays() -> None:
@@ -134,20 +180,25 @@ def test_documented_limits_match_p4(p4_constants: dict[str, int]) -> None:
     rows = _markdown_table(PROTOCOL_MD.read_text(), "| what | limit | why |")
     limits = {row[0]: row[1] for row in rows}
     assert str(p4_constants["JOB_TABLE_SIZE"]) in limits["job table entries"]
-    assert str(protocol.SLOT_COUNT) in limits["slots per set (switch-wide pool)"]
+    assert str(protocol.DEFAULT_SLOT_COUNT) in limits["slots per set (switch-wide pool)"]
     assert str(protocol.MAX_WORKERS) in limits["workers per job"]
     assert str(protocol.MAX_JOBS) in limits["jobs"]
 
 
 def test_documented_port_and_k_match_contract() -> None:
     text = PROTOCOL_MD.read_text()
+    k = protocol.DEFAULT_VALUES_PER_PACKET
     assert f"**{protocol.UDP_PORT}**" in text
-    assert f"K = {protocol.VALUES_PER_PACKET}" in text
-    assert f"`12 + 4*K = {protocol.PAYLOAD_BYTES}`" in text
+    assert f"**K = {k}**" in text
+    assert f"`24 + 4*K = {protocol.payload_bytes(k)}`" in text
+    assert f"{protocol.HEADER_BYTES}-byte header" in text
 
 
 def test_parse_defines_rejects_unreadable_lines() -> None:
+    assert parse_defines("#define A 2\n#define B (A * 1024 + 1)\n") == {"A": 2, "B": 2049}
     with pytest.raises(ValueError, match="not a `#define NAME NUMBER`"):
-        parse_defines("#define SLOT_COUNT (2 * 1024)\n")
+        parse_defines("#define SLOT_COUNT (2 << 10)\n")
+    with pytest.raises(ValueError, match="not a `#define NAME NUMBER`"):
+        parse_defines("#define SLOT_COUNT (UNKNOWN * 2)\n")
     with pytest.raises(ValueError, match="defined twice"):
         parse_defines("#define A 1\n#define A 2\n")

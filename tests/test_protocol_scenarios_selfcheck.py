@@ -6,74 +6,70 @@ byte-level model of docs/protocol.md (tests/protocol_model.py).
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
 import pytest
+from finsy.proto import p4i
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from contracts.protocol import PAYLOAD_BYTES, UDP_PORT, MsgType
+from contracts.protocol import HEADER_BYTES, NOTICES, UDP_PORT, MsgType, seq_of
+from softswitch.frontend import compile_file
+from softswitch.p4info import build_p4info
 from tests.protocol_model import ProtocolModel
 from tests.protocol_scenarios import (
     H1,
     H2,
     JOB_A,
+    PAYLOAD_BYTES,
     SCENARIOS,
     Check,
     Install,
+    K,
     Scenario,
     Send,
+    answer_packet,
     assert_frame,
     data_packet,
     frame_fields,
     install,
     ipv4_checksum_ok,
-    result_packet,
     run_scenario,
     standard_setup,
     vector,
 )
 
-P4_SOURCE = (Path(__file__).resolve().parents[1] / "p4src" / "v1model" / "p4reduce.p4").read_text()
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def control_body(control: str) -> str:
-    """Text of `control <name>(...) { ... }` in the v1model program, by brace matching."""
-    start = P4_SOURCE.index(f"control {control}(")
-    depth, i = 0, P4_SOURCE.index("{", start)
-    for j in range(i, len(P4_SOURCE)):
-        depth += {"{": 1, "}": -1}.get(P4_SOURCE[j], 0)
-        if depth == 0:
-            return P4_SOURCE[i : j + 1]
-    raise AssertionError(f"control {control} is not closed")
+@functools.cache
+def p4info() -> p4i.P4Info:
+    """The program's P4Info: its names are what every P4Runtime client (and the scenarios) must use."""
+    program = compile_file(ROOT / "p4src" / "v1model" / "p4reduce.p4", include_dirs=[ROOT / "p4src"])
+    return build_p4info(program)
 
 
 def declared(qualified: str, kind: str) -> bool:
-    """Is `Control.name` declared as a table, action, counter or register inside that control?"""
-    control, name = qualified.split(".", 1)
-    body = control_body(control)
-    patterns = {
-        "table": rf"\btable\s+{name}\s*\{{",
-        "action": rf"\baction\s+{name}\s*\(",
-        "counter": rf"\bcounter\([^;]*\)\s+{name}\s*;",
-        "register": rf"\bregister<[^;]*>\([^;]*\)\s+{name}\s*;",
-    }
-    return re.search(patterns[kind], body) is not None
+    """Is `Control.name` a table, action, counter or register of the program?"""
+    entities = {
+        "table": p4info().tables,
+        "action": p4info().actions,
+        "counter": p4info().counters,
+        "register": p4info().registers,
+    }[kind]
+    return any(entity.preamble.name == qualified for entity in entities)
 
 
 def action_params(qualified: str) -> set[str]:
-    control, name = qualified.split(".", 1)
-    signature = re.search(rf"\baction\s+{name}\s*\(([^)]*)\)", control_body(control))
-    assert signature is not None, f"{qualified} not found"
-    return {p.split()[-1] for p in signature.group(1).split(",") if p.strip()}
+    action = next(a for a in p4info().actions if a.preamble.name == qualified)
+    return {param.name for param in action.params}
 
 
 def table_keys(qualified: str) -> set[str]:
-    control, name = qualified.split(".", 1)
-    table = re.search(rf"\btable\s+{name}\s*\{{\s*key\s*=\s*\{{([^}}]*)\}}", control_body(control))
-    assert table is not None, f"{qualified} has no key"
-    return {k.split(":")[0].strip() for k in table.group(1).split(";") if k.strip()}
+    table = next(t for t in p4info().tables if t.preamble.name == qualified)
+    return {field.name for field in table.match_fields}
 
 
 def all_steps(scenario: Scenario) -> tuple[object, ...]:
@@ -114,26 +110,30 @@ def test_frames_are_well_formed(scenario: Scenario) -> None:
             and "truncat" not in scenario.name
             and "length" not in scenario.name
         ):
-            assert len(bytes(pkt[UDP].payload)) == PAYLOAD_BYTES, f"{scenario.name}: {step.note}"
+            size = HEADER_BYTES if bytes(pkt[UDP].payload)[0] == MsgType.QUERY else PAYLOAD_BYTES
+            assert len(bytes(pkt[UDP].payload)) == size, f"{scenario.name}: {step.note}"
         for out in step.expect:
             fields = frame_fields(out.frame)
-            if fields.get("p4r.msg_type") == MsgType.RESULT:
+            msg_type = fields.get("p4r.msg_type")
+            if msg_type in (MsgType.RESULT, *NOTICES):
                 assert fields["ip.checksum_valid"], scenario.name
                 assert fields["udp.chksum"] == 0, scenario.name
                 assert fields["ip.ttl"] == 64, scenario.name
-                assert fields["length"] == 14 + 20 + 8 + PAYLOAD_BYTES
+                payload = PAYLOAD_BYTES if msg_type == MsgType.RESULT else HEADER_BYTES
+                assert fields["length"] == 14 + 20 + 8 + payload, scenario.name
+                assert fields["ip.len"] == 20 + 8 + payload and fields["udp.len"] == 8 + payload
 
 
 def test_bad_checksum_frame_really_is_bad() -> None:
     frame = next(s for s in SCENARIOS if s.name == "bad_ipv4_checksum").steps[0]
     assert isinstance(frame, Send)
     assert not ipv4_checksum_ok(frame.frame[14:34])
-    assert ipv4_checksum_ok(data_packet(H1, 7, 0, 0, [0] * 32)[14:34])
+    assert ipv4_checksum_ok(data_packet(H1, 7, 0, 0, [0] * K)[14:34])
 
 
 def test_frame_comparison_names_the_differing_field() -> None:
-    a = result_packet(H1, JOB_A.job_id, 0, 0, [1] * 32)
-    b = result_packet(H1, JOB_A.job_id, 0, 0, [1] * 31 + [2])
+    a = answer_packet(H1, JOB_A.job_id, 0, 0, [1] * K)
+    b = answer_packet(H1, JOB_A.job_id, 0, 0, [1] * (K - 1) + [2])
     with pytest.raises(AssertionError, match="p4r.values"):
         assert_frame(a, b, "here")
     assert_frame(a, a, "here")
@@ -158,43 +158,83 @@ def test_model_disagrees_with_a_wrong_expectation() -> None:
 
 
 def _worked_example_bytes() -> bytes:
-    """The hex dump in docs/protocol.md's worked example."""
-    text = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text()
+    """The hex dump in docs/protocol.md's worked example (the IPv4 checksum shown as `..`)."""
+    text = (ROOT / "docs" / "protocol.md").read_text()
     block = text.split("```\nEthernet", 1)[1].split("```", 1)[0]
     data = bytearray()
     for line in ("Ethernet" + block).splitlines():
-        for token in line.split()[1:]:  # after the layer name, hex bytes until the first comment word
-            if not re.fullmatch(r"[0-9a-f]{2}", token):
+        tokens = line.split()
+        if tokens and not re.fullmatch(r"[0-9a-f]{2}|\.\.", tokens[0]):
+            tokens = tokens[1:]  # the layer name
+        for token in tokens:  # hex bytes until the first comment word
+            if token == "..":
+                data.append(0)
+            elif re.fullmatch(r"[0-9a-f]{2}", token):
+                data.append(int(token, 16))
+            else:
                 break
-            data.append(int(token, 16))
     return bytes(data)
+
+
+EXAMPLE_KEYS = (0x0A0A0A0A, 0x0B0B0B0B, 0x0C0C0C0C)
+EXAMPLE_SEQ = seq_of(3, 5)
+EXAMPLE_CALL = 0x20000060
 
 
 def test_worked_example_bytes_are_what_a_worker_sends() -> None:
     values = vector(5, -3, 2**31 - 1)
-    frame = data_packet(H2, 7, 1, 3, values, set_bit=1, exp=130, chunk=42)
+    frame = bytearray(
+        data_packet(
+            H2, 7, 1, 1, values, set_bit=1, exp=130, seq=EXAMPLE_SEQ, key=EXAMPLE_KEYS[1], call=EXAMPLE_CALL
+        )
+    )
     documented = _worked_example_bytes()
-    assert len(documented) == 66
-    assert frame[:66] == documented
+    assert len(documented) == 14 + 20 + 8 + HEADER_BYTES + 12
+    frame[24:26] = b"\0\0"  # the checksum the document leaves out
+    assert bytes(frame[: len(documented)]) == documented
+    assert len(frame) == 14 + 20 + 8 + HEADER_BYTES + 4 * K == 322
 
 
 def test_worked_example_outcome() -> None:
-    """The sums, exponent and replay that docs/protocol.md's worked example narrates."""
+    """The sums, exponent, replay, MISSING and abort that docs/protocol.md's worked example narrates."""
     model = ProtocolModel()
     for step in standard_setup():
         install(model, step)
     contributions = [vector(1, -5, 1, seed=1), vector(5, -3, 2**31 - 1), vector(0, 8, 0, seed=3)]
     exps = [128, 130, 129]
-    outputs: list[tuple[int, bytes]] = []
-    for rank, (values, exp) in enumerate(zip(contributions, exps, strict=True)):
+
+    def send(rank: int, call: int = EXAMPLE_CALL) -> list[tuple[int, bytes]]:
         host = JOB_A.workers[rank]
-        frame = data_packet(host, 7, rank, 3, values, set_bit=1, exp=exp, chunk=42)
-        outputs = model.send(host.port, frame)
+        frame = data_packet(
+            host, 7, rank, 1, contributions[rank], set_bit=1, exp=exps[rank], seq=EXAMPLE_SEQ,
+            key=EXAMPLE_KEYS[rank], call=call,
+        )  # fmt: skip
+        return model.send(host.port, frame)
+
+    assert JOB_A.keys == EXAMPLE_KEYS and JOB_A.base == 100 and JOB_A.epoch == 0x5EED0007
+    assert send(0) == [] and send(1) == []
+    outputs = send(2)
     assert sorted(port for port, _ in outputs) == [1, 2, 3]
-    fields = frame_fields(outputs[0][1])
-    assert fields["p4r.values"][:3] == [6, 0, -(2**31)]
-    assert fields["p4r.exp"] == 130 and fields["p4r.rank"] == 2
-    assert model.register("MyIngress.bitmap", 2048 + 103) == 0b111
-    replay = model.send(2, data_packet(H2, 7, 1, 3, contributions[1], set_bit=1, exp=130, chunk=42))
+    for port, frame in outputs:
+        fields = frame_fields(frame)
+        assert fields["p4r.values"][:3] == [6, 0, -(2**31)]
+        assert fields["p4r.exp"] == 130 and fields["p4r.rank"] == 2
+        assert fields["p4r.key"] == EXAMPLE_KEYS[port - 1]
+    assert model.register("MyIngress.bitmap", 2048 + 101) == 0b111
+    assert send(1) == [], "a second DATA is a duplicate"
+    asked = data_packet(
+        H2, 7, 1, 1, None, set_bit=1, seq=EXAMPLE_SEQ, key=EXAMPLE_KEYS[1], msg_type=MsgType.QUERY
+    )
+    replay = model.send(2, asked)
     assert [port for port, _ in replay] == [2]
     assert frame_fields(replay[0][1])["ip.dst"] == H2.ip
+
+    fresh = ProtocolModel()
+    for step in standard_setup():
+        install(fresh, step)
+    model = fresh
+    send(0)
+    send(1)
+    aborted = send(2, call=0x20000061)
+    assert {frame_fields(f)["p4r.msg_type"] for _, f in aborted} == {MsgType.ABORT}
+    assert {frame_fields(f)["p4r.aux"] for _, f in aborted} == {EXAMPLE_CALL}

@@ -10,7 +10,15 @@ from contracts.protocol import DropReason
 from controller.p4switch import SwitchSession
 from controller.tables.p4names import EGRESS, INGRESS
 
-JOB_COUNTERS = ("job_data_in", "job_results_out", "job_retransmissions", "job_replays")
+JOB_COUNTERS = (
+    "job_data_in",
+    "job_results_out",
+    "job_duplicates",
+    "job_replays",
+    "job_missing",
+    "job_queries",
+    "job_aborts",
+)
 DROP_COUNTERS = {"ingress_drops": INGRESS, "egress_drops": EGRESS}
 
 
@@ -46,9 +54,9 @@ class Counters:
         return values
 
     async def used_job_ids(self, session: SwitchSession) -> set[int]:
-        """Job ids whose slots may hold state: any DATA accepted or retransmitted under them."""
+        """Job ids ever used on this switch: any DATA or QUERY accepted under them."""
         counts = await self.job_counters(session)
         used = set()
-        for name in ("job_data_in", "job_retransmissions"):
+        for name in ("job_data_in", "job_duplicates", "job_queries"):
             used |= {job_id for job_id, (packets, _) in counts[name].items() if packets}
         return used

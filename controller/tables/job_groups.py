@@ -12,11 +12,16 @@ from controller.tables.l2 import replica_instance, replica_port
 
 class JobGroups:
     def entity(self, job: Job, with_replicas: bool = True) -> fy.P4MulticastGroupEntry:
-        replicas = [(w.switch_port, w.rank) for _, w in sorted(job.workers.items())] if with_replicas else []
+        """The job's group: a replica per rank that has joined and not left."""
+        members = [w for _, w in sorted(job.workers.items()) if w.rank not in job.left]
+        replicas = [(w.switch_port, w.rank) for w in members] if with_replicas else []
         return fy.P4MulticastGroupEntry(job.group, replicas=replicas)
 
     def insert(self, job: Job) -> Update:
         return Update("+", self.entity(job), f"multicast group {job.group} of job {job.name!r}")
+
+    def modify(self, job: Job) -> Update:
+        return Update("~", self.entity(job), f"multicast group {job.group} of job {job.name!r}")
 
     def delete(self, group: int) -> Update:
         return Update("-", fy.P4MulticastGroupEntry(group), f"multicast group {group}")

@@ -8,8 +8,10 @@ is 0, so any DATA that claimed rank 255 would be dropped as
 SLOT_OUT_OF_RANGE before touching a slot. Its `metadata` (P4Runtime
 TableEntry.metadata, kept by simple_switch_grpc and the embedded switch)
 holds the job name and sizes as JSON; its action parameters carry base,
-world size and group, and its sender_udp_port field the pool size, so a
-switch that drops metadata still yields everything but the name.
+world size, group and the job's epoch, and its sender_udp_port field the
+pool size, so a switch that drops metadata still yields everything but the
+name. Every rank's entry carries that rank's key (docs/protocol.md), so a
+restarted controller recovers keys and epochs from the switch alone.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class JobRow:
     sender_port: int
     sender_ip: int
     sender_udp_port: int
+    key: int
+    epoch: int
     metadata: dict[str, object]
 
 
@@ -71,6 +75,8 @@ class JobTable:
                 sender_port=0,
                 sender_ip=0,
                 sender_udp_port=job.slots.size,
+                key=0,
+                epoch=job.epoch,
             )
         entity = fy.P4TableEntry(
             self.TABLE, match=self._match(job.job_id, RECORD_RANK), action=action, metadata=self.metadata(job)
@@ -90,6 +96,8 @@ class JobTable:
                 sender_port=worker.switch_port,
                 sender_ip=worker.ipv4,
                 sender_udp_port=worker.udp_port,
+                key=worker.key,
+                epoch=job.epoch,
             )
         entity = fy.P4TableEntry(
             self.TABLE, match=self._match(job.job_id, worker.rank), action=action, metadata=self.metadata(job)
@@ -120,6 +128,8 @@ class JobTable:
                     sender_port=field(args, "sender_port"),
                     sender_ip=field(args, "sender_ip"),
                     sender_udp_port=field(args, "sender_udp_port"),
+                    key=field(args, "key"),
+                    epoch=field(args, "epoch"),
                     metadata=meta if isinstance(meta, dict) else {},
                 )
             )

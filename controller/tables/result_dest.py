@@ -1,4 +1,4 @@
-"""`Egress.result_dest`: where each multicast replica of a job's result goes (per rank = egress rid)."""
+"""`Egress.result_dest`: where each replica to a job goes (per rank = egress rid), with that rank's key."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ class ResultDestRow:
     mac: int
     ipv4: int
     udp_port: int
+    key: int
 
 
 class ResultDest:
@@ -33,7 +34,11 @@ class ResultDest:
         action = None
         if op != "-":
             action = fy.P4TableAction(
-                self.ACTION, dst_mac=worker.mac, dst_ip=worker.ipv4, dst_udp_port=worker.udp_port
+                self.ACTION,
+                dst_mac=worker.mac,
+                dst_ip=worker.ipv4,
+                dst_udp_port=worker.udp_port,
+                key=worker.key,
             )
         entity = fy.P4TableEntry(self.TABLE, match=self._match(job.job_id, worker.rank), action=action)
         return Update(op, entity, f"result_dest job {job.name!r} (id {job.job_id}) rank {worker.rank}")
@@ -53,6 +58,7 @@ class ResultDest:
                     mac=field(args, "dst_mac"),
                     ipv4=field(args, "dst_ip"),
                     udp_port=field(args, "dst_udp_port"),
+                    key=field(args, "key"),
                 )
             )
         return rows

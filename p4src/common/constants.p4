@@ -3,29 +3,42 @@
  *
  * The "wire contract" section must equal contracts/protocol.py, and the
  * derived sizes must follow from it; tests/test_protocol_constants.py parses
- * this file (one `#define NAME VALUE` per line, decimal or hex) and fails on
- * any mismatch or on a name it does not know. Plain #defines rather than
- * `const` declarations, so that every consumer (p4c, the Tofino compiler,
- * the embedded switch's front end, the test) sees literal numbers.
+ * this file (one `#define NAME VALUE` per line, decimal or hex, optionally
+ * inside `#ifndef NAME` for the compile-time parameters) and fails on any
+ * mismatch or on a name it does not know. Plain #defines rather than `const`
+ * declarations, so that every consumer (p4c, the Tofino compiler, the
+ * embedded switch's front end, the test) sees literal numbers.
  */
 #ifndef P4REDUCE_CONSTANTS_P4
 #define P4REDUCE_CONSTANTS_P4
 
-/* ---- wire contract (docs/protocol.md) ---- */
-#define UDP_PORT           20562   /* 0x5052 "PR": UDP destination port of DATA */
-#define VALUES_PER_PACKET  32      /* K */
-#define HEADER_BYTES       12      /* p4reduce header before the values */
-#define PAYLOAD_BYTES      140     /* HEADER_BYTES + 4 * K: UDP payload of every p4reduce packet */
-#define MAX_WORKERS        32      /* width of the per-slot bitmap */
+/* ---- compile-time parameters: override with -D (docs/protocol.md, "Values per packet") ---- */
+#ifndef VALUES_PER_PACKET
+#define VALUES_PER_PACKET  64      /* K: 32, 64, 128 or 256 */
+#endif
+#ifndef SLOT_COUNT
 #define SLOT_COUNT         2048    /* slots per set, switch-wide */
-#define MAX_JOBS           1024    /* job ids 1 .. MAX_JOBS-1; size of per-job counters */
+#endif
+
+/* ---- wire contract (docs/protocol.md) ---- */
+#define PROTOCOL_VERSION   2
+#define UDP_PORT           20562   /* 0x5052 "PR": UDP destination port of DATA */
+#define HEADER_BYTES       24      /* p4reduce header before the values */
+#define MAX_WORKERS        32      /* width of the per-slot bitmap */
+#define MAX_JOBS           1024    /* job ids 1 .. MAX_JOBS-1; size of per-job counters and registers */
 #define FLOOD_GROUP        1       /* multicast group for L2 flooding */
-#define RESULT_TTL         64      /* IPv4 TTL of every RESULT the switch emits */
+#define RESULT_TTL         64      /* IPv4 TTL of every packet the switch emits */
 #define EXP_BIAS           128     /* wire exponent = e + EXP_BIAS */
 #define EXP_NONE           0       /* "no exponent" */
+#define EXP_NONFINITE      255     /* the block holds NaN or Inf on some rank; the max propagates it */
+#define USE_BITS           16      /* seq = call number (high 16 bits) : use within the call (low 16) */
 
-#define MSG_DATA           1
-#define MSG_RESULT         2
+#define MSG_DATA           1       /* worker -> switch: a contribution */
+#define MSG_RESULT         2       /* switch -> workers: a completed sum */
+#define MSG_MISSING        3       /* switch -> job: a resent use is still collecting; aux = who contributed */
+#define MSG_ABORT          4       /* switch -> job: the call is aborted; aux = the call the slot holds */
+#define MSG_STALE          5       /* switch -> sender: the slot has moved past this use; aux = its seq */
+#define MSG_QUERY          6       /* worker -> switch: header only; where is this use? (RESULT, MISSING or STALE) */
 
 /* drop reasons: index into MyIngress.ingress_drops / MyEgress.egress_drops */
 #define DROP_TRUNCATED          1
@@ -34,15 +47,22 @@
 #define DROP_BAD_TYPE           4
 #define DROP_UNKNOWN_JOB        5
 #define DROP_WRONG_SENDER       6
-#define DROP_SLOT_OUT_OF_RANGE  7
-#define DROP_EARLY_DUPLICATE    8
-#define DROP_NO_RESULT_DEST     9
+#define DROP_BAD_KEY            7
+#define DROP_SLOT_OUT_OF_RANGE  8
+#define DROP_STALE              9
+#define DROP_DUPLICATE          10
+#define DROP_CALL_MISMATCH      11
+#define DROP_CALL_ABORTED       12
+#define DROP_NO_RESULT_DEST     13
 #define DROP_REASON_COUNT       16     /* size of the drop counter arrays */
 
 /* ---- sizes derived from the contract ---- */
-#define SLOT_REGISTER_SIZE  4096   /* 2 * SLOT_COUNT: one copy of each slot per set */
-#define UDP_AGG_LENGTH      148    /* UDP length of a p4reduce packet: 8 + PAYLOAD_BYTES */
-#define IPV4_AGG_LENGTH     168    /* IPv4 total length of a p4reduce packet: 20 + 8 + PAYLOAD_BYTES */
+#define SLOT_REGISTER_SIZE  (2 * SLOT_COUNT)              /* one copy of each slot per set */
+#define PAYLOAD_BYTES       (HEADER_BYTES + 4 * VALUES_PER_PACKET)
+#define UDP_AGG_LENGTH      (8 + PAYLOAD_BYTES)           /* UDP length of DATA and RESULT */
+#define IPV4_AGG_LENGTH     (28 + PAYLOAD_BYTES)          /* IPv4 total length of DATA and RESULT */
+#define UDP_NOTICE_LENGTH   (8 + HEADER_BYTES)            /* UDP length of MISSING, ABORT, STALE */
+#define IPV4_NOTICE_LENGTH  (28 + HEADER_BYTES)           /* IPv4 total length of MISSING, ABORT, STALE */
 
 /* ---- program limits (docs/protocol.md, "Limits") ---- */
 #define JOB_TABLE_SIZE      4096   /* job_table / result_dest entries (jobs x ranks) */
@@ -60,7 +80,7 @@
 /* ---- program-internal: what ingress decided, read by egress and the checksum unit ---- */
 #define PKT_KIND_FORWARD    0      /* unicast L2 forwarding, ARP reply, or dropped */
 #define PKT_KIND_FLOOD      1      /* L2 flood: egress prunes the replica to the ingress port */
-#define PKT_KIND_RESULT     2      /* completed slot: egress rewrites each replica per rank */
-#define PKT_KIND_REPLAY     3      /* unicast replay to a retransmitting sender */
+#define PKT_KIND_JOB        2      /* RESULT, MISSING or ABORT to the job's group: egress addresses each replica */
+#define PKT_KIND_REPLY      3      /* unicast answer to the sender: replayed RESULT, ABORT or STALE */
 
 #endif /* P4REDUCE_CONSTANTS_P4 */

@@ -6,6 +6,8 @@
 #ifndef P4REDUCE_HEADERS_P4
 #define P4REDUCE_HEADERS_P4
 
+#include "values.p4"
+
 header ethernet_t {
     bit<48> dst_addr;
     bit<48> src_addr;
@@ -48,56 +50,30 @@ header udp_t {
     bit<16> checksum;
 }
 
-/* The 12-byte p4reduce header (docs/protocol.md, "The p4reduce header"). */
+/* The 24-byte p4reduce header (docs/protocol.md, "The p4reduce header"). */
 header p4reduce_t {
-    bit<8>  msg_type;   /* MSG_DATA or MSG_RESULT */
+    bit<8>  msg_type;   /* MSG_* */
     bit<8>  rank;       /* sender's rank in its job */
     bit<16> job_id;
     bit<1>  set;        /* which of the slot's two copies */
     bit<15> slot;       /* slot index relative to the job's base */
-    bit<8>  exp;        /* biased exponent; EXP_NONE = none */
-    bit<8>  flags;      /* host-only, copied unchanged */
-    bit<32> chunk;      /* host-only, copied unchanged */
+    bit<8>  exp;        /* biased exponent; EXP_NONE = none, EXP_NONFINITE = NaN/Inf */
+    bit<8>  flags;      /* reserved: 0, copied unchanged */
+    bit<32> seq;        /* the use: call number (high USE_BITS) : use within the call */
+    bit<32> key;        /* the rank's secret, checked against job_table; per rank on results */
+    bit<32> call;       /* the call's descriptor: dtype, operation, element count */
+    bit<32> aux;        /* MISSING: contributors; ABORT: the slot's descriptor; STALE: the slot's seq */
 }
 
 /*
  * The K = VALUES_PER_PACKET values, each a signed 32-bit two's-complement
- * number. They are declared bit<32> because unsigned addition modulo 2^32 is
- * bit-for-bit the same as wrapping signed addition.
+ * number, named v00, v01, ... with the index in hex (values.p4). They are
+ * declared bit<32> because unsigned addition modulo 2^32 is bit-for-bit the
+ * same as wrapping signed addition.
  */
+#define P4R_VALUE_FIELD(i) bit<32> v##i;
 header p4reduce_values_t {
-    bit<32> v00;
-    bit<32> v01;
-    bit<32> v02;
-    bit<32> v03;
-    bit<32> v04;
-    bit<32> v05;
-    bit<32> v06;
-    bit<32> v07;
-    bit<32> v08;
-    bit<32> v09;
-    bit<32> v10;
-    bit<32> v11;
-    bit<32> v12;
-    bit<32> v13;
-    bit<32> v14;
-    bit<32> v15;
-    bit<32> v16;
-    bit<32> v17;
-    bit<32> v18;
-    bit<32> v19;
-    bit<32> v20;
-    bit<32> v21;
-    bit<32> v22;
-    bit<32> v23;
-    bit<32> v24;
-    bit<32> v25;
-    bit<32> v26;
-    bit<32> v27;
-    bit<32> v28;
-    bit<32> v29;
-    bit<32> v30;
-    bit<32> v31;
+    P4R_FOR_EACH_VALUE(P4R_VALUE_FIELD)
 }
 
 struct headers_t {

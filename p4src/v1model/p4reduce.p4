@@ -2,12 +2,16 @@
  * p4reduce: in-network aggregation for distributed ML, v1model architecture
  * (bmv2 simple_switch_grpc and the embedded p4reduce-switch).
  *
- * docs/protocol.md is the specification this program implements;
- * docs/p4src.md walks through it. Compile for bmv2 with
- *     p4c --target bmv2 --arch v1model --p4runtime-files p4reduce.p4info.txtpb p4reduce.p4
+ * docs/protocol.md is the specification this program implements (protocol
+ * version 2); docs/p4src.md walks through it. Compile for bmv2 with
+ *     p4c --target bmv2 --arch v1model -I p4src --p4runtime-files p4reduce.p4info.txtpb p4reduce.p4
+ * and choose K with -DVALUES_PER_PACKET=32|64|128|256 (default 64).
  *
- * Names of controls, tables, actions, parameters, counters and registers are
- * a contract with the controller, which resolves them by name from P4Info.
+ * Names of controls, tables, actions, parameters and counters are a contract
+ * with the controller, which resolves them by name from P4Info. The
+ * controller never reads or writes registers (bmv2's P4Runtime server
+ * cannot): everything it sets is in table entries, and the registers below
+ * are the data plane's own state.
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -19,12 +23,14 @@
 #define INGRESS_DROP(reason) ingress_drops.count(reason); mark_to_drop(standard_metadata); exit
 
 /*
- * One line per value register, unrolled over the K values below.
- * slot_cur is the register index of the packet's slot in the packet's set.
+ * One register per value, and the three things done to them, expanded K
+ * times by P4R_FOR_EACH_VALUE (common/values.p4). `copy` is the register
+ * index of the packet's slot copy.
  */
-#define STORE_VALUE(reg, field) reg.write(slot_cur, hdr.vals.field);
-#define ADD_VALUE(reg, field) reg.read(sum, slot_cur); hdr.vals.field = hdr.vals.field + sum; reg.write(slot_cur, hdr.vals.field);
-#define LOAD_VALUE(reg, field) reg.read(hdr.vals.field, slot_cur);
+#define DECLARE_VALUE(i) register<bit<32>>(SLOT_REGISTER_SIZE) value##i;
+#define STORE_VALUE(i) value##i.write(copy, hdr.vals.v##i);
+#define ADD_VALUE(i) value##i.read(sum, copy); hdr.vals.v##i = hdr.vals.v##i + sum; value##i.write(copy, hdr.vals.v##i);
+#define LOAD_VALUE(i) value##i.read(hdr.vals.v##i, copy);
 
 struct metadata_t {
     /* job_table's answer for this (job_id, rank) */
@@ -36,6 +42,8 @@ struct metadata_t {
     bit<9>  sender_port;
     bit<32> sender_ip;
     bit<16> sender_udp_port;
+    bit<32> key;
+    bit<32> epoch;
     /* PKT_KIND_*: what ingress decided; multicast replicas carry it to egress */
     bit<8>  kind;
 }
@@ -79,9 +87,16 @@ parser MyParser(packet_in packet,
         }
     }
 
-    /* A frame that ends before the K values sets parser_error (PacketTooShort). */
+    /* A QUERY is the header alone; anything else that ends before the K values sets parser_error. */
     state parse_p4reduce {
         packet.extract(hdr.p4r);
+        transition select(hdr.p4r.msg_type) {
+            MSG_QUERY: accept;
+            default: parse_values;
+        }
+    }
+
+    state parse_values {
         packet.extract(hdr.vals);
         transition accept;
     }
@@ -103,56 +118,41 @@ control MyIngress(inout headers_t hdr,
 
     counter(MAX_JOBS, CounterType.packets_and_bytes) job_data_in;
     counter(MAX_JOBS, CounterType.packets_and_bytes) job_results_out;
-    counter(MAX_JOBS, CounterType.packets_and_bytes) job_retransmissions;
+    counter(MAX_JOBS, CounterType.packets_and_bytes) job_duplicates;
     counter(MAX_JOBS, CounterType.packets_and_bytes) job_replays;
+    counter(MAX_JOBS, CounterType.packets_and_bytes) job_missing;
+    counter(MAX_JOBS, CounterType.packets_and_bytes) job_aborts;
+    counter(MAX_JOBS, CounterType.packets_and_bytes) job_queries;
     counter(DROP_REASON_COUNT, CounterType.packets_and_bytes) ingress_drops;
 
-    /* Slot state: index set * SLOT_COUNT + g for the per-set registers, g for owner. */
+    /*
+     * Slot state. Per copy (index set * SLOT_COUNT + g): the use it holds
+     * (copy_seq), the descriptor of that use's call (copy_call), who has
+     * contributed (bitmap), how many contributions are missing (remaining),
+     * the largest exponent (exp_max) and the K running sums. Per slot g: the
+     * epoch of the job incarnation that last used it (owner). Per job: the
+     * last call aborted, as epoch ++ call number (aborted).
+     */
+    register<bit<32>>(SLOT_REGISTER_SIZE) copy_seq;
+    register<bit<32>>(SLOT_REGISTER_SIZE) copy_call;
     register<bit<32>>(SLOT_REGISTER_SIZE) bitmap;
     register<bit<8>>(SLOT_REGISTER_SIZE) remaining;
     register<bit<8>>(SLOT_REGISTER_SIZE) exp_max;
-    register<bit<16>>(SLOT_COUNT) owner;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value00;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value01;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value02;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value03;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value04;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value05;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value06;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value07;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value08;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value09;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value10;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value11;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value12;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value13;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value14;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value15;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value16;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value17;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value18;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value19;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value20;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value21;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value22;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value23;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value24;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value25;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value26;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value27;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value28;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value29;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value30;
-    register<bit<32>>(SLOT_REGISTER_SIZE) value31;
+    register<bit<32>>(SLOT_COUNT) owner;
+    register<bit<48>>(MAX_JOBS) aborted;
+    P4R_FOR_EACH_VALUE(DECLARE_VALUE)
 
     bit<32> slot_global = 0;  /* g = base + slot */
-    bit<32> slot_cur = 0;     /* index of g in the packet's set */
-    bit<32> slot_other = 0;   /* index of g in the other set */
-    bit<32> seen = 0;         /* bitmap of the packet's set before this packet */
-    bit<32> other_seen = 0;   /* bitmap of the other set */
+    bit<32> copy = 0;         /* register index of g in the packet's set */
+    bit<32> last_owner = 0;
+    bit<48> call_mark = 0;    /* epoch ++ this packet's call number */
+    bit<48> abort_mark = 0;
+    bit<32> held_seq = 0;     /* the use the copy holds */
+    bit<32> held_call = 0;    /* its call descriptor */
+    bit<32> age = 0;          /* seq - held_seq: how far this use is ahead of the copy's */
+    bit<32> seen = 0;         /* the copy's bitmap before this packet */
     bit<8>  left = 0;         /* remaining contributions after this packet */
     bit<8>  max_exp = 0;
-    bit<16> last_owner = 0;
     bit<32> sum = 0;          /* scratch for ADD_VALUE */
     bit<48> peer_mac = 0;     /* scratch for swapping addresses */
     bit<32> peer_ip = 0;
@@ -205,8 +205,10 @@ control MyIngress(inout headers_t hdr,
         size = L2_TABLE_SIZE;
     }
 
+    /* key: the rank's secret; epoch: the job incarnation's, owner of its slots (docs/protocol.md). */
     action set_job(bit<16> base, bit<16> pool_size, bit<8> num_workers, bit<32> worker_bit,
-                   bit<16> mcast_grp, bit<9> sender_port, bit<32> sender_ip, bit<16> sender_udp_port) {
+                   bit<16> mcast_grp, bit<9> sender_port, bit<32> sender_ip, bit<16> sender_udp_port,
+                   bit<32> key, bit<32> epoch) {
         meta.base = base;
         meta.pool_size = pool_size;
         meta.num_workers = num_workers;
@@ -215,6 +217,8 @@ control MyIngress(inout headers_t hdr,
         meta.sender_port = sender_port;
         meta.sender_ip = sender_ip;
         meta.sender_udp_port = sender_udp_port;
+        meta.key = key;
+        meta.epoch = epoch;
     }
 
     action unknown_job() {
@@ -222,6 +226,9 @@ control MyIngress(inout headers_t hdr,
         mark_to_drop(standard_metadata);
     }
 
+    /* The controller reads K and the slot pool's size from these annotations in the P4Info. */
+    @p4reduce_values_per_packet(VALUES_PER_PACKET)
+    @p4reduce_slot_count(SLOT_COUNT)
     table job_table {
         key = {
             hdr.p4r.job_id: exact;
@@ -262,11 +269,17 @@ control MyIngress(inout headers_t hdr,
         if (standard_metadata.checksum_error == 1) {
             INGRESS_DROP(DROP_BAD_CHECKSUM);
         }
-        if (hdr.ipv4.total_len != IPV4_AGG_LENGTH || hdr.udp.len != UDP_AGG_LENGTH) {
-            INGRESS_DROP(DROP_BAD_LENGTH);
-        }
-        if (hdr.p4r.msg_type != MSG_DATA) {
-            INGRESS_DROP(DROP_BAD_TYPE);
+        if (hdr.p4r.msg_type == MSG_QUERY) {
+            if (hdr.ipv4.total_len != IPV4_NOTICE_LENGTH || hdr.udp.len != UDP_NOTICE_LENGTH) {
+                INGRESS_DROP(DROP_BAD_LENGTH);
+            }
+        } else {
+            if (hdr.ipv4.total_len != IPV4_AGG_LENGTH || hdr.udp.len != UDP_AGG_LENGTH) {
+                INGRESS_DROP(DROP_BAD_LENGTH);
+            }
+            if (hdr.p4r.msg_type != MSG_DATA) {
+                INGRESS_DROP(DROP_BAD_TYPE);
+            }
         }
 
         /* 2. Find the job (a miss is counted and dropped by unknown_job). */
@@ -274,11 +287,14 @@ control MyIngress(inout headers_t hdr,
             exit;
         }
 
-        /* 3. Isolation: only the registered host may speak for (job_id, rank). */
+        /* 3. Membership: only the registered host, holding the rank's key, speaks for (job_id, rank). */
         if (standard_metadata.ingress_port != meta.sender_port
                 || hdr.ipv4.src_addr != meta.sender_ip
                 || hdr.udp.src_port != meta.sender_udp_port) {
             INGRESS_DROP(DROP_WRONG_SENDER);
+        }
+        if (hdr.p4r.key != meta.key) {
+            INGRESS_DROP(DROP_BAD_KEY);
         }
 
         /* 4. Bounds; the second test only fails for a job entry whose range overruns the pool. */
@@ -290,171 +306,157 @@ control MyIngress(inout headers_t hdr,
             INGRESS_DROP(DROP_SLOT_OUT_OF_RANGE);
         }
         if (hdr.p4r.set == 0) {
-            slot_cur = slot_global;
-            slot_other = slot_global + SLOT_COUNT;
+            copy = slot_global;
         } else {
-            slot_cur = slot_global + SLOT_COUNT;
-            slot_other = slot_global;
+            copy = slot_global + SLOT_COUNT;
         }
 
         /*
-         * 5. Ownership. A slot last used by another (deleted) job starts clean:
-         * job ids are never reused, so the controller needs no register writes.
+         * 5. Ownership. A slot last used by another job, or by an earlier
+         * incarnation of this job id, starts with both copies idle.
          */
         owner.read(last_owner, slot_global);
-        if (last_owner != hdr.p4r.job_id) {
+        if (last_owner != meta.epoch) {
+            owner.write(slot_global, meta.epoch);
             bitmap.write(slot_global, 0);
             bitmap.write(slot_global + SLOT_COUNT, 0);
-            remaining.write(slot_global, 0);
-            remaining.write(slot_global + SLOT_COUNT, 0);
-            owner.write(slot_global, hdr.p4r.job_id);
         }
 
-        /*
-         * 6. Aggregate. Sending on set s proves the worker received the result
-         * held in set 1-s, so its bit there is no longer needed for replays.
-         */
-        bitmap.read(other_seen, slot_other);
-        bitmap.write(slot_other, other_seen & ~meta.worker_bit);
-        bitmap.read(seen, slot_cur);
-
-        if ((seen & meta.worker_bit) != 0) {
-            /* Retransmission: the contribution is already in the sum. */
-            job_retransmissions.count((bit<32>) hdr.p4r.job_id);
-            remaining.read(left, slot_cur);
-            if (left != 0) {
-                INGRESS_DROP(DROP_EARLY_DUPLICATE);
-            }
-            /* The slot is complete: replay its result to this sender only. */
-            exp_max.read(hdr.p4r.exp, slot_cur);
-            LOAD_VALUE(value00, v00)
-            LOAD_VALUE(value01, v01)
-            LOAD_VALUE(value02, v02)
-            LOAD_VALUE(value03, v03)
-            LOAD_VALUE(value04, v04)
-            LOAD_VALUE(value05, v05)
-            LOAD_VALUE(value06, v06)
-            LOAD_VALUE(value07, v07)
-            LOAD_VALUE(value08, v08)
-            LOAD_VALUE(value09, v09)
-            LOAD_VALUE(value10, v10)
-            LOAD_VALUE(value11, v11)
-            LOAD_VALUE(value12, v12)
-            LOAD_VALUE(value13, v13)
-            LOAD_VALUE(value14, v14)
-            LOAD_VALUE(value15, v15)
-            LOAD_VALUE(value16, v16)
-            LOAD_VALUE(value17, v17)
-            LOAD_VALUE(value18, v18)
-            LOAD_VALUE(value19, v19)
-            LOAD_VALUE(value20, v20)
-            LOAD_VALUE(value21, v21)
-            LOAD_VALUE(value22, v22)
-            LOAD_VALUE(value23, v23)
-            LOAD_VALUE(value24, v24)
-            LOAD_VALUE(value25, v25)
-            LOAD_VALUE(value26, v26)
-            LOAD_VALUE(value27, v27)
-            LOAD_VALUE(value28, v28)
-            LOAD_VALUE(value29, v29)
-            LOAD_VALUE(value30, v30)
-            LOAD_VALUE(value31, v31)
-            meta.kind = PKT_KIND_REPLAY;
+        /* 6. A call the switch has aborted is refused on every slot, and its sender told again. */
+        call_mark = meta.epoch ++ hdr.p4r.seq[31:16];
+        aborted.read(abort_mark, (bit<32>) hdr.p4r.job_id);
+        if (abort_mark == call_mark) {
+            ingress_drops.count(DROP_CALL_ABORTED);
+            job_aborts.count((bit<32>) hdr.p4r.job_id);
+            hdr.p4r.msg_type = MSG_ABORT;
+            hdr.p4r.aux = 0;
+            meta.kind = PKT_KIND_REPLY;
         } else {
-            job_data_in.count((bit<32>) hdr.p4r.job_id);
-            bitmap.write(slot_cur, seen | meta.worker_bit);
-            if (seen == 0) {
-                /* First contribution: overwrite whatever an earlier use left. */
-                STORE_VALUE(value00, v00)
-                STORE_VALUE(value01, v01)
-                STORE_VALUE(value02, v02)
-                STORE_VALUE(value03, v03)
-                STORE_VALUE(value04, v04)
-                STORE_VALUE(value05, v05)
-                STORE_VALUE(value06, v06)
-                STORE_VALUE(value07, v07)
-                STORE_VALUE(value08, v08)
-                STORE_VALUE(value09, v09)
-                STORE_VALUE(value10, v10)
-                STORE_VALUE(value11, v11)
-                STORE_VALUE(value12, v12)
-                STORE_VALUE(value13, v13)
-                STORE_VALUE(value14, v14)
-                STORE_VALUE(value15, v15)
-                STORE_VALUE(value16, v16)
-                STORE_VALUE(value17, v17)
-                STORE_VALUE(value18, v18)
-                STORE_VALUE(value19, v19)
-                STORE_VALUE(value20, v20)
-                STORE_VALUE(value21, v21)
-                STORE_VALUE(value22, v22)
-                STORE_VALUE(value23, v23)
-                STORE_VALUE(value24, v24)
-                STORE_VALUE(value25, v25)
-                STORE_VALUE(value26, v26)
-                STORE_VALUE(value27, v27)
-                STORE_VALUE(value28, v28)
-                STORE_VALUE(value29, v29)
-                STORE_VALUE(value30, v30)
-                STORE_VALUE(value31, v31)
-                exp_max.write(slot_cur, hdr.p4r.exp);
-                left = meta.num_workers - 1;
-            } else {
-                ADD_VALUE(value00, v00)
-                ADD_VALUE(value01, v01)
-                ADD_VALUE(value02, v02)
-                ADD_VALUE(value03, v03)
-                ADD_VALUE(value04, v04)
-                ADD_VALUE(value05, v05)
-                ADD_VALUE(value06, v06)
-                ADD_VALUE(value07, v07)
-                ADD_VALUE(value08, v08)
-                ADD_VALUE(value09, v09)
-                ADD_VALUE(value10, v10)
-                ADD_VALUE(value11, v11)
-                ADD_VALUE(value12, v12)
-                ADD_VALUE(value13, v13)
-                ADD_VALUE(value14, v14)
-                ADD_VALUE(value15, v15)
-                ADD_VALUE(value16, v16)
-                ADD_VALUE(value17, v17)
-                ADD_VALUE(value18, v18)
-                ADD_VALUE(value19, v19)
-                ADD_VALUE(value20, v20)
-                ADD_VALUE(value21, v21)
-                ADD_VALUE(value22, v22)
-                ADD_VALUE(value23, v23)
-                ADD_VALUE(value24, v24)
-                ADD_VALUE(value25, v25)
-                ADD_VALUE(value26, v26)
-                ADD_VALUE(value27, v27)
-                ADD_VALUE(value28, v28)
-                ADD_VALUE(value29, v29)
-                ADD_VALUE(value30, v30)
-                ADD_VALUE(value31, v31)
-                exp_max.read(max_exp, slot_cur);
-                if (hdr.p4r.exp > max_exp) {
-                    exp_max.write(slot_cur, hdr.p4r.exp);
-                } else {
-                    hdr.p4r.exp = max_exp;
+            /*
+             * 7. The copy. Uses are ordered by seq with serial-number
+             * arithmetic: a use behind the copy's (age >= 2^31) is stale, one
+             * ahead of it (age in 1 .. 2^31-1) starts it afresh, the same use
+             * aggregates. An idle copy (no contributor) takes any use.
+             */
+            bitmap.read(seen, copy);
+            copy_seq.read(held_seq, copy);
+            remaining.read(left, copy);
+            age = hdr.p4r.seq - held_seq;
+            if (age != 0 && age[31:31] == 1 && seen != 0) {
+                /*
+                 * An earlier use of this copy: never added. A QUERY learns that the copy moved on
+                 * (its rank missed an abort); a late DATA is dropped.
+                 */
+                ingress_drops.count(DROP_STALE);
+                if (hdr.p4r.msg_type == MSG_DATA) {
+                    mark_to_drop(standard_metadata);
+                    exit;
                 }
-                remaining.read(left, slot_cur);
-                left = left - 1;
-            }
-            remaining.write(slot_cur, left);
-            if (left != 0) {
-                /* Consumed into the slot; not a drop. */
+                hdr.p4r.msg_type = MSG_STALE;
+                hdr.p4r.aux = held_seq;
+                meta.kind = PKT_KIND_REPLY;
+            } else if (hdr.p4r.msg_type == MSG_QUERY) {
+                /*
+                 * A QUERY asks where its use is, without values: the result if complete,
+                 * otherwise who has contributed (none, if no contribution has arrived),
+                 * told to the whole job so that only the missing ranks resend.
+                 */
+                job_queries.count((bit<32>) hdr.p4r.job_id);
+                if (seen != 0 && age == 0 && left == 0) {
+                    hdr.p4r.msg_type = MSG_RESULT;
+                    exp_max.read(hdr.p4r.exp, copy);
+                    hdr.vals.setValid();
+                    P4R_FOR_EACH_VALUE(LOAD_VALUE)
+                    job_replays.count((bit<32>) hdr.p4r.job_id);
+                    meta.kind = PKT_KIND_REPLY;
+                } else {
+                    hdr.p4r.msg_type = MSG_MISSING;
+                    if (seen != 0 && age == 0) {
+                        hdr.p4r.aux = seen;
+                    } else {
+                        hdr.p4r.aux = 0;
+                    }
+                    job_missing.count((bit<32>) hdr.p4r.job_id);
+                    meta.kind = PKT_KIND_JOB;
+                }
+            } else if (seen == 0 || age != 0) {
+                /*
+                 * First contribution of a use (the copy is idle, or this use is ahead of
+                 * the copy's): overwrite whatever an earlier use left.
+                 */
+                job_data_in.count((bit<32>) hdr.p4r.job_id);
+                copy_seq.write(copy, hdr.p4r.seq);
+                copy_call.write(copy, hdr.p4r.call);
+                bitmap.write(copy, meta.worker_bit);
+                P4R_FOR_EACH_VALUE(STORE_VALUE)
+                exp_max.write(copy, hdr.p4r.exp);
+                left = meta.num_workers - 1;
+                remaining.write(copy, left);
+                if (left != 0) {
+                    /* Consumed into the slot; not a drop. */
+                    mark_to_drop(standard_metadata);
+                    exit;
+                }
+                meta.kind = PKT_KIND_JOB;
+            } else if (left == 0 || (seen & meta.worker_bit) != 0) {
+                /* This rank's contribution is in already: a duplicate, never added twice. */
+                ingress_drops.count(DROP_DUPLICATE);
+                job_duplicates.count((bit<32>) hdr.p4r.job_id);
                 mark_to_drop(standard_metadata);
                 exit;
+            } else {
+                copy_call.read(held_call, copy);
+                if (held_call != hdr.p4r.call) {
+                    /*
+                     * The ranks disagree on the call (size, dtype, operation): nothing is
+                     * added, the call is aborted for every rank, and every later packet of
+                     * it is refused (step 6).
+                     */
+                    ingress_drops.count(DROP_CALL_MISMATCH);
+                    job_aborts.count((bit<32>) hdr.p4r.job_id);
+                    aborted.write((bit<32>) hdr.p4r.job_id, call_mark);
+                    hdr.p4r.msg_type = MSG_ABORT;
+                    hdr.p4r.aux = held_call;
+                    meta.kind = PKT_KIND_JOB;
+                } else {
+                    job_data_in.count((bit<32>) hdr.p4r.job_id);
+                    bitmap.write(copy, seen | meta.worker_bit);
+                    P4R_FOR_EACH_VALUE(ADD_VALUE)
+                    exp_max.read(max_exp, copy);
+                    if (hdr.p4r.exp > max_exp) {
+                        exp_max.write(copy, hdr.p4r.exp);
+                    } else {
+                        hdr.p4r.exp = max_exp;
+                    }
+                    left = left - 1;
+                    remaining.write(copy, left);
+                    if (left != 0) {
+                        mark_to_drop(standard_metadata);
+                        exit;
+                    }
+                    meta.kind = PKT_KIND_JOB;
+                }
             }
-            meta.kind = PKT_KIND_RESULT;
         }
 
-        /* Turn the packet around: it leaves as a RESULT from the aggregation address. */
-        hdr.p4r.msg_type = MSG_RESULT;
+        /* 8. Turn the packet around: it leaves from the aggregation address. */
+        if (hdr.p4r.msg_type == MSG_DATA) {
+            /* Still DATA: the last contribution completed the use; the packet now holds the sums. */
+            hdr.p4r.msg_type = MSG_RESULT;
+            job_results_out.count((bit<32>) hdr.p4r.job_id);
+        }
+        if (hdr.p4r.msg_type == MSG_RESULT) {
+            hdr.ipv4.total_len = IPV4_AGG_LENGTH;
+            hdr.udp.len = UDP_AGG_LENGTH;
+        } else {
+            /* MISSING, ABORT and STALE carry the header only. */
+            hdr.vals.setInvalid();
+            hdr.ipv4.total_len = IPV4_NOTICE_LENGTH;
+            hdr.udp.len = UDP_NOTICE_LENGTH;
+        }
         hdr.ipv4.ttl = RESULT_TTL;
         hdr.udp.checksum = 0;
-        if (meta.kind == PKT_KIND_REPLAY) {
+        if (meta.kind == PKT_KIND_REPLY) {
             peer_mac = hdr.ethernet.src_addr;
             peer_ip = hdr.ipv4.src_addr;
             hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
@@ -463,13 +465,11 @@ control MyIngress(inout headers_t hdr,
             hdr.ipv4.dst_addr = peer_ip;
             hdr.udp.dst_port = hdr.udp.src_port;
             standard_metadata.egress_spec = standard_metadata.ingress_port;
-            job_replays.count((bit<32>) hdr.p4r.job_id);
         } else {
-            /* Destinations are written per replica by MyEgress.result_dest. */
+            /* Destinations and keys are written per replica by MyEgress.result_dest. */
             hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
             hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
             standard_metadata.mcast_grp = meta.job_mcast_grp;
-            job_results_out.count((bit<32>) hdr.p4r.job_id);
         }
         hdr.udp.src_port = UDP_PORT;
     }
@@ -481,11 +481,12 @@ control MyEgress(inout headers_t hdr,
 
     counter(DROP_REASON_COUNT, CounterType.packets_and_bytes) egress_drops;
 
-    /* egress_rid is the rank the multicast group gave this replica. */
-    action set_result_dest(bit<48> dst_mac, bit<32> dst_ip, bit<16> dst_udp_port) {
+    /* egress_rid is the rank the multicast group gave this replica; key is that rank's secret. */
+    action set_result_dest(bit<48> dst_mac, bit<32> dst_ip, bit<16> dst_udp_port, bit<32> key) {
         hdr.ethernet.dst_addr = dst_mac;
         hdr.ipv4.dst_addr = dst_ip;
         hdr.udp.dst_port = dst_udp_port;
+        hdr.p4r.key = key;
     }
 
     action no_result_dest() {
@@ -509,16 +510,16 @@ control MyEgress(inout headers_t hdr,
             if (standard_metadata.egress_port == standard_metadata.ingress_port) {
                 mark_to_drop(standard_metadata);
             }
-        } else if (meta.kind == PKT_KIND_RESULT) {
+        } else if (meta.kind == PKT_KIND_JOB) {
             result_dest.apply();
         }
     }
 }
 
-/* Only packets the switch rewrote as RESULTs get a new IPv4 checksum; forwarded ones pass untouched. */
+/* Only packets the switch wrote itself get a new IPv4 checksum; forwarded ones pass untouched. */
 control MyComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
     apply {
-        update_checksum(hdr.ipv4.isValid() && (meta.kind == PKT_KIND_RESULT || meta.kind == PKT_KIND_REPLAY),
+        update_checksum(hdr.ipv4.isValid() && (meta.kind == PKT_KIND_JOB || meta.kind == PKT_KIND_REPLY),
             { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
               hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
               hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },

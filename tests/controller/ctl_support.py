@@ -34,7 +34,7 @@ from finsy.proto import p4r, p4r_grpc
 
 from contracts import jobapi_pb2 as pb
 from contracts import jobapi_pb2_grpc as pb_grpc
-from contracts.protocol import PAYLOAD_BYTES, UDP_PORT, VALUES_PER_PACKET, MsgType
+from contracts.protocol import DEFAULT_VALUES_PER_PACKET, HEADER_BYTES, UDP_PORT, MsgType, payload_bytes
 from controller.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,8 +44,11 @@ from targets import LAUNCHERS, SwitchSpec, p4c_bmv2  # noqa: E402
 TARGETS = ("soft", "soft-bmv2", "bmv2")
 BMV2_ANSWERS = ("soft-bmv2", "bmv2")  # targets that answer as bmv2 does where it breaks the specification
 PROGRAM = ROOT / "p4src" / "v1model" / "p4reduce.p4"
-PACKET = struct.Struct(f"!BBHHBBI{VALUES_PER_PACKET}i")
-assert PACKET.size == PAYLOAD_BYTES
+K = DEFAULT_VALUES_PER_PACKET  # the program is compiled without -D
+HEADER = struct.Struct("!BBHHBBIIII")  # msg_type, rank, job, set|slot, exp, flags, seq, key, call, aux
+VALUES = struct.Struct(f"!{K}i")
+assert HEADER.size == HEADER_BYTES and HEADER.size + VALUES.size == payload_bytes(K)
+CALL = 0x10000000 | K  # the descriptor of a sum of K int32 (docs/protocol.md, *Call agreement*)
 START_TIMEOUT = 30.0
 
 
@@ -248,6 +251,7 @@ class Worker:
     sock: socket.socket
     ip: str = field(init=False)
     port: int = field(init=False)
+    key: int = 0  # from this rank's JoinJob reply
 
     def __post_init__(self) -> None:
         self.ip, self.port = self.sock.getsockname()
@@ -263,17 +267,20 @@ class Worker:
         return pb.WorkerAddress(ipv4=self.ip, udp_port=self.port)
 
     def send(self, switch: tuple[str, int], job_id: int, slot: int, values: list[int], set_: int = 0) -> None:
-        self.sock.sendto(
-            PACKET.pack(MsgType.DATA, self.rank, job_id, (set_ << 15) | slot, 0, 0, slot, *values), switch
+        """DATA of use `slot` of call 0 on `slot`, with this rank's key."""
+        header = HEADER.pack(
+            MsgType.DATA, self.rank, job_id, (set_ << 15) | slot, 0, 0, slot, self.key, CALL, 0
         )
+        self.sock.sendto(header + VALUES.pack(*values), switch)
 
     def results(self, count: int) -> dict[int, list[int]]:
         """`count` RESULT packets: slot -> values (fails on a timeout or a foreign packet)."""
         out = {}
         for _ in range(count):
-            msg, _, _, set_slot, _, _, _, *values = PACKET.unpack(self.sock.recv(2048))
-            assert msg == MsgType.RESULT
-            out[set_slot & 0x7FFF] = values
+            payload = self.sock.recv(2048)
+            msg, _, _, set_slot, _, _, _, key, _, _ = HEADER.unpack_from(payload)
+            assert msg == MsgType.RESULT and key == self.key
+            out[set_slot & 0x7FFF] = list(VALUES.unpack_from(payload, HEADER.size))
         return out
 
     def nothing_arrives(self, seconds: float = 0.5) -> bool:
@@ -307,6 +314,8 @@ def join_all(stub: pb_grpc.JobServiceStub, name: str, workers: list[Worker]) -> 
     for answer in answers:
         if not isinstance(answer, pb.JobDescription):
             raise AssertionError(f"JoinJob failed: {answer}")
+    for w in workers:
+        w.key = answers[w.rank].key  # type: ignore[union-attr]
     return answers  # type: ignore[return-value]
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.protocol import SLOT_COUNT
+from contracts.protocol import DEFAULT_SLOT_COUNT as SLOT_COUNT
 from controller.allocator import SlotAllocator, SlotRange
 from controller.errors import JobError, PoolExhausted
 
 
 def test_first_fit_packs_ranges_from_the_bottom_of_the_pool() -> None:
-    pool = SlotAllocator()
+    pool = SlotAllocator(SLOT_COUNT)
     assert pool.allocate(64) == SlotRange(0, 64)
     assert pool.allocate(10) == SlotRange(64, 10)
     assert pool.capacity == SLOT_COUNT
@@ -51,7 +51,7 @@ def test_exhaustion_says_nothing_is_free() -> None:
 @pytest.mark.parametrize("size", [0, -1, SLOT_COUNT + 1])
 def test_sizes_outside_the_pool_are_refused(size: int) -> None:
     with pytest.raises(JobError, match=f"pool size {size} is outside 1..{SLOT_COUNT}"):
-        SlotAllocator().allocate(size)
+        SlotAllocator(SLOT_COUNT).allocate(size)
 
 
 def test_reserve_rebuilds_the_state_found_on_a_switch_and_refuses_overlaps() -> None:
@@ -67,4 +67,4 @@ def test_reserve_rebuilds_the_state_found_on_a_switch_and_refuses_overlaps() -> 
 
 def test_releasing_an_unknown_range_is_an_error() -> None:
     with pytest.raises(JobError, match="not allocated"):
-        SlotAllocator().release(SlotRange(0, 4))
+        SlotAllocator(SLOT_COUNT).release(SlotRange(0, 4))

@@ -112,8 +112,8 @@ def _with(change: dict[str, object] | None = None, **switch: object) -> dict[str
         ),
         (_with({"controller": {"lease_seconds": 0}}), "controller.lease_seconds: 0 is not a positive number"),
         (
-            _with({"controller": {"default_pool_size": 5000}}),
-            "default_pool_size: 5000 is not an integer in 1..2048",
+            _with({"controller": {"default_pool_size": 50000}}),
+            "default_pool_size: 50000 is not an integer in 2..32768",
         ),
         (_with({"controller": {"listen": "nowhere"}}), "controller.listen"),
         (_with({"switches": [minimal()["switches"][0]] * 2}), "duplicate switch name 's1'"),  # type: ignore[index]

@@ -26,6 +26,7 @@ from ctl_support import (
     ROOT,
     CliResult,
     Daemon,
+    K,
     Switch,
     Worker,
     channel_to,
@@ -40,7 +41,7 @@ from ctl_support import (
 )
 
 from contracts import jobapi_pb2 as pb
-from contracts.protocol import SLOT_COUNT
+from contracts.protocol import DEFAULT_SLOT_COUNT as SLOT_COUNT
 from controller.p4switch import SwitchSession
 from controller.tables.l2 import L2Forwarding
 
@@ -65,7 +66,7 @@ def open_workers(count: int, first_ip: int) -> list[Worker]:
 
 
 def vector(job: int, rank: int, slot: int) -> list[int]:
-    return [(job * 1000 + rank * 100 + slot * 10 + i) * (-1) ** i for i in range(32)]
+    return [(job * 1000 + rank * 100 + slot * 10 + i) * (-1) ** i for i in range(K)]
 
 
 def aggregate(data: tuple[str, int], jobs: list[tuple[int, list[Worker]]]) -> None:
@@ -76,7 +77,7 @@ def aggregate(data: tuple[str, int], jobs: list[tuple[int, list[Worker]]]) -> No
                 w.send(data, job_id, slot, vector(job_id, w.rank, slot))
     for job_id, workers in jobs:
         expected = {
-            slot: [sum(vector(job_id, r, slot)[i] for r in range(len(workers))) for i in range(32)]
+            slot: [sum(vector(job_id, r, slot)[i] for r in range(len(workers))) for i in range(K)]
             for slot in range(SLOTS_USED)
         }
         for w in workers:
@@ -280,7 +281,9 @@ def test_two_jobs_get_disjoint_slots_and_aggregate_at_the_same_time(
         with channel_to(d) as stub:
             answers = join_all(stub, "alpha", wa)
             join_all(stub, "beta", wb)
-        assert all(a == answers[0] for a in answers), "every rank gets the same description"
+        assert len({a.key for a in answers}) == len(answers) and all(a.key for a in answers), "a key per rank"
+        same = [pb.JobDescription(**{**{f.name: v for f, v in a.ListFields()}, "key": 0}) for a in answers]
+        assert all(a == same[0] for a in same), "every rank gets the same description but for its key"
         assert answers[0].state == "active"
         assert [(w.ipv4, w.udp_port, w.switch_port) for w in answers[0].workers] == [
             (w.ip, w.port, 1) for w in wa

@@ -31,6 +31,12 @@ class PipelineDriver:
         key = tuple(match[f.name] for f in info.match_fields)
         self.pipeline.state.tables[info.preamble.id].insert(st.Entry(key, 0, self._action(action, params)))
 
+    def table_delete(self, table: str, match: dict[str, int]) -> None:
+        info = self.tables[table]
+        self.pipeline.state.tables[info.preamble.id].delete(
+            tuple(match[f.name] for f in info.match_fields), 0
+        )
+
     def set_default(self, table: str, action: str, params: dict[str, int]) -> None:
         self.pipeline.state.tables[self.tables[table].preamble.id].default_action = self._action(
             action, params

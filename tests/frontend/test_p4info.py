@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 from finsy.proto import p4i
 
-from contracts.protocol import DROP_REASON_COUNT, MAX_JOBS, SLOT_COUNT
+from contracts.protocol import (
+    DEFAULT_SLOT_COUNT,
+    DEFAULT_VALUES_PER_PACKET,
+    DROP_REASON_COUNT,
+    MAX_JOBS,
+    P4INFO_SLOTS_ANNOTATION,
+    P4INFO_VALUES_ANNOTATION,
+)
 from softswitch.frontend import compile_file
 from softswitch.p4info import build_p4info
 from softswitch.p4info.ids import aliases, assign_ids, jenkins_one_at_a_time
@@ -76,11 +83,14 @@ def test_actions_have_their_parameters_in_order(info: p4i.P4Info) -> None:
         (6, "sender_port", 9),
         (7, "sender_ip", 32),
         (8, "sender_udp_port", 16),
+        (9, "key", 32),
+        (10, "epoch", 32),
     ]
     assert params["MyEgress.set_result_dest"] == [
         (1, "dst_mac", 48),
         (2, "dst_ip", 32),
         (3, "dst_udp_port", 16),
+        (4, "key", 32),
     ]
     assert params["MyIngress.arp_reply"] == [(1, "mac", 48)]
     assert params["MyIngress.forward"] == [(1, "port", 9)]
@@ -90,16 +100,34 @@ def test_actions_have_their_parameters_in_order(info: p4i.P4Info) -> None:
 def test_counters_and_registers(info: p4i.P4Info) -> None:
     counters = {c.preamble.name: (c.size, c.spec.unit) for c in info.counters}
     both = p4i.CounterSpec.BOTH
-    for name in ("job_data_in", "job_results_out", "job_retransmissions", "job_replays"):
-        assert counters[f"MyIngress.{name}"] == (MAX_JOBS, both)
+    for name in ("data_in", "results_out", "duplicates", "replays", "missing", "aborts", "queries"):
+        assert counters[f"MyIngress.job_{name}"] == (MAX_JOBS, both)
     assert counters["MyIngress.ingress_drops"] == (DROP_REASON_COUNT, both)
     assert counters["MyEgress.egress_drops"] == (DROP_REASON_COUNT, both)
     registers = {r.preamble.name: (r.size, r.type_spec.bitstring.bit.bitwidth) for r in info.registers}
-    assert registers["MyIngress.bitmap"] == (2 * SLOT_COUNT, 32)
-    assert registers["MyIngress.remaining"] == (2 * SLOT_COUNT, 8)
-    assert registers["MyIngress.exp_max"] == (2 * SLOT_COUNT, 8)
-    assert registers["MyIngress.owner"] == (SLOT_COUNT, 16)
-    assert sum(name.startswith("MyIngress.value") for name in registers) == 32
+    slots = DEFAULT_SLOT_COUNT
+    for name in ("copy_seq", "copy_call", "bitmap"):
+        assert registers[f"MyIngress.{name}"] == (2 * slots, 32)
+    assert registers["MyIngress.remaining"] == (2 * slots, 8)
+    assert registers["MyIngress.exp_max"] == (2 * slots, 8)
+    assert registers["MyIngress.owner"] == (slots, 32)
+    assert registers["MyIngress.aborted"] == (MAX_JOBS, 48)
+    values = sorted(name for name in registers if name.startswith("MyIngress.value"))
+    assert values == [f"MyIngress.value{i:02x}" for i in range(DEFAULT_VALUES_PER_PACKET)]
+
+
+@pytest.mark.parametrize("k", [32, 64, 128, 256])
+def test_the_program_states_k_and_its_slot_count_for_the_controller(k: int) -> None:
+    program = compile_file(
+        ROOT / "p4src/v1model/p4reduce.p4",
+        include_dirs=[ROOT / "p4src"],
+        defines={"VALUES_PER_PACKET": str(k)},
+    )
+    info = build_p4info(program)
+    [job_table] = [t for t in info.tables if t.preamble.name == "MyIngress.job_table"]
+    assert f"@{P4INFO_VALUES_ANNOTATION}({k})" in job_table.preamble.annotations
+    assert f"@{P4INFO_SLOTS_ANNOTATION}({DEFAULT_SLOT_COUNT})" in job_table.preamble.annotations
+    assert sum(r.preamble.name.startswith("MyIngress.value") for r in info.registers) == k
 
 
 def test_ids_carry_their_type_prefix(info: p4i.P4Info) -> None:

@@ -7,15 +7,23 @@ would be.
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import grpc
 import numpy as np
 import pytest
 
-from hostlib import AllreduceTimeout, Communicator, JoinError
+from contracts import jobapi_pb2 as pb
+from contracts import jobapi_pb2_grpc as pb_grpc
+from contracts.protocol import MsgType
+from hostlib import AllreduceMismatch, AllreduceTimeout, Communicator, JoinError, NonFiniteError
+from hostlib.engine import HEADER
 from hostlib.launch import ROOT, Services, services
 from hostlib.verify import check, make_input
 
@@ -46,7 +54,13 @@ def test_int32_is_exact_and_float32_within_the_bound(lossless: Services) -> None
 
     def work(comm: Communicator, rank: int) -> list[tuple[bool, float, float]]:
         return [
-            check(comm.allreduce(make_input(rank, size, dtype)), world, size, dtype)
+            check(
+                comm.allreduce(make_input(rank, size, dtype)),
+                world,
+                size,
+                dtype,
+                k=comm.job.values_per_packet,
+            )
             for dtype in ("int32", "float32", "int32")
         ]
 
@@ -61,7 +75,7 @@ def test_a_missing_peer_gives_a_timeout_not_a_hang(lossless: Services) -> None:
         joined.wait()
         if rank == 1:
             return "stayed silent"
-        comm.engine.progress_timeout = 1.0
+        comm.engine.engine.progress_timeout = 1.0
         with pytest.raises(AllreduceTimeout, match="a peer may have died"):
             comm.allreduce(np.ones(1000, dtype=np.int32))
         return "timed out"
@@ -84,10 +98,163 @@ def test_results_stay_correct_with_five_percent_loss(tmp_path: Path) -> None:
     ) as svc:
 
         def work(comm: Communicator, rank: int) -> tuple[bool, bool, int]:
-            int_ok = check(comm.allreduce(make_input(rank, size, "int32")), world, size, "int32")[0]
-            float_ok = check(comm.allreduce(make_input(rank, size, "float32")), world, size, "float32")[0]
+            k = comm.job.values_per_packet
+            int_ok = check(comm.allreduce(make_input(rank, size, "int32")), world, size, "int32", k=k)[0]
+            float_ok = check(comm.allreduce(make_input(rank, size, "float32")), world, size, "float32", k=k)[
+                0
+            ]
             return int_ok, float_ok, comm.stats().retransmissions
 
         reports = on_workers(svc, "lossy", world, work, first=50)
     assert all(int_ok and float_ok for int_ok, float_ok, _ in reports)
     assert sum(retx for _, _, retx in reports) > 0
+
+
+# ---------------------------------------------------------------------------------------- protocol v2
+
+
+def test_ranks_whose_calls_differ_all_fail_at_once_and_the_next_call_is_exact(lossless: Services) -> None:
+    """1000 vs 1001 elements; float32 vs int32; a rank that skips a call; NaN under nonfinite='raise'."""
+    world = 3
+    barrier = threading.Barrier(world)
+
+    def work(comm: Communicator, rank: int) -> list[str]:
+        k, seen = comm.job.values_per_packet, []
+
+        def attempt(array: np.ndarray, **options: str) -> None:
+            barrier.wait()
+            started = time.monotonic()
+            try:
+                comm.allreduce(array, **options)  # type: ignore[arg-type]
+                seen.append("no error")
+            except (AllreduceMismatch, NonFiniteError) as error:
+                seen.append(f"{type(error).__name__} in {time.monotonic() - started:.2f} s")
+            good = make_input(rank, 5000, "int32")
+            barrier.wait()
+            ok, _, _ = check(comm.allreduce(good), world, 5000, "int32", k=k)
+            seen.append("next call exact" if ok else "next call WRONG")
+
+        ones = np.ones(1000, dtype=np.float32)
+        attempt(np.ones(1001, dtype=np.float32) if rank == 2 else ones)  # same number of packets
+        attempt(np.ones(1000, dtype=np.int32) if rank == 1 else ones)
+        attempt(np.ones(3000, dtype=np.float32) if rank == 0 else ones)  # rank 0 is a call ahead
+        poisoned = ones.copy()
+        if rank == 1:
+            poisoned[500] = np.nan
+        attempt(poisoned, nonfinite="raise")
+        return seen
+
+    for seen in on_workers(lossless, "mismatch", world, work, first=60):
+        outcomes, nexts = seen[0::2], seen[1::2]
+        assert all(name.startswith(("AllreduceMismatch", "NonFiniteError")) for name in outcomes), seen
+        assert all(float(name.split(" in ")[1][:-2]) < 1.0 for name in outcomes), seen
+        assert nexts == ["next call exact"] * 4, seen
+
+
+def test_one_ranks_nan_and_inf_come_back_in_their_blocks_on_every_rank(lossless: Services) -> None:
+    world, size = 3, 4000
+
+    def work(comm: Communicator, rank: int) -> np.ndarray:
+        data = make_input(rank, size, "float32")
+        if rank == 0:
+            data[100] = np.nan
+        if rank == 2:
+            data[3000] = np.inf
+        return comm.allreduce(data)
+
+    results = on_workers(lossless, "nan", world, work, first=70)
+    k = 64
+    for result in results:
+        assert isinstance(result, np.ndarray)
+        bad = np.flatnonzero(~np.isfinite(result))
+        assert set(bad // k) == {100 // k, 3000 // k}, "exactly the affected blocks"
+        assert np.isnan(result[100]) and result[3000] == np.inf
+        expected = sum(make_input(r, size, "float32").astype(np.float64) for r in range(world))
+        fine = np.isfinite(result)
+        assert np.allclose(result[fine], expected[fine], rtol=1e-5, atol=1e-6)
+    assert all(np.array_equal(results[0], r, equal_nan=True) for r in results)
+
+
+def test_a_departed_ranks_address_is_never_trusted_again(lossless: Services) -> None:
+    """After rank 2 leaves, a process on its address (with its old key) adds nothing to any result."""
+    left = threading.Event()
+    impostor_sent = threading.Event()
+
+    def work(comm: Communicator, rank: int) -> str:
+        if rank == 2:
+            address, key, job_id = comm.sock.getsockname(), comm.job.key, comm.job.job_id
+            comm.close()  # LeaveJob: its entries go at once
+            left.set()
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as impostor:
+                impostor.bind(address)
+                values = np.full(64, 10**6, dtype=">i4").tobytes()
+                for use in range(8):
+                    header = HEADER.pack(MsgType.DATA, 2, job_id, use, 0, 0, use, key, 0x10000040, 0)
+                    impostor.sendto(header + values, comm.job.switch_address)
+                impostor_sent.set()
+            return "left"
+        left.wait(10)
+        impostor_sent.wait(10)
+        comm.engine.engine.progress_timeout = 1.0
+        try:
+            comm.allreduce(np.ones(512, dtype=np.int32))
+        except AllreduceTimeout:
+            return "timed out: a job missing a rank cannot complete a call"
+        return "completed with a departed rank"
+
+    outcomes = on_workers(lossless, "departed", 3, work, first=80)
+    assert outcomes[2] == "left"
+    assert outcomes[:2] == ["timed out: a job missing a rank cannot complete a call"] * 2
+
+
+def test_joining_from_an_address_the_switch_never_sees_is_refused(lossless: Services) -> None:
+    with pytest.raises(JoinError, match="cannot join from 0.0.0.0"):
+        Communicator.join(lossless.controller, "anywhere", 0, 1, address=("0.0.0.0", 0), join_timeout=2)
+    channel = grpc.insecure_channel(lossless.controller)
+    request = pb.JoinJobRequest(
+        name="anywhere", rank=0, world_size=1, address=pb.WorkerAddress(ipv4="0.0.0.0", udp_port=9)
+    )
+    with pytest.raises(grpc.RpcError) as refused:
+        pb_grpc.JobServiceStub(channel).JoinJob(request, timeout=5)
+    channel.close()
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert "ever see as a packet's source" in refused.value.details()  # type: ignore[attr-defined]
+
+
+@pytest.mark.root
+def test_a_forged_result_from_the_switchs_own_address_changes_nothing(lossless: Services) -> None:
+    """Spoofed from the switch's IP and port (a raw socket), right job, right use, but no key."""
+    world = 2
+    go = threading.Event()
+    forged_counts: list[int] = []
+
+    def work(comm: Communicator, rank: int) -> bool:
+        data = make_input(rank, 2000, "int32")
+        if rank == 0:
+            handle = comm.allreduce_async(data)
+            time.sleep(0.2)  # its DATA is at the switch, waiting for rank 1's
+            for use in range(16):
+                forge_result(comm, lossless.switch_address, use)
+            time.sleep(0.2)
+            go.set()
+            result = handle.wait(10)
+            forged_counts.append(comm.stats().forged)
+        else:
+            go.wait(10)
+            result = comm.allreduce(data)
+        return check(result, world, 2000, "int32", k=comm.job.values_per_packet)[0]
+
+    assert on_workers(lossless, "forged", world, work, first=90) == [True, True]
+    assert forged_counts and forged_counts[0] >= 16
+
+
+def forge_result(comm: Communicator, switch: tuple[str, int], use: int) -> None:
+    """A RESULT for `use` of call 0 to rank 0, from the switch's address, with a guessed key."""
+    payload = HEADER.pack(MsgType.RESULT, 1, comm.job.job_id, use % 16, 0, 0, use, 0xDEADBEEF, 0, 0)
+    payload += np.full(comm.job.values_per_packet, 7, dtype=">i4").tobytes()
+    (dst_ip, dst_port), (src_ip, src_port) = comm.sock.getsockname(), switch
+    udp = struct.pack("!HHHH", src_port, dst_port, 8 + len(payload), 0)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 28 + len(payload), 0, 0, 64, 17, 0,
+                     socket.inet_aton(src_ip), socket.inet_aton(dst_ip))  # fmt: skip
+    with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW) as raw:
+        raw.sendto(ip + udp + payload, (dst_ip, 0))

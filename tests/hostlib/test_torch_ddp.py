@@ -14,8 +14,8 @@ from hostlib.launch import ROOT, free_port, services  # noqa: E402
 STEPS, WORLD = 15, 2
 
 
-def train(rank: int, controller: str | None, port: int, job: str) -> list[float]:
-    """One DDP worker; gradients through the switch when `controller` is given, else Gloo's all-reduce."""
+def ddp_setup(rank: int, controller: str | None, port: int, job: str, first_ip: int):  # type: ignore[no-untyped-def]
+    """A DDP model on a Gloo group, its gradients through the switch when `controller` is given; data."""
     import torch.distributed as dist
 
     from hostlib import Communicator
@@ -27,12 +27,19 @@ def train(rank: int, controller: str | None, port: int, job: str) -> list[float]
     model = torch.nn.parallel.DistributedDataParallel(net)
     comm = None
     if controller is not None:
-        comm = Communicator.join(controller, job, rank, WORLD, address=(f"127.0.0.{60 + rank}", 0))
+        comm = Communicator.join(controller, job, rank, WORLD, address=(f"127.0.0.{first_ip + rank}", 0))
         model.register_comm_hook(P4ReduceState(comm), p4reduce_hook)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     generator = torch.Generator().manual_seed(100 + rank)
     x = torch.randn(64, 16, generator=generator)
-    y = x[:, :1] * 2 - x[:, 1:2]
+    return net, model, comm, x, x[:, :1] * 2 - x[:, 1:2]
+
+
+def train(rank: int, controller: str | None, port: int, job: str) -> list[float]:
+    """One DDP worker; gradients through the switch when `controller` is given, else Gloo's all-reduce."""
+    import torch.distributed as dist
+
+    _, model, comm, x, y = ddp_setup(rank, controller, port, job, 60)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     losses = []
     for _ in range(STEPS):
         optimizer.zero_grad()
@@ -58,4 +65,56 @@ def test_ddp_through_the_switch_follows_gloo(tmp_path: Path) -> None:
     for rank in range(WORLD):
         assert switch[rank][-1] < switch[rank][0] * 0.8, "training through the switch did not learn"
         for ours, theirs in zip(switch[rank], gloo[rank]):
+            assert ours == pytest.approx(theirs, rel=1e-4, abs=1e-6)
+
+
+AMP_STEPS, POISONED_STEP = 8, 3
+
+
+def train_with_scaler(
+    rank: int, controller: str | None, port: int, job: str
+) -> tuple[list[float], list[float]]:
+    """GradScaler training where rank 1's gradients overflow at one step: (scales, losses) per step."""
+    import torch.distributed as dist
+
+    net, model, comm, x, y = ddp_setup(rank, controller, port, job, 70)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10, growth_interval=1000)
+    step = 0
+
+    def overflow(grad: torch.Tensor) -> torch.Tensor:
+        return grad * float("inf") if rank == 1 and step == POISONED_STEP else grad
+
+    net[0].weight.register_hook(overflow)
+    scales, losses = [], []
+    for step in range(AMP_STEPS):  # noqa: B007 (read by the hook)
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        scales.append(scaler.get_scale())
+        losses.append(loss.item())
+    if comm is not None:
+        comm.close()
+    dist.destroy_process_group()
+    return scales, losses
+
+
+def test_grad_scaler_skips_an_overflowing_step_on_every_rank_as_with_gloo(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    with services(tmp_path, ROOT / "build", switch_ip="127.0.3.2", pool_size=16) as svc:
+        port = free_port()
+        with ctx.Pool(WORLD) as pool:
+            switch = pool.starmap(train_with_scaler, [(r, svc.controller, port, "amp") for r in range(WORLD)])
+    port = free_port()
+    with ctx.Pool(WORLD) as pool:
+        gloo = pool.starmap(train_with_scaler, [(r, None, port, "") for r in range(WORLD)])
+    for rank in range(WORLD):
+        scales, losses = switch[rank]
+        # The overflow reached every rank: each skipped that step and halved its scale, then went on.
+        assert scales[POISONED_STEP] == scales[POISONED_STEP - 1] / 2, scales
+        assert scales == gloo[rank][0], "the same steps skipped as with Gloo"
+        assert losses[-1] < losses[0], "training continued after the skipped step"
+        for ours, theirs in zip(losses, gloo[rank][1]):
             assert ours == pytest.approx(theirs, rel=1e-4, abs=1e-6)

@@ -18,12 +18,16 @@ from pathlib import Path
 
 import finsy as fy
 
-from contracts.protocol import PAYLOAD_BYTES, UDP_PORT, VALUES_PER_PACKET, MsgType
+from contracts.protocol import DEFAULT_VALUES_PER_PACKET, HEADER_BYTES, UDP_PORT, MsgType, payload_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "p4src" / "v1model" / "p4reduce.p4"
-HEADER = struct.Struct(f"!BBHHBBI{VALUES_PER_PACKET}i")
-assert HEADER.size == PAYLOAD_BYTES
+K = DEFAULT_VALUES_PER_PACKET  # the program is compiled without -D
+HEADER = struct.Struct("!BBHHBBIIII")  # msg_type, rank, job, set|slot, exp, flags, seq, key, call, aux
+VALUES = struct.Struct(f"!{K}i")
+assert HEADER.size == HEADER_BYTES and HEADER.size + VALUES.size == payload_bytes(K)
+EPOCH = 0x5EED0001
+CALL = 0x10000000 | K  # the descriptor of a sum of K int32 (docs/protocol.md, *Call agreement*)
 
 
 def free_aggregation_address() -> str:
@@ -52,15 +56,32 @@ class Worker:
     udp_port: int
     mac: int
 
+    @property
+    def key(self) -> int:
+        """A fixed key per rank: these tests are about the switch, not about secrecy."""
+        return 0x7E570000 + self.rank
+
 
 def data_packet(
-    job: int, rank: int, slot: int, set_: int, values: list[int], exp: int = 0, chunk: int = 0
+    job: int, rank: int, slot: int, set_: int, values: list[int], exp: int = 0, seq: int = 0
 ) -> bytes:
-    return HEADER.pack(MsgType.DATA, rank, job, (set_ << 15) | slot, exp, 0, chunk, *values)
+    """A DATA packet of rank `rank` (with its test key) for a sum of K int32."""
+    header = HEADER.pack(
+        MsgType.DATA, rank, job, (set_ << 15) | slot, exp, 0, seq, 0x7E570000 + rank, CALL, 0
+    )
+    return header + VALUES.pack(*values)
+
+
+def query_packet(job: int, rank: int, slot: int, set_: int, seq: int = 0) -> bytes:
+    """A QUERY (the header alone) for one use of rank `rank`."""
+    return HEADER.pack(MsgType.QUERY, rank, job, (set_ << 15) | slot, 0, 0, seq, 0x7E570000 + rank, CALL, 0)
 
 
 def parse(payload: bytes) -> dict[str, object]:
-    msg, rank, job, set_slot, exp, flags, chunk, *values = HEADER.unpack(payload)
+    msg, rank, job, set_slot, exp, flags, seq, key, call, aux = HEADER.unpack_from(payload)
+    values = (
+        list(VALUES.unpack_from(payload, HEADER.size)) if len(payload) == HEADER.size + VALUES.size else []
+    )
     return {
         "msg_type": msg,
         "rank": rank,
@@ -69,7 +90,10 @@ def parse(payload: bytes) -> dict[str, object]:
         "slot": set_slot & 0x7FFF,
         "exp": exp,
         "flags": flags,
-        "chunk": chunk,
+        "seq": seq,
+        "key": key,
+        "call": call,
+        "aux": aux,
         "values": values,
     }
 
@@ -101,6 +125,8 @@ def job_entities(
                     sender_port=w.switch_port,
                     sender_ip=w.ip,
                     sender_udp_port=w.udp_port,
+                    key=w.key,
+                    epoch=EPOCH,
                 ),
             )
         )
@@ -109,7 +135,7 @@ def job_entities(
                 "result_dest",
                 match=fy.P4TableMatch({"hdr.p4r.job_id": job, "standard_metadata.egress_rid": w.rank}),
                 action=fy.P4TableAction(
-                    "set_result_dest", dst_mac=w.mac, dst_ip=w.ip, dst_udp_port=w.udp_port
+                    "set_result_dest", dst_mac=w.mac, dst_ip=w.ip, dst_udp_port=w.udp_port, key=w.key
                 ),
             )
         )

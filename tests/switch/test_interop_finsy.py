@@ -72,7 +72,7 @@ async def _program_session(address: str, p4info: Path, program: Path) -> dict[st
             match=fy.P4TableMatch({"hdr.p4r.job_id": 3, "hdr.p4r.rank": 1}),
             action=fy.P4TableAction(
                 "set_job", base=8, pool_size=4, num_workers=2, worker_bit=2, mcast_grp=9,
-                sender_port=1, sender_ip="127.0.0.12", sender_udp_port=40000,
+                sender_port=1, sender_ip="127.0.0.12", sender_udp_port=40000, key=0xC0FFEE, epoch=0x5EED,
             ),
         )  # fmt: skip
         await switch.write([+job, +fy.P4MulticastGroupEntry(9, replicas=[(1, 0), (1, 1)])])

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import finsy as fy
 import pytest
-from switch_aggregation import Worker, data_packet, free_aggregation_address, job_entities, parse
+from switch_aggregation import K, Worker, data_packet, free_aggregation_address, job_entities, parse
 from switch_support import free_tcp_port
 from test_switch_daemon import command, environment, wait_for_grpc
 
@@ -95,20 +95,21 @@ def test_three_workers_get_the_sum_over_udp_ports(
     try:
         seen = asyncio.run(configure(address, p4info, program, job_entities(JOB, workers, agg, GROUP)))
         assert seen == {"job_table": 3}
-        vectors = [[(rank + 1) * (i - 16) for i in range(32)] for rank in range(3)]
+        vectors = [[(rank + 1) * (i - 16) for i in range(K)] for rank in range(3)]
         for rank, sock in enumerate(sockets):
             sock.sendto(
-                data_packet(JOB, rank, slot=1, set_=0, values=vectors[rank], exp=130 + rank, chunk=9),
+                data_packet(JOB, rank, slot=1, set_=0, values=vectors[rank], exp=130 + rank, seq=9),
                 (agg, UDP_PORT),
             )
-        for sock in sockets:
+        for rank, sock in enumerate(sockets):
             payload, sender = sock.recvfrom(2048)
             result = parse(payload)
             assert sender == (agg, UDP_PORT)
             assert result["msg_type"] == MsgType.RESULT and result["job"] == JOB
-            assert (result["slot"], result["set"], result["chunk"]) == (1, 0, 9)
+            assert (result["slot"], result["set"], result["seq"]) == (1, 0, 9)
+            assert result["key"] == workers[rank].key  # each rank's result carries its own key
             assert result["exp"] == 132  # the maximum exponent
-            assert result["values"] == [sum(v[i] for v in vectors) for i in range(32)]
+            assert result["values"] == [sum(v[i] for v in vectors) for i in range(K)]
         assert asyncio.run(counters(address, p4info, program)) == {"job_data_in": 3, "job_results_out": 1}
     finally:
         for sock in sockets:
@@ -123,7 +124,7 @@ rank, values = int(sys.argv[2]), json.loads(sys.argv[3])
 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 sock.bind(("0.0.0.0", 30000))
 sock.settimeout(1)
-packet = data_packet(7, rank, slot=0, set_=0, values=values, exp=129, chunk=1)
+packet = data_packet(7, rank, slot=0, set_=0, values=values, exp=129, seq=1)
 for attempt in range(10):  # retransmit like a worker: ARP may still be resolving
     sock.sendto(packet, ("10.77.0.100", 20562))
     try:
@@ -160,7 +161,7 @@ def test_two_hosts_in_namespaces_aggregate_through_raw_ports(
                 "arp_responder", match=fy.P4TableMatch({"hdr.arp.target_proto_addr": "10.77.0.100"}),
                 action=fy.P4TableAction("arp_reply", mac=0x02AA00000064)))  # fmt: skip
             asyncio.run(configure(address, p4info, program, entities))
-            vectors = [[i for i in range(32)], [1000 - i for i in range(32)]]
+            vectors = [[i for i in range(K)], [1000 - i for i in range(K)]]
             runs = [
                 subprocess.Popen(
                     [
@@ -191,5 +192,5 @@ def test_two_hosts_in_namespaces_aggregate_through_raw_ports(
             assert stdout.strip(), stderr_worker
             result = json.loads(stdout)
             assert result["msg_type"] == MsgType.RESULT and result["rank"] in (0, 1), rank
-            assert result["values"] == [1000] * 32 and result["exp"] == 129
+            assert result["values"] == [1000] * K and result["exp"] == 129
         assert (pcaps / "1_in.pcap").exists() and (pcaps / "2_out.pcap").exists()

@@ -1,0 +1,266 @@
+"""N host engines and the real P4 program in one process, on a virtual clock, with scripted faults.
+
+No sockets and no threads: every packet is an event at a virtual time, so a
+run is a pure function of its inputs and its fault script, and a test can
+say exactly which packet is lost, duplicated, delayed or reordered. The
+switch is p4src/v1model/p4reduce.p4 itself, compiled by the embedded
+switch's front end and run by its Python backend, with the controller's
+entries written through P4Info names (the scenario table's job layout);
+the hosts are `hostlib.engine.Engine`, the executable specification.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import itertools
+import random
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from contracts.protocol import UDP_PORT
+from hostlib.calls import AllreduceError, Descriptor, DType, NonFinite, Op
+from hostlib.engine import Engine, Membership
+from hostlib.reduction import Plan, plan_for
+from softswitch.backends.python.executor import Pipeline
+from softswitch.frontend import compile_file
+from softswitch.p4info import build_p4info
+from tests.executor.pipeline_driver import PipelineDriver
+from tests.protocol_scenarios import (
+    HOSTS,
+    SWITCH_IP,
+    SWITCH_MAC,
+    Host,
+    Job,
+    install,
+    ip_int,
+    job_install,
+    standard_setup,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+LINK_DELAY = 50e-6  # one way, host <-> switch
+
+
+@functools.cache
+def compiled(k: int = 64) -> tuple[object, object]:
+    defines = {"VALUES_PER_PACKET": str(k)}
+    program = compile_file(ROOT / "p4src/v1model/p4reduce.p4", include_dirs=[ROOT / "p4src"], defines=defines)
+    return program, build_p4info(program)
+
+
+def _checksum(header: bytes) -> int:
+    total = sum(struct.unpack(f"!{len(header) // 2}H", header))
+    while total > 0xFFFF:
+        total = (total & 0xFFFF) + (total >> 16)
+    return 0xFFFF - total
+
+
+def frame(host: Host, payload: bytes) -> bytes:
+    """A worker's datagram to the switch's aggregation address, as its NIC would put it on the wire."""
+    udp = struct.pack("!HHHH", host.udp_port, UDP_PORT, 8 + len(payload), 0)
+    source, destination = ip_int(host.ip).to_bytes(4, "big"), ip_int(SWITCH_IP).to_bytes(4, "big")
+    ip = bytearray(
+        struct.pack("!BBHHHBBH4s4s", 0x45, 0, 28 + len(payload), 0, 0x4000, 64, 17, 0, source, destination)
+    )
+    struct.pack_into("!H", ip, 10, _checksum(bytes(ip)))
+    ether = (
+        bytes.fromhex(SWITCH_MAC.replace(":", "")) + bytes.fromhex(host.mac.replace(":", "")) + b"\x08\x00"
+    )
+    return ether + bytes(ip) + udp + payload
+
+
+def datagram(frame_bytes: bytes) -> tuple[int, bytes]:
+    """(destination UDP port, UDP payload) of a frame the switch sent."""
+    udp_len = struct.unpack_from("!H", frame_bytes, 38)[0]
+    return struct.unpack_from("!H", frame_bytes, 36)[0], frame_bytes[42 : 34 + udp_len]
+
+
+@dataclass(frozen=True)
+class Packet:
+    """A packet in flight: which way, whose, and which of that rank's transmissions it is (0, 1, ...)."""
+
+    upstream: bool  # worker -> switch
+    rank: int
+    number: int  # per (direction, rank), in sending order
+    payload: bytes
+
+    @property
+    def msg_type(self) -> int:
+        return self.payload[0]
+
+    @property
+    def seq(self) -> int:
+        return int.from_bytes(self.payload[8:12], "big")
+
+
+# A fault decides what happens to one packet: a list of extra delays, one per copy delivered
+# ([] drops it, [0.0] delivers it normally, [0.0, 0.004] duplicates it with the copy 4 ms late).
+Fault = Callable[[Packet], list[float]]
+
+
+def no_faults(packet: Packet) -> list[float]:
+    return [0.0]
+
+
+def random_faults(seed: int, *, drop: float = 0.0, duplicate: float = 0.0, delay: float = 0.0,
+                  delay_range: tuple[float, float] = (0.002, 0.05)) -> Fault:  # fmt: skip
+    """Independent per packet, both directions: loss, duplication (the copy delayed), delay."""
+    rng = random.Random(seed)
+
+    def fault(packet: Packet) -> list[float]:
+        if rng.random() < drop:
+            return []
+        first = rng.uniform(*delay_range) if rng.random() < delay else 0.0
+        if rng.random() < duplicate:
+            return [first, first + rng.uniform(*delay_range)]
+        return [first]
+
+    return fault
+
+
+@dataclass
+class Fabric:
+    """`world` ranks of one job on hosts H1..; `run` drives one call on every rank to its end."""
+
+    world: int
+    pool: int = 8
+    k: int = 64
+    fault: Fault = no_faults
+    progress_timeout: float = 10.0
+    keys: tuple[int, ...] = ()
+    now: float = 0.0
+    log: list[tuple[float, Packet, int]] = field(default_factory=list)  # (time, packet, copies delivered)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.world <= len(HOSTS):
+            raise ValueError(f"the fabric has {len(HOSTS)} hosts")
+        program, info = compiled(self.k)
+        self.pipeline = Pipeline(program, info)
+        self.driver = PipelineDriver(self.pipeline, info)
+        self.keys = self.keys or tuple(0x1000_0001 * (r + 1) for r in range(self.world))
+        self.job = Job(
+            job_id=21, base=500, pool_size=self.pool, mcast_grp=30, workers=HOSTS[: self.world],
+            epoch=0x5EED0021, keys=self.keys,
+        )  # fmt: skip
+        for step in (standard_setup()[0], job_install(self.job)):
+            install(self.driver, step)
+        self.engines = [
+            Engine(
+                Membership(self.job.job_id, r, self.keys[r], self.world, self.pool, self.k),
+                self.progress_timeout,
+            )
+            for r in range(self.world)
+        ]
+        self._events: list[tuple[float, int, str, int, bytes]] = []
+        self._order = itertools.count()
+        self._numbers: dict[tuple[bool, int], itertools.count[int]] = {}
+        self._port_rank = {h.port: r for r, h in enumerate(self.job.workers)}
+
+    # ------------------------------------------------------------------ events
+    def _transmit(self, upstream: bool, rank: int, payload: bytes) -> None:
+        number = next(self._numbers.setdefault((upstream, rank), itertools.count()))
+        packet = Packet(upstream, rank, number, payload)
+        delays = self.fault(packet)
+        self.log.append((self.now, packet, len(delays)))
+        for extra in delays:
+            heapq.heappush(
+                self._events,
+                (
+                    self.now + LINK_DELAY + extra,
+                    next(self._order),
+                    "switch" if upstream else "host",
+                    rank,
+                    payload,
+                ),
+            )
+
+    def send_raw(self, rank: int, payload: bytes) -> None:
+        """A datagram from rank's address that no engine wrote (a forger, a stale process)."""
+        self._transmit(True, rank, payload)
+
+    def _deliver(self, kind: str, rank: int, payload: bytes) -> None:
+        if kind == "switch":
+            for port, out in self.driver.send(
+                self.job.workers[rank].port, frame(self.job.workers[rank], payload)
+            ):
+                target = self._port_rank.get(port)
+                if target is not None:
+                    self._transmit(False, target, datagram(out)[1])
+        else:
+            for reply in self.engines[rank].receive(payload, self.now):
+                self._transmit(True, rank, reply)
+
+    # ------------------------------------------------------------------ calls
+    def plans(self, inputs: Sequence[np.ndarray], **options: object) -> list[tuple[Plan, int]]:
+        out = []
+        for array in inputs:
+            dtype = {np.dtype(np.int32): DType.INT32, np.dtype(np.float32): DType.FLOAT32}[array.dtype]
+            descriptor = Descriptor(
+                dtype, options.get("op", Op.SUM), options.get("nonfinite", NonFinite.PROPAGATE), array.size
+            )  # type: ignore[arg-type]
+            out.append((plan_for(array, descriptor, self.k, self.world), descriptor.encode()))
+        return out
+
+    def run(
+        self, calls: Sequence[tuple[Plan, int] | None], *, limit: float = 60.0
+    ) -> list[np.ndarray | AllreduceError]:
+        """Every rank with a plan begins its call now; events run until each is done (None: sits out)."""
+        active = []
+        for rank, call in enumerate(calls):
+            if call is None:
+                continue
+            try:
+                for packet in self.engines[rank].begin(call[0], call[1], self.now):
+                    self._transmit(True, rank, packet)
+            except AllreduceError:
+                raise
+            active.append(rank)
+        end = self.now + limit
+        while any(not self.engines[r].done for r in active):
+            deadline = min(self.engines[r].next_deadline() for r in active if not self.engines[r].done)
+            event_time = self._events[0][0] if self._events else float("inf")
+            self.now = min(deadline, event_time)
+            if self.now > end:
+                raise AssertionError(f"the fabric ran past {limit} s of virtual time")
+            if event_time <= deadline:
+                _, _, kind, rank, payload = heapq.heappop(self._events)
+                self._deliver(kind, rank, payload)
+            for rank in active:
+                for packet in self.engines[rank].poll(self.now):
+                    self._transmit(True, rank, packet)
+        results: list[np.ndarray | AllreduceError] = []
+        for rank in active:
+            plan = calls[rank][0]  # type: ignore[index]
+            try:
+                self.engines[rank].finish(self.now)
+                results.append(plan.result())
+            except AllreduceError as error:
+                results.append(error)
+        return results
+
+    def drain(self, seconds: float) -> None:
+        """Let packets still in flight arrive (answers to calls that are over are ignored or remembered)."""
+        end = self.now + seconds
+        while self._events and self._events[0][0] <= end:
+            self.now, _, kind, rank, payload = heapq.heappop(self._events)
+            self._deliver(kind, rank, payload)
+        self.now = end
+
+    # ------------------------------------------------------------------ inspection
+    def counter(self, name: str, index: int | None = None) -> int:
+        return self.driver.counter(name, self.job.job_id if index is None else index)[0]
+
+    def sent(self, *, upstream: bool = True, msg_type: int | None = None) -> list[Packet]:
+        return [
+            p
+            for _, p, _ in self.log
+            if p.upstream == upstream and (msg_type is None or p.msg_type == msg_type)
+        ]
+
+    def dropped(self) -> int:
+        return sum(1 for _, _, copies in self.log if copies == 0)
