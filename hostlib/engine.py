@@ -70,6 +70,7 @@ RTO_SRTT_MULTIPLE = 3  # the timer never fires sooner than this many smoothed ro
 FAST_RETRANSMIT_AFTER = 3  # results of later sends that mark an unanswered transmission lost
 SUPPRESS_RTTS = 1.5  # a rank that is not the use's prober waits this many round trips before resending
 REMEMBERED_ABORTS = 64  # aborts of calls this rank has not started yet
+WAKE_INTERVAL = 0.1  # the socket driver looks at the engine at least this often (Engine.fail)
 _USE_MASK = (1 << USE_BITS) - 1
 
 
@@ -250,6 +251,15 @@ class Engine:
         for slot in range(width):
             self._send(slot, slot, 0, now)
         return self._take()
+
+    def fail(self, error: AllreduceError) -> None:
+        """Fail the call in flight and every later call with `error`: the job is gone (deleted, a peer's
+        lease expired), as the controller says. Safe from another thread; the driver sees it at its next
+        step (PacketEngine wakes within WAKE_INTERVAL)."""
+        self._broken = str(error)
+        call = self._call
+        if call is not None and call.error is None:
+            call.error = error
 
     def finish(self, now: float) -> None:
         """End the call: the next call's number and half; raises the call's error, if any."""
@@ -566,6 +576,10 @@ class PacketEngine:
     def stats(self) -> EngineStats:
         return self.engine.stats
 
+    def fail(self, error: AllreduceError) -> None:
+        """Fail the call in flight (within WAKE_INTERVAL) and every later one; see Engine.fail."""
+        self.engine.fail(error)
+
     def run(self, plan: Plan, descriptor: int) -> None:
         """Carry out one call; returns when every result arrived, or raises the call's error."""
         engine, sock, buffer = self.engine, self.sock, self._receive
@@ -577,7 +591,7 @@ class PacketEngine:
                 self._send(engine.poll(now))
                 if engine.done:
                     break
-                sock.settimeout(max(engine.next_deadline() - now, 0.0005))
+                sock.settimeout(min(max(engine.next_deadline() - now, 0.0005), WAKE_INTERVAL))
                 try:
                     size = sock.recv_into(buffer)
                 except TimeoutError:

@@ -428,3 +428,22 @@ def test_out_async_float16_empty_and_validation(reflector: Reflector) -> None:
         Communicator(JobSpec(1, 1, 8, reflector.address, K, 0), 1)
     with pytest.raises(ValueError, match="values per packet"):
         JobSpec(1, 1, 8, reflector.address, 48, 0)
+
+
+def test_a_call_failed_from_outside_ends_at_once_and_later_calls_fail_too() -> None:
+    """The controller says the job is gone: the call in flight and every later call raise its reason."""
+    silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    silent.bind(("127.0.0.1", 0))
+    try:
+        with communicator(silent.getsockname(), timeout=30.0) as comm:
+            handle = comm.allreduce_async(np.ones(100, dtype=np.int32))
+            time.sleep(0.1)
+            started = time.monotonic()
+            comm.engine.fail(AllreduceAborted("job 'x' was deleted by its owner"))
+            with pytest.raises(AllreduceAborted, match="deleted by its owner"):
+                handle.wait(5)
+            assert time.monotonic() - started < 1.0
+            with pytest.raises(AllreduceError, match="deleted by its owner"):
+                comm.allreduce(np.ones(100, dtype=np.int32))
+    finally:
+        silent.close()
