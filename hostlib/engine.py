@@ -21,11 +21,12 @@ What a use carries and what happens to its result is the plan's business
   after it have overtaken it;
 - the retransmission timer, for what nothing overtakes (the tail of a call):
   the larger of smoothed RTT + 4 x deviation and 3 x smoothed RTT, bounded
-  to [10 ms, 1 s]; doubled at each expiry until the next valid sample, and
-  per resend of that use.
+  to [1 ms, 1 s]; doubled at each expiry until the next valid sample.
 A suspected use is asked after with a QUERY (its header alone) at once by
-one rank, `(rank + use) mod N = 0`; the others wait 1.5 round trips for its
-RESULT or a MISSING and only then ask. The switch answers a QUERY with the
+one rank, position 0 of `(rank + use) mod N`; the rank at position p waits p
+answer times for its RESULT or a MISSING and only then asks. An unanswered
+question is asked again after three question round trips, doubled each
+time (a QUERY's round trip has no wait for the slowest rank in it). The switch answers a QUERY with the
 RESULT (the asker's result was lost) or a MISSING to the whole job naming
 who has contributed: a rank missing from it resends its DATA, unchanged, at
 once; the others wait for their timer. So DATA is resent only by the rank
@@ -65,7 +66,7 @@ from hostlib.reduction import Plan
 
 HEADER = struct.Struct(">BBHHBBIIII")  # msg_type, rank, job_id, set|slot, exp, flags, seq, key, call, aux
 assert HEADER.size == HEADER_BYTES
-RTO_MIN, RTO_MAX, RTO_INITIAL = 0.01, 1.0, 0.2
+RTO_MIN, RTO_MAX, RTO_INITIAL = 0.001, 1.0, 0.2
 RTO_SRTT_MULTIPLE = 3  # the timer never fires sooner than this many smoothed round trips
 FAST_RETRANSMIT_AFTER = 3  # results of later sends that mark an unanswered transmission lost
 SUPPRESS_RTTS = 1.5  # a rank that is not the use's prober waits this many round trips before resending
@@ -189,7 +190,9 @@ class _Call:
         self.last_data = [0.0] * width  # latest transmission of its DATA, first or resend
         self.retries = [0] * width
         self.deadline = [math.inf] * width
-        self.probe_at = [math.inf] * width  # a deferred resend (not this use's prober)
+        self.probe_at = [math.inf] * width  # a deferred query (not this use's prober)
+        self.asked_at = [0.0] * width  # the latest QUERY (or resend) about the current use
+        self.asks = [0] * width  # QUERYs and resends about the current use since the switch last answered
         self.buffers = [bytearray(payload_bytes(k)) for _ in range(width)]
         self.overtaking = Overtaking(width)
         self.outstanding = width
@@ -208,6 +211,8 @@ class Engine:
         self.rto = RTO_INITIAL
         self._srtt: float | None = None
         self._rttvar = 0.0
+        self._qsrtt: float | None = None  # smoothed round trip of a QUERY and its answer
+        self._qrttvar = 0.0
         self._call: _Call | None = None
         self._last_progress = 0.0
         self._started = 0.0
@@ -328,10 +333,12 @@ class Engine:
         self._out = []
         expired = [s for s in range(call.width) if call.current[s] >= 0 and call.deadline[s] <= now]
         if expired:
-            # RFC 6298 5.5: the timeout backs off and stays backed off until a fresh sample. Karn's
+            # RFC 6298 5.5: the data timeout backs off and stays backed off until a fresh sample. Karn's
             # rule keeps the slow (retransmitted) uses out of the estimate, so without this a queue
-            # building behind a large window would keep the timeout below the RTT: every use resent.
-            self.rto = min(self.rto * 2, RTO_MAX)
+            # building behind a large window would keep the timeout below the RTT. Questions that went
+            # unanswered back off on their own (_question_timeout).
+            if any(call.retries[s] == 0 for s in expired):
+                self.rto = min(self.rto * 2, RTO_MAX)
             self.stats.timeouts += len(expired)
             for slot in expired:
                 self._suspect(slot, now, fast=False)
@@ -376,21 +383,56 @@ class Engine:
         buffer[HEADER_BYTES:] = values
         call.current[slot] = use
         call.sent_at[slot] = call.last_data[slot] = now
-        call.retries[slot] = 0
+        call.retries[slot] = call.asks[slot] = 0
         call.deadline[slot] = now + self.rto
         call.probe_at[slot] = math.inf
         call.overtaking.sent(slot)
         self._emit(buffer)
 
     def _again(self, slot: int, packet: bytes | bytearray, now: float) -> None:
-        """A second (third, ...) transmission about a slot's use: Karn's rule, and its own timer doubles."""
+        """A second (third, ...) transmission about a slot's use: Karn's rule for the data RTT, and a
+        question timer that doubles with every question the switch leaves unanswered."""
         call = self._call
         assert call is not None
         call.retries[slot] += 1
+        call.asks[slot] += 1
+        call.asked_at[slot] = now
         call.probe_at[slot] = math.inf
-        call.deadline[slot] = now + min(self.rto * 2 ** (call.retries[slot] - 1), RTO_MAX)
+        call.deadline[slot] = now + self._question_timeout(call.asks[slot])
         call.overtaking.sent(slot)
         self._emit(packet)
+
+    def _question_timeout(self, asks: int) -> float:
+        """How long to wait for the switch's answer to a question (or for a use it said is collecting):
+        three round trips of a question, doubled per unanswered one, within [RTO_MIN, RTO_MAX]."""
+        base = max(RTO_SRTT_MULTIPLE * self._question_rtt(), RTO_MIN)
+        return min(base * 2 ** min(max(asks - 1, 0), 6), RTO_MAX)
+
+    def _question_rtt(self) -> float:
+        """The switch answers a QUERY at once, so its round trip is the network's, without the wait for
+        the slowest rank that data round trips include."""
+        if self._qsrtt is not None:
+            return self._qsrtt
+        return self._srtt if self._srtt is not None else RTO_INITIAL / RTO_SRTT_MULTIPLE
+
+    def _answered(self, slot: int, now: float) -> None:
+        """The switch answered a question about the slot's use: a round-trip sample if unambiguous."""
+        call = self._call
+        assert call is not None
+        if call.asks[slot] == 1:
+            sample = now - call.asked_at[slot]
+            if self._qsrtt is None:
+                self._qsrtt, self._qrttvar = sample, sample / 2
+            else:
+                self._qrttvar = 0.75 * self._qrttvar + 0.25 * abs(self._qsrtt - sample)
+                self._qsrtt = 0.875 * self._qsrtt + 0.125 * sample
+        call.asks[slot] = 0
+
+    def _question_wait(self) -> float:
+        """How long an answer to another rank's question may take to reach this one: a question round
+        trip and its deviation (RFC 6298's form), at least 1.5 round trips."""
+        rtt = self._question_rtt()
+        return max(rtt + 4 * self._qrttvar, SUPPRESS_RTTS * rtt)
 
     def _resend(self, slot: int, now: float) -> None:
         """Send a slot's current use again, unchanged: the switch said this rank's DATA is missing."""
@@ -410,17 +452,20 @@ class Engine:
         self._again(slot, packet, now)
 
     def _suspect(self, slot: int, now: float, *, fast: bool) -> None:
-        """The slot's use may be lost: its prober asks now, the others after a round trip and a half."""
+        """The slot's use may be lost. Its prober, the rank at position 0 of (rank + use) mod N, asks at
+        once; the rank at position p asks after p answer times, unless the answer to an earlier
+        question (a MISSING to the whole job, or the RESULT) has come: usually one question a loss."""
         call = self._call
         assert call is not None
         use = call.current[slot]
         if use < 0 or call.probe_at[slot] != math.inf:
             return
-        if (self.member.rank + use) % self.member.world_size == 0:
+        position = (self.member.rank + use) % self.member.world_size
+        if position == 0:
             self.stats.fast_retransmissions += fast
             self._query(slot, now)
         else:
-            call.probe_at[slot] = now + SUPPRESS_RTTS * (self._srtt or RTO_MIN)
+            call.probe_at[slot] = now + position * self._question_wait()
             call.deadline[slot] = math.inf
 
     def _result(self, slot: int, values: memoryview, exp: int, now: float) -> None:
@@ -432,6 +477,8 @@ class Engine:
             self._sample_rtt(now - call.sent_at[slot])
         if call.probe_at[slot] != math.inf:
             self.stats.suppressed += 1
+        if call.asks[slot]:
+            self._answered(slot, now)
         overtaken = call.overtaking.answered(slot, first_send)
         call.plan.deliver(use, values, exp)
         self._last_progress = now
@@ -450,15 +497,24 @@ class Engine:
         call = self._call
         assert call is not None
         self.stats.missing_received += 1
+        if call.asks[slot]:
+            self._answered(slot, now)
         if not contributors >> self.member.rank & 1:
-            if now - call.last_data[slot] >= 0.5 * (self._srtt or 0.0):  # else our resend is on its way
+            # The MISSING left the switch half a round trip ago; our DATA, if sent more than a round trip
+            # ago, should have been there: it was lost. A younger one may still be on its way: ask
+            # again soon instead of sending it twice.
+            if now - call.last_data[slot] >= self._question_rtt():
                 self.stats.missing_resends += 1
                 self._resend(slot, now)
+            else:
+                call.probe_at[slot] = math.inf
+                call.deadline[slot] = now + self._question_timeout(1)
             return
         if call.probe_at[slot] != math.inf:
             self.stats.suppressed += 1
             call.probe_at[slot] = math.inf
-        call.deadline[slot] = now + min(self.rto * 2 ** call.retries[slot], RTO_MAX)
+        # The missing rank resends on this MISSING: wait for its DATA, then ask again.
+        call.deadline[slot] = now + self._question_timeout(call.asks[slot] + 1)
 
     def _missing_ahead(self, seq: int, set_slot: int, contributors: int, now: float) -> None:
         """A MISSING for the use after this rank's outstanding one on a slot: the others have that use's

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from contracts.protocol import UDP_PORT
+from contracts.protocol import UDP_PORT, MsgType
 from hostlib.calls import AllreduceError, Descriptor, DType, NonFinite, Op
 from hostlib.engine import Engine, Membership
 from hostlib.reduction import Plan, plan_for
@@ -132,6 +132,8 @@ class Fabric:
     k: int = 64
     fault: Fault = no_faults
     progress_timeout: float = 10.0
+    switch_time: float = 0.0  # seconds the switch spends per DATA, one at a time (0: infinitely fast)
+    query_time: float = 0.0  # seconds it spends per QUERY (no values to add: a fraction of a DATA's)
     keys: tuple[int, ...] = ()
     now: float = 0.0
     log: list[tuple[float, Packet, int]] = field(default_factory=list)  # (time, packet, copies delivered)
@@ -160,6 +162,7 @@ class Fabric:
         self._order = itertools.count()
         self._numbers: dict[tuple[bool, int], itertools.count[int]] = {}
         self._port_rank = {h.port: r for r, h in enumerate(self.job.workers)}
+        self._switch_free = 0.0
 
     # ------------------------------------------------------------------ events
     def _transmit(self, upstream: bool, rank: int, payload: bytes) -> None:
@@ -173,7 +176,7 @@ class Fabric:
                 (
                     self.now + LINK_DELAY + extra,
                     next(self._order),
-                    "switch" if upstream else "host",
+                    "arrive" if upstream else "host",
                     rank,
                     payload,
                 ),
@@ -184,6 +187,11 @@ class Fabric:
         self._transmit(True, rank, payload)
 
     def _deliver(self, kind: str, rank: int, payload: bytes) -> None:
+        if kind == "arrive":  # queue for the switch: it serves one packet at a time
+            cost = self.query_time if payload[0] == MsgType.QUERY else self.switch_time
+            self._switch_free = max(self.now, self._switch_free) + cost
+            heapq.heappush(self._events, (self._switch_free, next(self._order), "switch", rank, payload))
+            return
         if kind == "switch":
             for port, out in self.driver.send(
                 self.job.workers[rank].port, frame(self.job.workers[rank], payload)

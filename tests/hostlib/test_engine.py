@@ -291,20 +291,25 @@ def test_results_of_resent_uses_overtake_nothing() -> None:
 # ------------------------------------------------------------------------------------------ the timer
 
 
-def test_a_timeout_backs_off_the_timer_until_a_fresh_sample() -> None:
-    # RFC 6298 5.5 and 5.7. Karn's rule keeps retransmitted (slow) uses out of the estimate, so
-    # without the back-off a queue building behind a large window keeps the timer below the RTT.
+def test_a_timeout_backs_off_the_data_timer_and_unanswered_questions_back_off_on_their_own() -> None:
+    # RFC 6298 5.5 and 5.7 for the data timer: Karn's rule keeps retransmitted (slow) uses out of the
+    # estimate, so without the back-off a queue building behind a large window keeps the timer below
+    # the RTT. A question (QUERY) the switch leaves unanswered doubles its own wait instead.
     member = Membership(job_id=4, rank=0, key=7, world_size=1, pool_size=2, values_per_packet=K)
     engine = Engine(member)
     engine.rto = 0.02
     plan = IntPlan(np.ones(K, dtype=np.int32), K, 1, Op.SUM)
     engine.begin(plan, Descriptor(DType.INT32, Op.SUM, NonFinite.PROPAGATE, K).encode(), 1.0)
-    assert len(engine.poll(1.02)) == 1  # rank 0 of 1 probes its own use at once
-    assert engine.rto == 0.04 and engine.next_deadline() == pytest.approx(1.06)
-    assert len(engine.poll(1.06)) == 1
-    assert engine.rto == 0.08 and engine.next_deadline() == pytest.approx(1.06 + 0.16)  # and per resend
+    [asked] = engine.poll(1.02)  # rank 0 of 1 is the use's prober: it asks at once
+    assert asked[0] == MsgType.QUERY and len(asked) == HEADER_BYTES
+    assert engine.rto == 0.04  # the data timer backed off
+    first_wait = engine.next_deadline() - 1.02
+    assert first_wait == pytest.approx(3 * 0.2 / 3)  # three question round trips (no sample yet)
+    [again] = engine.poll(1.02 + first_wait)
+    assert again[0] == MsgType.QUERY and engine.rto == 0.04  # a question's expiry leaves it alone
+    assert engine.next_deadline() - (1.02 + first_wait) == pytest.approx(2 * first_wait)
     engine._sample_rtt(0.002)
-    assert engine.rto == 0.01  # a valid sample sets it again, here to the floor
+    assert engine.rto == pytest.approx(0.006)  # a valid sample sets it again: three round trips
 
 
 def test_steady_round_trips_keep_the_timer_at_three_of_them() -> None:
