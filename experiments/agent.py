@@ -5,7 +5,7 @@ speaks a line protocol over its stdin/stdout, so that every all-reduce is a
 separate, synchronized step it can bracket with switch port counters:
 
     runner -> agent   {"system": "p4reduce" | "gloo", "elements": N, "dtype": "float32", "iteration": I}
-    agent  -> runner  {"seconds": S, "ok": true, "retransmissions": R, "fast_retransmissions": F,
+    agent  -> runner  {"seconds": S, "ok": true, "retransmissions": R, "queries": Q,
                        "packets_sent": P, "error": ""}
 
 The agent answers `{"ready": true}` once both the communicator and the Gloo
@@ -79,7 +79,7 @@ def main() -> int:
                     "seconds": seconds,
                     "ok": bool(ok),
                     "retransmissions": after.retransmissions - before.retransmissions,
-                    "fast_retransmissions": after.fast_retransmissions - before.fast_retransmissions,
+                    "queries": after.queries - before.queries,
                     "packets_sent": after.packets_sent - before.packets_sent,
                     "error": "" if ok else "wrong sum",
                 }

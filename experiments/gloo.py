@@ -15,7 +15,9 @@ import sys
 from experiments.cluster import ExperimentError, LaunchError, StarCluster
 from experiments.report import (
     P4REDUCE_EFFICIENCY,
+    P4REDUCE_FRAME,
     TCP_EFFICIENCY,
+    VALUE_BYTES,
     Report,
     add_link_arguments,
     figure,
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     report.note(
         "links busy: p4reduce / Gloo, a worker's bytes up over its all-reduce time at the link rate.\n"
-        "expected: p4reduce S up and S down in 182-byte frames carrying 128 bytes"
+        f"expected: p4reduce S up and S down in {P4REDUCE_FRAME}-byte frames carrying {VALUE_BYTES} bytes"
         f" (x{1 / P4REDUCE_EFFICIENCY:.3f}), plus one priming packet per slot per float call;"
         f" a ring 2(N-1)/N·S = {ideal:.2f}·S each way, x{1 / TCP_EFFICIENCY:.3f} in TCP frames, plus ACKs."
     )

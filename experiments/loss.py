@@ -2,9 +2,10 @@
 
 The embedded switch drops each packet it receives and each packet it sends
 with the given probability (a seeded generator: the same run drops the
-same packets). p4reduce recovers by retransmitting from the worker, which
-the switch answers from its shadow copy; Gloo relies on TCP. Every result
-is verified: loss may cost time, never correctness.
+same packets). p4reduce recovers by asking the switch (a header-only
+QUERY), which replays a lost result or names the ranks whose DATA is
+missing, and only they resend (docs/protocol.md); Gloo relies on TCP.
+Every result is verified: loss may cost time, never correctness.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import sys
 
 from experiments.cluster import ExperimentError, LaunchError, StarCluster
-from experiments.report import Report, add_link_arguments, figure, human, parser, progress
+from experiments.report import VALUE_BYTES, Report, add_link_arguments, figure, human, parser, progress
 
 FULL_RATES, QUICK_RATES = "0,0.001,0.01,0.05", "0,0.05"
 FULL_BYTES, QUICK_BYTES = 1 << 20, 16 << 10
@@ -48,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
 
     goodput = report.medians("goodput", "system", "loss")
     retransmissions = report.medians("retransmissions", "system", "loss")
-    fast = report.medians("fast_retransmissions", "system", "loss")
-    sent = args.workers * (size // 128)  # DATA packets of one p4reduce all-reduce, priming aside
+    queries = report.medians("queries", "system", "loss")
+    sent = args.workers * (size // VALUE_BYTES)  # DATA packets of one p4reduce all-reduce, priming aside
     report.table(
         f"goodput per worker under loss each way: {args.workers} workers, {args.bw:g} Mbit/s, "
         f"{human(size)} float32, {args.pool} slots, median of {iters}",
@@ -57,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
             "loss",
             "p4reduce MB/s",
             "of lossless",
-            "retransmitted",
-            "of which fast",
+            "DATA resent",
+            "queries",
             "Gloo MB/s",
             "of lossless",
         ],
@@ -68,9 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{goodput['p4reduce', rate] / 1e6:.3f}",
                 f"{goodput['p4reduce', rate] / goodput['p4reduce', rates[0]]:.0%}",
                 f"{retransmissions['p4reduce', rate] / sent:.2%}",
-                f"{fast['p4reduce', rate] / retransmissions['p4reduce', rate]:.0%}"
-                if retransmissions["p4reduce", rate]
-                else "-",
+                f"{queries['p4reduce', rate] / sent:.2%}",
                 f"{goodput['gloo', rate] / 1e6:.3f}",
                 f"{goodput['gloo', rate] / goodput['gloo', rates[0]]:.0%}",
             ]
@@ -78,10 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         ],
     )
     report.note(
-        "retransmitted = p4reduce retransmissions per DATA packet. A packet lost on the way up stalls its "
-        "slot for all N workers and each of them resends, a result lost on the way down costs one, and its "
-        "worker's late next use makes the N-1 others resend theirs once: about 2Np for small p.\n"
-        "of which fast: resent because results of later uses overtook it, not because a timer fired."
+        "DATA resent, queries = per DATA packet. Only the rank whose DATA was lost resends it (the switch's "
+        "MISSING names it), so about p DATA are resent per DATA sent; a lost DATA or RESULT costs about one "
+        "24-byte QUERY, so about 2p queries for small p (docs/protocol.md, *Loss recovery*)."
     )
 
     fig, (left, right) = figure(2, f"loss at the switch, {args.workers} workers, {args.bw:g} Mbit/s links")
@@ -89,13 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     for system, style in (("p4reduce", "o-"), ("gloo", "s-")):
         left.plot(xs, [goodput[system, r] / 1e6 for r in rates], style, label=system)
     left.set(ylabel="goodput per worker (MB/s)", ylim=(0, None))
-    all_resends = [retransmissions["p4reduce", r] / sent * 100 for r in rates]
-    right.plot(xs, all_resends, "o-", color="C0", label="p4reduce, all resends")
-    fast_resends = [fast["p4reduce", r] / sent * 100 for r in rates]
-    right.plot(xs, fast_resends, "^--", color="C2", label="p4reduce, fast (overtaken)")
-    expected = [2 * args.workers * r * 100 for r in rates]
-    right.plot(xs, expected, ":", color="gray", label="2Np, expected for small p")
-    right.set(ylabel="retransmissions per packet (%)")
+    resends = [retransmissions["p4reduce", r] / sent * 100 for r in rates]
+    right.plot(xs, resends, "o-", color="C0", label="p4reduce, DATA resent")
+    asked = [queries["p4reduce", r] / sent * 100 for r in rates]
+    right.plot(xs, asked, "^--", color="C2", label="p4reduce, queries (24 B)")
+    right.plot(xs, [r * 100 for r in rates], ":", color="gray", label="p, the DATA lost")
+    right.set(ylabel="per DATA packet (%)")
     for axes in (left, right):
         axes.set_xscale("log")
         axes.set_xticks(xs, ["0" if r == 0 else f"{r * 100:g}%" for r in rates])

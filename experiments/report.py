@@ -26,13 +26,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from contracts.protocol import DEFAULT_VALUES_PER_PACKET, HEADER_BYTES
 from experiments.step import Step
 from hostlib.launch import ROOT
 
 # Wire efficiency of each system's packets (payload / Ethernet frame, without preamble and FCS):
-# p4reduce: 128 B of values in 14 + 20 + 8 + 12 B of headers; Gloo: TCP segments of a 1500 B MTU
-# with timestamps (1448 B of data in a 1514 B frame), ACKs not counted.
-P4REDUCE_EFFICIENCY = 128 / 182
+# p4reduce: 4K bytes of values in 14 + 20 + 8 + 24 B of headers (the experiments run the program as
+# compiled by default); Gloo: TCP segments of a 1500 B MTU with timestamps (1448 B of data in a
+# 1514 B frame), ACKs not counted.
+VALUE_BYTES = 4 * DEFAULT_VALUES_PER_PACKET
+P4REDUCE_FRAME = 14 + 20 + 8 + HEADER_BYTES + VALUE_BYTES
+P4REDUCE_EFFICIENCY = VALUE_BYTES / P4REDUCE_FRAME
 TCP_EFFICIENCY = 1448 / 1514
 
 
@@ -66,7 +70,12 @@ def parser(name: str, doc: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"python -m experiments.{name}", description=doc)
     p.add_argument("--quick", action="store_true", help="tiny sizes, one iteration (CI)")
     p.add_argument("--iters", type=int, default=3, help="all-reduces per point (default 3; --quick: 1)")
-    p.add_argument("--pool", type=int, default=32, help="slots per job, the p4reduce window (default 32)")
+    p.add_argument(
+        "--pool",
+        type=int,
+        default=64,
+        help="slots per job; a call uses half: the p4reduce window (default 64)",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "results", help="folder for CSV, PNG, TXT (results/)")
     return p
 

@@ -17,8 +17,8 @@ class Step:
     tensor_bytes: int
     seconds: float  # the slowest worker's all-reduce time
     ok: bool  # every worker's result matched numpy's sum
-    retransmissions: int  # summed over workers (p4reduce only)
-    fast_retransmissions: int  # of which sent because later results overtook the use
+    retransmissions: int  # DATA sent again, summed over workers (p4reduce only)
+    queries: int  # header-only QUERY packets about late uses, summed over workers (p4reduce only)
     up_bytes: float  # mean over workers: bytes the switch received on the worker's port
     down_bytes: float  # mean over workers: bytes the switch sent on the worker's port
     switch_packets: int  # packets the switch received on all worker ports

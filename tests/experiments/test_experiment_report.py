@@ -126,7 +126,7 @@ def _step(seconds: float, ok: bool = True, error: str = "") -> Step:
         seconds=seconds,
         ok=ok,
         retransmissions=0,
-        fast_retransmissions=0,
+        queries=0,
         up_bytes=5800.0,
         down_bytes=5800.0,
         switch_packets=64,
