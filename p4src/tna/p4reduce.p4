@@ -1,44 +1,134 @@
 /*
- * p4reduce for Tofino (TNA). Same protocol, same names as the v1model program
- * (p4src/v1model/p4reduce.p4) wherever the architecture allows; every place
- * where the two must differ is marked "TNA:". docs/protocol.md is the
- * specification, docs/p4src.md explains both programs.
+ * p4reduce for Tofino: TNA (Tofino 1, tna.p4) and T2NA (Tofino 2, t2na.p4),
+ * protocol version 2 with K = VALUES_PER_PACKET values (default 64).
  *
- * This program is not compiled in this repository (the Tofino compiler is
- * not available); keep it in step with the v1model program by hand.
+ * docs/protocol.md is the specification; p4src/v1model/p4reduce.p4 is the
+ * executable reference of its semantics; docs/p4src.md explains both
+ * programs and lists every difference, each marked "TNA:" below. Tables,
+ * actions, action parameters and counters carry the v1model program's names
+ * and widths: one controller serves both (tests/test_p4runtime_names.py checks it).
  *
- * Stage budget: each value register needs its own stateful ALU, and the
- * values depend on the bitmap result, which depends on the owner result,
- * which depends on job_table. With K = 32 single 32-bit registers the chain
- * is about 4 + 32/4 = 12 stages: it fits Tofino 2 (compile with t2na.p4) with
- * room to spare and is at the limit of Tofino 1. On Tofino 1, pack value pairs
- * into 64-bit registers as SwitchML does and harvest the second half on a
- * recirculated pass.
+ * Not compiled in this repository (no Tofino compiler here). The maintainers
+ * compile it with
+ *     p4c --target tofino  --arch tna  -I p4src -o OUT p4src/tna/p4reduce.p4
+ *     p4c --target tofino2 --arch t2na -I p4src -o OUT p4src/tna/p4reduce.p4
+ * (__TARGET_TOFINO__ selects the variant below).
+ *
+ * Rules the Tofino compiler imposes and v1model does not (issue 21;
+ * docs/p4src.md lists them, tests/test_tna_rules.py checks what a reader can):
+ *   - an action statement is one ALU operation at one width: operands of
+ *     + - & | ^ have the destination's width; a cast only zero-extends a
+ *     plain copy (x = (bit<32>) y), never an operand of arithmetic;
+ *   - every field of a parser's out metadata is set in its start state;
+ *   - a register or counter lives in one stage and is attached to tables
+ *     that are mutually exclusive by control flow: each register is executed
+ *     at most once on every path of a pass, in disjoint branches of one
+ *     if/else tree, and each counter is counted at one place, at the end of
+ *     the pass (so no `exit`: a `done` flag skips the steps after a verdict);
+ *   - a RegisterAction (one stateful ALU) has two comparators on Tofino 1
+ *     (four on Tofino 2), computes at most two values, and returns one word
+ *     on Tofino 1 (four on Tofino 2): a half of the cell, a value it computes
+ *     (32-bit and 8-bit cells only) or the constant 1 under a predicate;
+ *   - a gateway (if) tests at most 4 bytes of PHV, so two fields are compared
+ *     through an XOR or a difference computed in an action, tested against 0;
+ *   - a table is applied at most once; the tables the program keeps to itself
+ *     are @hidden, so the P4Info offers the controller the v1model names.
+ *
+ * Stage budget (docs/p4src.md, "Stage budget", gives the reasoning): one line
+ * per data dependency, i.e. per MAU stage; SALU = stateful ALU, four per stage
+ * on both chips.
+ *   S0  job_table (set_job: job, XOR differences of sender and key); slot and
+ *       call number widened to 32 bits; agg_addresses, l2_forward
+ *   S1  g = base + slot, room = pool_size - slot; membership gateways;
+ *       aborted (SALU: read-only check of epoch ++ call)
+ *   S2  bounds gateways; copy index; owner (SALU: claim or look)
+ *   S3  copy_seq (SALU: age of the packet's use against the copy's)
+ *   S4  copy_call (SALU: store, or XOR with the packet's descriptor)
+ *   S5  bitmap (SALU: start, add, check or read)
+ *   S6  remaining, exp_max (SALUs)
+ *   S7  the answer: RESULT, replay, MISSING, consume, recirculate
+ *   S8  ingress_drops and the per-job counters (count_job)
+ * Values: 32 pair registers (64 values, two per 64-bit cell) = 32 SALUs,
+ * whose operation is known once the bitmap (S5) has answered.
+ *   Tofino 2 (20 stages, 4 output words per SALU): one pass; the pairs take
+ *       S7..S14 and each returns both halves: 16 of 20 stages, 39 of 80 SALUs.
+ *   Tofino 1 (12 stages, 1 output word per SALU): S6..S11 could hold only 22
+ *       pairs, and a pair returns one half per pass. So the first pass
+ *       (S0..S8) decides, and the packet is recirculated (SwitchML's
+ *       technique): the value pass stores or adds all 32 pairs (returning the
+ *       high halves), and a completed use or a replay goes round once more,
+ *       for the harvest pass (the low halves). The pairs use the SALUs the
+ *       first pass leaves free: 39 of 48 SALUs, 9 of 12 stages deep.
+ *   Both: a CALL_MISMATCH is resubmitted once, to mark its call aborted (the
+ *       aborted register is read in S1, before the copy is known).
  */
 #include <core.p4>
+#if __TARGET_TOFINO__ == 2
+#include <t2na.p4>
+#define P4R_HARVEST 0   /* TNA: a RegisterAction returns both halves of a pair: one pass */
+#else
 #include <tna.p4>
+#define P4R_HARVEST 1   /* TNA: one output per RegisterAction: value and harvest passes */
+#endif
 
 #include "../common/constants.p4"
 #include "../common/headers.p4"
 
-/* What to do with the slot's registers, decided from the bitmap. */
-#define STEP_NONE   0
-#define STEP_FIRST  1   /* first contribution: store */
-#define STEP_ADD    2   /* later contribution: add */
-#define STEP_REPLAY 3   /* retransmission: read */
+#if SLOT_COUNT > 32768
+#error "SLOT_COUNT must be at most 32768: the recirculation header carries a 16-bit copy index"
+#endif
 
-/*
- * TNA: ingress and egress are separate programs; what ingress decided travels
- * to egress in a bridged header in front of the frame.
- */
-header bridge_t {
-    bit<8> kind;          /* PKT_KIND_* */
+/* ---- TNA-only numbers ---- */
+#define PASS_VALUES      1   /* Tofino 1: recirculated pass that stores, adds or reads the values */
+#define PASS_HARVEST     2   /* Tofino 1: recirculated pass that reads the other half of each pair */
+#define VALUE_OP_NONE    0
+#define VALUE_OP_STORE   1   /* first contribution of a use */
+#define VALUE_OP_ADD     2   /* later contribution */
+#define VALUE_OP_READ    3   /* replay (Tofino 1: the high halves) */
+#define VALUE_OP_READ_LO 4   /* Tofino 1 harvest: the low halves */
+#define PENDING_SET0     1   /* owner.hi: set 0's copy still holds an earlier incarnation's state */
+#define PENDING_SET1     2   /* owner.hi: set 1's copy still does */
+#define RESUBMIT_ABORT   1   /* resubmit_type of a CALL_MISMATCH's second pass */
+#define OUTCOME_NONE      0  /* what a pass counts per job (table count_job) */
+#define OUTCOME_ADDED     1  /* a contribution consumed into its copy: job_data_in */
+#define OUTCOME_RESULT    2  /* a contribution that completed its use: job_data_in, job_results_out */
+#define OUTCOME_DUPLICATE 3  /* job_duplicates */
+#define OUTCOME_REPLAY    4  /* job_queries, job_replays */
+#define OUTCOME_MISSING   5  /* job_queries, job_missing */
+#define OUTCOME_ABORT     6  /* job_aborts */
+#ifndef RECIRC_PORT_LOW
+#define RECIRC_PORT_LOW  68  /* Tofino 1: port 68 of each pipe (pipe * 128 + 68) recirculates */
+#endif
+
+/* TNA: ingress and egress are separate programs; what ingress decided reaches egress here. */
+header bridge_h {
+    bit<8> kind;            /* PKT_KIND_* */
     bit<7> pad;
     bit<9> ingress_port;
 }
 
+/* TNA: the 64 bits a resubmitted CALL_MISMATCH carries into its second pass (PORT_METADATA_SIZE). */
+header resubmit_h {
+    bit<32> held_call;      /* the descriptor the copy holds: ABORT's aux */
+    bit<32> pad;
+}
+
+/* TNA (Tofino 1): what the first pass decided, in front of a recirculated packet. */
+header recirc_h {
+    bit<8>  pass;           /* PASS_VALUES, then PASS_HARVEST */
+    bit<8>  op;             /* VALUE_OP_* */
+    bit<8>  kind;           /* how the answer leaves: PKT_KIND_JOB, PKT_KIND_REPLY; FORWARD = consumed */
+    bit<8>  exp;            /* exp_max of the result */
+    bit<16> copy;           /* register index of the copy */
+    bit<16> mcast_grp;      /* the job's group */
+    bit<7>  pad;
+    bit<9>  reply_port;     /* the sender's port */
+}
+
 struct tna_headers_t {
-    bridge_t          bridge;
+    resubmit_h        resubmit;    /* parsed on a resubmitted pass; never emitted */
+    recirc_h          recirc;
+    bridge_h          bridge;
     ethernet_t        ethernet;
     arp_t             arp;
     ipv4_t            ipv4;
@@ -47,30 +137,50 @@ struct tna_headers_t {
     p4reduce_values_t vals;
 }
 
+/* TNA: a 64-bit register cell as two 32-bit halves (SwitchML's value pair). */
+struct pair_t {
+    bit<32> lo;
+    bit<32> hi;
+}
+
 struct ig_metadata_t {
-    bool    checksum_err;
-    bit<32> slot_global;
-    bit<32> slot_cur;
-    bit<8>  workers_left;     /* num_workers - 1, the remaining count of a first contribution */
+    bool    checksum_err;   /* the parser's IPv4 checksum unit: true when the checksum is wrong */
+    /* job_table's answer; base and pool_size zero-extended so that the slot arithmetic is 32-bit */
+    bit<32> base;
+    bit<32> pool_size;
+    bit<8>  num_workers;
     bit<32> worker_bit;
-    bit<16> pool_size;
     bit<16> job_mcast_grp;
-    bit<9>  sender_port;
-    bit<32> sender_ip;
-    bit<16> sender_udp_port;
-    bit<1>  new_owner;
-    bit<32> seen;
-    bit<8>  step;
-    bit<8>  left;
-    bit<8>  kind;
+    bit<32> epoch;
+    /* TNA: registered sender and key as XOR differences: 0 when the packet agrees */
+    bit<9>  port_diff;
+    bit<32> ip_diff;
+    bit<16> udp_diff;
+    bit<32> key_diff;
+    /* the packet's place */
+    bit<32> slot;           /* hdr.p4r.slot, zero-extended */
+    bit<32> call_no;        /* seq[31:16], zero-extended: the aborted register's high half */
+    bit<32> g;              /* base + slot */
+    bit<32> room;           /* pool_size - slot: in range while non-zero and non-negative */
+    bit<32> copy;           /* set * SLOT_COUNT + g */
+    bit<9>  reply_port;     /* where an answer to the sender leaves */
+    /* what the registers answered */
+    bit<1>  aborted;        /* aborted[job_id] holds this call */
+    bit<1>  fresh;          /* owner: the copy still holds an earlier incarnation's state, i.e. is idle */
+    bit<32> age;            /* seq - copy_seq: 0 same use, >= 2^31 behind, else ahead (1 for an idle copy) */
+    bit<32> call_diff;      /* call ^ copy_call */
+    bit<32> seen;           /* QUERY: the copy's bitmap; DATA: the sender's bit if already in */
+    bit<8>  left;           /* remaining after this packet */
+    bit<8>  exp_max;
+    bit<8>  value_op;       /* VALUE_OP_*: what the value registers do */
+    /* what the pass decided, counted at its end */
+    bit<1>  done;           /* the packet's fate is decided: later steps are skipped */
+    bit<8>  drop_reason;    /* DROP_*, 0 for none: ingress_drops */
+    bit<8>  outcome;        /* OUTCOME_*: the per-job counters */
 }
 
 struct eg_metadata_t {
-}
-
-struct bitmap_pair_t {
-    bit<32> set0;
-    bit<32> set1;
+    bit<9> port_diff;       /* egress port ^ ingress port: 0 for the flood replica going back */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -82,11 +192,66 @@ parser IngressParser(packet_in pkt,
     Checksum() ipv4_checksum;
 
     state start {
-        pkt.extract(ig_intr_md);
-        pkt.advance(PORT_METADATA_SIZE);   /* TNA: no resubmission is used */
+        /* TNA (issue 21): every field of the out metadata is set here, before any other state. */
         ig_md.checksum_err = false;
+        ig_md.base = 0;
+        ig_md.pool_size = 0;
+        ig_md.num_workers = 0;
+        ig_md.worker_bit = 0;
+        ig_md.job_mcast_grp = 0;
+        ig_md.epoch = 0;
+        ig_md.port_diff = 0;
+        ig_md.ip_diff = 0;
+        ig_md.udp_diff = 0;
+        ig_md.key_diff = 0;
+        ig_md.slot = 0;
+        ig_md.call_no = 0;
+        ig_md.g = 0;
+        ig_md.room = 0;
+        ig_md.copy = 0;
+        ig_md.reply_port = 0;
+        ig_md.aborted = 0;
+        ig_md.fresh = 0;
+        ig_md.age = 0;
+        ig_md.call_diff = 0;
+        ig_md.seen = 0;
+        ig_md.left = 0;
+        ig_md.exp_max = 0;
+        ig_md.value_op = VALUE_OP_NONE;
+        ig_md.done = 0;
+        ig_md.drop_reason = 0;
+        ig_md.outcome = OUTCOME_NONE;
+        pkt.extract(ig_intr_md);
+        transition select(ig_intr_md.resubmit_flag) {
+            1: parse_resubmit;
+            default: parse_port_metadata;
+        }
+    }
+
+    /* TNA: a resubmitted packet carries its 64 bits of resubmit data where port metadata would be. */
+    state parse_resubmit {
+        pkt.extract(hdr.resubmit);
         transition parse_ethernet;
     }
+
+    state parse_port_metadata {
+        pkt.advance(PORT_METADATA_SIZE);
+#if P4R_HARVEST
+        transition select(ig_intr_md.ingress_port[6:0]) {
+            RECIRC_PORT_LOW: parse_recirc;
+            default: parse_ethernet;
+        }
+#else
+        transition parse_ethernet;
+#endif
+    }
+
+#if P4R_HARVEST
+    state parse_recirc {
+        pkt.extract(hdr.recirc);
+        transition parse_ethernet;
+    }
+#endif
 
     state parse_ethernet {
         pkt.extract(hdr.ethernet);
@@ -102,6 +267,7 @@ parser IngressParser(packet_in pkt,
         transition accept;
     }
 
+    /* TNA: the checksum is verified by the parser's checksum unit. */
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
         ipv4_checksum.add(hdr.ipv4);
@@ -120,163 +286,359 @@ parser IngressParser(packet_in pkt,
         }
     }
 
+    /* A QUERY is the header alone; anything else that ends before the K values is a parser error. */
     state parse_p4reduce {
         pkt.extract(hdr.p4r);
+        transition select(hdr.p4r.msg_type) {
+            MSG_QUERY: accept;
+            default: parse_values;
+        }
+    }
+
+    state parse_values {
         pkt.extract(hdr.vals);
         transition accept;
     }
 }
 
 /*
- * One value register with its three operations, and their use. The value
- * travels in the packet: after the register operation the header field holds
- * the running sum (or the stored sum, for a replay).
+ * The value registers: one 64-bit cell holds values a and b (SwitchML's
+ * pairs), and one hidden table per pair chooses the RegisterAction from
+ * ig_md.value_op, so that each pair's register is attached to one table.
  */
-#define VALUE_REGISTER(n) \
-    Register<bit<32>, bit<32>>(SLOT_REGISTER_SIZE) value##n; \
-    RegisterAction<bit<32>, bit<32>, bit<32>>(value##n) value##n##_store = { \
-        void apply(inout bit<32> v, out bit<32> rv) { v = hdr.vals.v##n; rv = v; } }; \
-    RegisterAction<bit<32>, bit<32>, bit<32>>(value##n) value##n##_add = { \
-        void apply(inout bit<32> v, out bit<32> rv) { v = v + hdr.vals.v##n; rv = v; } }; \
-    RegisterAction<bit<32>, bit<32>, bit<32>>(value##n) value##n##_read = { \
-        void apply(inout bit<32> v, out bit<32> rv) { rv = v; } };
-
-#define VALUE_APPLY(n) \
-    if (ig_md.step == STEP_FIRST) { hdr.vals.v##n = value##n##_store.execute(ig_md.slot_cur); } \
-    else if (ig_md.step == STEP_ADD) { hdr.vals.v##n = value##n##_add.execute(ig_md.slot_cur); } \
-    else { hdr.vals.v##n = value##n##_read.execute(ig_md.slot_cur); }
+#if P4R_HARVEST
+/* Tofino 1: one output word, the high half; the harvest pass reads the low half. */
+#define VALUE_PAIR(a, b) \
+    Register<pair_t, bit<32>>(SLOT_REGISTER_SIZE) value##a##_##b; \
+    RegisterAction<pair_t, bit<32>, bit<32>>(value##a##_##b) value##a##_##b##_store = { \
+        void apply(inout pair_t v, out bit<32> hi) { \
+            v.lo = hdr.vals.v##a; v.hi = hdr.vals.v##b; hi = v.hi; } }; \
+    RegisterAction<pair_t, bit<32>, bit<32>>(value##a##_##b) value##a##_##b##_add = { \
+        void apply(inout pair_t v, out bit<32> hi) { \
+            v.lo = v.lo + hdr.vals.v##a; v.hi = v.hi + hdr.vals.v##b; hi = v.hi; } }; \
+    RegisterAction<pair_t, bit<32>, bit<32>>(value##a##_##b) value##a##_##b##_read = { \
+        void apply(inout pair_t v, out bit<32> hi) { hi = v.hi; } }; \
+    RegisterAction<pair_t, bit<32>, bit<32>>(value##a##_##b) value##a##_##b##_read_lo = { \
+        void apply(inout pair_t v, out bit<32> lo) { lo = v.lo; } }; \
+    action value##a##_##b##_do_store() { hdr.vals.v##b = value##a##_##b##_store.execute(ig_md.copy); } \
+    action value##a##_##b##_do_add() { hdr.vals.v##b = value##a##_##b##_add.execute(ig_md.copy); } \
+    action value##a##_##b##_do_read() { hdr.vals.v##b = value##a##_##b##_read.execute(ig_md.copy); } \
+    action value##a##_##b##_do_read_lo() { hdr.vals.v##a = value##a##_##b##_read_lo.execute(ig_md.copy); } \
+    @hidden table value##a##_##b##_step { \
+        key = { ig_md.value_op: exact; } \
+        actions = { value##a##_##b##_do_store; value##a##_##b##_do_add; value##a##_##b##_do_read; \
+                    value##a##_##b##_do_read_lo; NoAction; } \
+        const entries = { \
+            VALUE_OP_STORE: value##a##_##b##_do_store(); \
+            VALUE_OP_ADD: value##a##_##b##_do_add(); \
+            VALUE_OP_READ: value##a##_##b##_do_read(); \
+            VALUE_OP_READ_LO: value##a##_##b##_do_read_lo(); \
+        } \
+        const default_action = NoAction(); \
+    }
+#else
+/* Tofino 2: four output words; the second half comes back through execute's out argument. */
+#define VALUE_PAIR(a, b) \
+    Register<pair_t, bit<32>>(SLOT_REGISTER_SIZE) value##a##_##b; \
+    RegisterAction<pair_t, bit<32>, bit<32>>(value##a##_##b) value##a##_##b##_store = { \
+        void apply(inout pair_t v, out bit<32> lo, out bit<32> hi) { \
+            v.lo = hdr.vals.v##a; v.hi = hdr.vals.v##b; lo = v.lo; hi = v.hi; } }; \
+    RegisterAction<pair_t, bit<32>, bit<32>>(value##a##_##b) value##a##_##b##_add = { \
+        void apply(inout pair_t v, out bit<32> lo, out bit<32> hi) { \
+            v.lo = v.lo + hdr.vals.v##a; v.hi = v.hi + hdr.vals.v##b; lo = v.lo; hi = v.hi; } }; \
+    RegisterAction<pair_t, bit<32>, bit<32>>(value##a##_##b) value##a##_##b##_read = { \
+        void apply(inout pair_t v, out bit<32> lo, out bit<32> hi) { lo = v.lo; hi = v.hi; } }; \
+    action value##a##_##b##_do_store() { \
+        hdr.vals.v##a = value##a##_##b##_store.execute(ig_md.copy, hdr.vals.v##b); } \
+    action value##a##_##b##_do_add() { \
+        hdr.vals.v##a = value##a##_##b##_add.execute(ig_md.copy, hdr.vals.v##b); } \
+    action value##a##_##b##_do_read() { \
+        hdr.vals.v##a = value##a##_##b##_read.execute(ig_md.copy, hdr.vals.v##b); } \
+    @hidden table value##a##_##b##_step { \
+        key = { ig_md.value_op: exact; } \
+        actions = { value##a##_##b##_do_store; value##a##_##b##_do_add; value##a##_##b##_do_read; NoAction; } \
+        const entries = { \
+            VALUE_OP_STORE: value##a##_##b##_do_store(); \
+            VALUE_OP_ADD: value##a##_##b##_do_add(); \
+            VALUE_OP_READ: value##a##_##b##_do_read(); \
+        } \
+        const default_action = NoAction(); \
+    }
+#endif
+#define VALUE_STEP(a, b) value##a##_##b##_step.apply();
 
 control MyIngress(inout tna_headers_t hdr,
-                inout ig_metadata_t ig_md,
-                in ingress_intrinsic_metadata_t ig_intr_md,
-                in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
-                inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
-                inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+                  inout ig_metadata_t ig_md,
+                  in ingress_intrinsic_metadata_t ig_intr_md,
+                  in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                  inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                  inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
 
-    Counter<bit<64>, bit<32>>(MAX_JOBS, CounterType_t.PACKETS_AND_BYTES) job_data_in;
-    Counter<bit<64>, bit<32>>(MAX_JOBS, CounterType_t.PACKETS_AND_BYTES) job_results_out;
-    Counter<bit<64>, bit<32>>(MAX_JOBS, CounterType_t.PACKETS_AND_BYTES) job_retransmissions;
-    Counter<bit<64>, bit<32>>(MAX_JOBS, CounterType_t.PACKETS_AND_BYTES) job_replays;
-    Counter<bit<64>, bit<32>>(DROP_REASON_COUNT, CounterType_t.PACKETS_AND_BYTES) ingress_drops;
+    Counter<bit<64>, bit<16>>(MAX_JOBS, CounterType_t.PACKETS_AND_BYTES) job_data_in;
+    Counter<bit<64>, bit<16>>(MAX_JOBS, CounterType_t.PACKETS_AND_BYTES) job_results_out;
+    Counter<bit<64>, bit<16>>(MAX_JOBS, CounterType_t.PACKETS_AND_BYTES) job_duplicates;
+    Counter<bit<64>, bit<16>>(MAX_JOBS, CounterType_t.PACKETS_AND_BYTES) job_replays;
+    Counter<bit<64>, bit<16>>(MAX_JOBS, CounterType_t.PACKETS_AND_BYTES) job_missing;
+    Counter<bit<64>, bit<16>>(MAX_JOBS, CounterType_t.PACKETS_AND_BYTES) job_aborts;
+    Counter<bit<64>, bit<16>>(MAX_JOBS, CounterType_t.PACKETS_AND_BYTES) job_queries;
+    Counter<bit<64>, bit<8>>(DROP_REASON_COUNT, CounterType_t.PACKETS_AND_BYTES) ingress_drops;
 
-    /* owner[g]: a RegisterAction claims the slot and says whether the owner changed. */
-    Register<bit<16>, bit<32>>(SLOT_COUNT) owner;
-    RegisterAction<bit<16>, bit<32>, bit<1>>(owner) claim = {
-        void apply(inout bit<16> job, out bit<1> changed) {
-            if (job != hdr.p4r.job_id) {
-                job = hdr.p4r.job_id;
-                changed = 1;
-            } else {
-                changed = 0;
+    /*
+     * owner[g]: TNA: a pair, lo = the epoch of the incarnation that last
+     * used slot g, hi = PENDING_SET0 / PENDING_SET1 when a copy has not been
+     * touched since the epoch changed. v1model clears both copies' bitmaps on
+     * a new epoch; here the claim marks this copy idle (fresh) and the other
+     * copy pending, and that copy is treated as idle when it is next touched.
+     * Only a DATA that goes on to its copy claims; a QUERY only looks.
+     */
+    Register<pair_t, bit<32>>(SLOT_COUNT) owner;
+    RegisterAction<pair_t, bit<32>, bit<1>>(owner) owner_claim0 = {
+        void apply(inout pair_t o, out bit<1> fresh) {
+            fresh = 0;
+            if (o.lo != ig_md.epoch) {
+                o.lo = ig_md.epoch;
+                o.hi = PENDING_SET1;
+                fresh = 1;
+            } else if (o.hi == PENDING_SET0) {
+                o.hi = 0;
+                fresh = 1;
+            }
+        }
+    };
+    RegisterAction<pair_t, bit<32>, bit<1>>(owner) owner_claim1 = {
+        void apply(inout pair_t o, out bit<1> fresh) {
+            fresh = 0;
+            if (o.lo != ig_md.epoch) {
+                o.lo = ig_md.epoch;
+                o.hi = PENDING_SET0;
+                fresh = 1;
+            } else if (o.hi == PENDING_SET1) {
+                o.hi = 0;
+                fresh = 1;
+            }
+        }
+    };
+    RegisterAction<pair_t, bit<32>, bit<1>>(owner) owner_look0 = {
+        void apply(inout pair_t o, out bit<1> fresh) {
+            fresh = 0;
+            if (o.lo != ig_md.epoch || o.hi == PENDING_SET0) {
+                fresh = 1;
+            }
+        }
+    };
+    RegisterAction<pair_t, bit<32>, bit<1>>(owner) owner_look1 = {
+        void apply(inout pair_t o, out bit<1> fresh) {
+            fresh = 0;
+            if (o.lo != ig_md.epoch || o.hi == PENDING_SET1) {
+                fresh = 1;
             }
         }
     };
 
-    /*
-     * TNA: both sets' bitmaps of slot g live in one 64-bit register entry, so
-     * "set my bit here, clear it there" is one stateful operation. The
-     * register is indexed by g (SLOT_COUNT entries), not by set * SLOT_COUNT + g
-     * as in v1model. Each action returns the packet set's bitmap before the
-     * update; the _fresh variants serve a new owner and start from zero.
-     */
-    Register<bitmap_pair_t, bit<32>>(SLOT_COUNT) bitmap;
-    RegisterAction<bitmap_pair_t, bit<32>, bit<32>>(bitmap) bitmap_set0 = {
-        void apply(inout bitmap_pair_t b, out bit<32> before) {
-            before = b.set0;
-            b.set0 = b.set0 | ig_md.worker_bit;
-            b.set1 = b.set1 & ~ig_md.worker_bit;
+    /* aborted[job_id]: TNA: a pair, lo = epoch, hi = call number (v1model: one bit<48> epoch ++ call). */
+    Register<pair_t, bit<16>>(MAX_JOBS) aborted;
+    RegisterAction<pair_t, bit<16>, bit<1>>(aborted) aborted_check = {
+        void apply(inout pair_t a, out bit<1> hit) {
+            hit = 0;
+            if (a.lo == ig_md.epoch && a.hi == ig_md.call_no) {
+                hit = 1;
+            }
         }
     };
-    RegisterAction<bitmap_pair_t, bit<32>, bit<32>>(bitmap) bitmap_set1 = {
-        void apply(inout bitmap_pair_t b, out bit<32> before) {
-            before = b.set1;
-            b.set1 = b.set1 | ig_md.worker_bit;
-            b.set0 = b.set0 & ~ig_md.worker_bit;
-        }
-    };
-    RegisterAction<bitmap_pair_t, bit<32>, bit<32>>(bitmap) bitmap_set0_fresh = {
-        void apply(inout bitmap_pair_t b, out bit<32> before) {
-            before = 0;
-            b.set0 = ig_md.worker_bit;
-            b.set1 = 0;
-        }
-    };
-    RegisterAction<bitmap_pair_t, bit<32>, bit<32>>(bitmap) bitmap_set1_fresh = {
-        void apply(inout bitmap_pair_t b, out bit<32> before) {
-            before = 0;
-            b.set1 = ig_md.worker_bit;
-            b.set0 = 0;
+    /* The CALL_MISMATCH's second pass: says whether the call was aborted already, and marks it. */
+    RegisterAction<pair_t, bit<16>, bit<1>>(aborted) aborted_mark = {
+        void apply(inout pair_t a, out bit<1> hit) {
+            hit = 0;
+            if (a.lo == ig_md.epoch && a.hi == ig_md.call_no) {
+                hit = 1;
+            }
+            a.lo = ig_md.epoch;
+            a.hi = ig_md.call_no;
         }
     };
 
     /*
-     * TNA: remaining is not cleared on an owner change; the cleared bitmap
-     * makes the next packet a first contribution, which overwrites it.
+     * copy_seq: the RegisterAction compares the uses by serial-number
+     * arithmetic (the signed 32-bit difference, bf-p4c's "uus" compare),
+     * stores a use that is ahead, and returns age = seq - copy_seq from
+     * before the store: 0 for the same use, >= 2^31 for a use behind.
      */
+    Register<bit<32>, bit<32>>(SLOT_REGISTER_SIZE) copy_seq;
+    RegisterAction<bit<32>, bit<32>, bit<32>>(copy_seq) seq_start = {
+        void apply(inout bit<32> s, out bit<32> age) {
+            s = hdr.p4r.seq;
+            age = 1;    /* an idle copy takes any use: as if it were ahead */
+        }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(copy_seq) seq_data = {
+        void apply(inout bit<32> s, out bit<32> age) {
+            age = hdr.p4r.seq - s;
+            if ((int<32>) hdr.p4r.seq - (int<32>) s > 0) {
+                s = hdr.p4r.seq;
+            }
+        }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(copy_seq) seq_look = {
+        void apply(inout bit<32> s, out bit<32> age) {
+            age = hdr.p4r.seq - s;
+        }
+    };
+
+    /* copy_call: stored by a first contribution; XOR with the packet's descriptor for a later one. */
+    Register<bit<32>, bit<32>>(SLOT_REGISTER_SIZE) copy_call;
+    RegisterAction<bit<32>, bit<32>, bit<32>>(copy_call) call_store = {
+        void apply(inout bit<32> c) {
+            c = hdr.p4r.call;
+        }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(copy_call) call_read = {
+        void apply(inout bit<32> c, out bit<32> diff) {
+            diff = c ^ hdr.p4r.call;
+        }
+    };
+
+    /*
+     * bitmap: a later contribution sets its bit and learns in the same access
+     * whether it was set already (a duplicate; setting it again changes
+     * nothing). A complete copy has every rank's bit, so "complete" needs no
+     * second register here.
+     */
+    Register<bit<32>, bit<32>>(SLOT_REGISTER_SIZE) bitmap;
+    RegisterAction<bit<32>, bit<32>, bit<32>>(bitmap) bitmap_start = {
+        void apply(inout bit<32> b) {
+            b = ig_md.worker_bit;
+        }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(bitmap) bitmap_add = {
+        void apply(inout bit<32> b, out bit<32> dup) {
+            dup = b & ig_md.worker_bit;
+            b = b | ig_md.worker_bit;
+        }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(bitmap) bitmap_check = {
+        void apply(inout bit<32> b, out bit<32> dup) {
+            dup = b & ig_md.worker_bit;
+        }
+    };
+    RegisterAction<bit<32>, bit<32>, bit<32>>(bitmap) bitmap_read = {
+        void apply(inout bit<32> b, out bit<32> seen) {
+            seen = b;
+        }
+    };
+
     Register<bit<8>, bit<32>>(SLOT_REGISTER_SIZE) remaining;
     RegisterAction<bit<8>, bit<32>, bit<8>>(remaining) remaining_start = {
-        void apply(inout bit<8> v, out bit<8> rv) { v = ig_md.workers_left; rv = v; }
+        void apply(inout bit<8> r, out bit<8> left) {
+            r = ig_md.num_workers - 1;
+            left = r;
+        }
     };
-    RegisterAction<bit<8>, bit<32>, bit<8>>(remaining) remaining_count_down = {
-        void apply(inout bit<8> v, out bit<8> rv) { v = v - 1; rv = v; }
+    RegisterAction<bit<8>, bit<32>, bit<8>>(remaining) remaining_count = {
+        void apply(inout bit<8> r, out bit<8> left) {
+            r = r - 1;
+            left = r;
+        }
     };
     RegisterAction<bit<8>, bit<32>, bit<8>>(remaining) remaining_read = {
-        void apply(inout bit<8> v, out bit<8> rv) { rv = v; }
+        void apply(inout bit<8> r, out bit<8> left) {
+            left = r;
+        }
     };
 
     Register<bit<8>, bit<32>>(SLOT_REGISTER_SIZE) exp_max;
     RegisterAction<bit<8>, bit<32>, bit<8>>(exp_max) exp_store = {
-        void apply(inout bit<8> v, out bit<8> rv) { v = hdr.p4r.exp; rv = v; }
+        void apply(inout bit<8> e, out bit<8> top) {
+            e = hdr.p4r.exp;
+            top = e;
+        }
     };
     RegisterAction<bit<8>, bit<32>, bit<8>>(exp_max) exp_raise = {
-        void apply(inout bit<8> v, out bit<8> rv) {
-            if (hdr.p4r.exp > v) {
-                v = hdr.p4r.exp;
-            }
-            rv = v;
+        void apply(inout bit<8> e, out bit<8> top) {
+            e = max(e, hdr.p4r.exp);
+            top = e;
         }
     };
     RegisterAction<bit<8>, bit<32>, bit<8>>(exp_max) exp_read = {
-        void apply(inout bit<8> v, out bit<8> rv) { rv = v; }
+        void apply(inout bit<8> e, out bit<8> top) {
+            top = e;
+        }
     };
 
-    VALUE_REGISTER(00)
-    VALUE_REGISTER(01)
-    VALUE_REGISTER(02)
-    VALUE_REGISTER(03)
-    VALUE_REGISTER(04)
-    VALUE_REGISTER(05)
-    VALUE_REGISTER(06)
-    VALUE_REGISTER(07)
-    VALUE_REGISTER(08)
-    VALUE_REGISTER(09)
-    VALUE_REGISTER(10)
-    VALUE_REGISTER(11)
-    VALUE_REGISTER(12)
-    VALUE_REGISTER(13)
-    VALUE_REGISTER(14)
-    VALUE_REGISTER(15)
-    VALUE_REGISTER(16)
-    VALUE_REGISTER(17)
-    VALUE_REGISTER(18)
-    VALUE_REGISTER(19)
-    VALUE_REGISTER(20)
-    VALUE_REGISTER(21)
-    VALUE_REGISTER(22)
-    VALUE_REGISTER(23)
-    VALUE_REGISTER(24)
-    VALUE_REGISTER(25)
-    VALUE_REGISTER(26)
-    VALUE_REGISTER(27)
-    VALUE_REGISTER(28)
-    VALUE_REGISTER(29)
-    VALUE_REGISTER(30)
-    VALUE_REGISTER(31)
+    P4R_FOR_EACH_PAIR(VALUE_PAIR)
 
-    action drop(bit<32> reason) {
-        ingress_drops.count(reason);
+    /*
+     * ---- decisions and counts ----
+     * TNA: a counter lives in one stage, so each is counted at one place,
+     * at the end of the pass, from what the pass decided: drop_reason and
+     * outcome. `done` says the packet's fate is decided; the steps after it
+     * are skipped (TNA: no `exit`, so that the counting is always reached).
+     */
+
+    action refuse(bit<8> reason) {
+        ig_md.drop_reason = reason;
         ig_dprsr_md.drop_ctl = 1;
+        ig_md.done = 1;
     }
+
+    /* A refusal that is answered (STALE to a QUERY, CALL_ABORTED, CALL_MISMATCH): counted, not dropped. */
+    action note_refusal(bit<8> reason) {
+        ig_md.drop_reason = reason;
+    }
+
+    action counted_as(bit<8> outcome) {
+        ig_md.outcome = outcome;
+    }
+
+    /* Consumed into the slot; not a drop. */
+    action consume() {
+        ig_dprsr_md.drop_ctl = 1;
+        ig_md.done = 1;
+    }
+
+    action count_added() {
+        job_data_in.count(hdr.p4r.job_id);
+    }
+
+    action count_result() {
+        job_data_in.count(hdr.p4r.job_id);
+        job_results_out.count(hdr.p4r.job_id);
+    }
+
+    action count_duplicate() {
+        job_duplicates.count(hdr.p4r.job_id);
+    }
+
+    action count_replay() {
+        job_queries.count(hdr.p4r.job_id);
+        job_replays.count(hdr.p4r.job_id);
+    }
+
+    action count_missing() {
+        job_queries.count(hdr.p4r.job_id);
+        job_missing.count(hdr.p4r.job_id);
+    }
+
+    action count_abort() {
+        job_aborts.count(hdr.p4r.job_id);
+    }
+
+    /* Every per-job counter is attached to this one table. */
+    @hidden
+    table count_job {
+        key = { ig_md.outcome: exact; }
+        actions = { count_added; count_result; count_duplicate; count_replay; count_missing; count_abort; NoAction; }
+        const entries = {
+            OUTCOME_ADDED: count_added();
+            OUTCOME_RESULT: count_result();
+            OUTCOME_DUPLICATE: count_duplicate();
+            OUTCOME_REPLAY: count_replay();
+            OUTCOME_MISSING: count_missing();
+            OUTCOME_ABORT: count_abort();
+        }
+        const default_action = NoAction();
+    }
+
+    /* ---- the v1model tables ---- */
 
     action arp_reply(bit<48> mac) {
         bit<32> asked = hdr.arp.target_proto_addr;
@@ -288,6 +650,7 @@ control MyIngress(inout tna_headers_t hdr,
         hdr.arp.sender_hw_addr = mac;
         hdr.arp.sender_proto_addr = asked;
         ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+        ig_md.done = 1;
     }
 
     table arp_responder {
@@ -309,11 +672,13 @@ control MyIngress(inout tna_headers_t hdr,
 
     action forward(bit<9> port) {
         ig_tm_md.ucast_egress_port = port;
+        ig_md.done = 1;
     }
 
     action flood() {
         ig_tm_md.mcast_grp_a = FLOOD_GROUP;
-        ig_md.kind = PKT_KIND_FLOOD;
+        hdr.bridge.kind = PKT_KIND_FLOOD;
+        ig_md.done = 1;
     }
 
     table l2_forward {
@@ -324,25 +689,33 @@ control MyIngress(inout tna_headers_t hdr,
     }
 
     /*
-     * TNA: the action also computes g and the number of contributions a first
-     * one leaves missing, so that later stages only read metadata.
+     * TNA (issue 21): each statement is one ALU operation at one width. The
+     * parameters keep the v1model widths; base and pool_size are
+     * zero-extended by plain copies, and the sender and key checks become
+     * XORs at each field's own width, tested against 0 by gateways.
      */
     action set_job(bit<16> base, bit<16> pool_size, bit<8> num_workers, bit<32> worker_bit,
-                   bit<16> mcast_grp, bit<9> sender_port, bit<32> sender_ip, bit<16> sender_udp_port) {
-        ig_md.slot_global = (bit<32>) base + (bit<32>) hdr.p4r.slot;
-        ig_md.pool_size = pool_size;
-        ig_md.workers_left = num_workers - 1;
+                   bit<16> mcast_grp, bit<9> sender_port, bit<32> sender_ip, bit<16> sender_udp_port,
+                   bit<32> key, bit<32> epoch) {
+        ig_md.base = (bit<32>) base;
+        ig_md.pool_size = (bit<32>) pool_size;
+        ig_md.num_workers = num_workers;
         ig_md.worker_bit = worker_bit;
         ig_md.job_mcast_grp = mcast_grp;
-        ig_md.sender_port = sender_port;
-        ig_md.sender_ip = sender_ip;
-        ig_md.sender_udp_port = sender_udp_port;
+        ig_md.port_diff = ig_intr_md.ingress_port ^ sender_port;
+        ig_md.ip_diff = hdr.ipv4.src_addr ^ sender_ip;
+        ig_md.udp_diff = hdr.udp.src_port ^ sender_udp_port;
+        ig_md.key_diff = hdr.p4r.key ^ key;
+        ig_md.epoch = epoch;
     }
 
     action unknown_job() {
-        drop(DROP_UNKNOWN_JOB);
+        refuse(DROP_UNKNOWN_JOB);
     }
 
+    /* The controller reads K and the slot pool's size from these annotations in the P4Info. */
+    @p4reduce_values_per_packet(VALUES_PER_PACKET)
+    @p4reduce_slot_count(SLOT_COUNT)
     table job_table {
         key = {
             hdr.p4r.job_id: exact;
@@ -353,190 +726,449 @@ control MyIngress(inout tna_headers_t hdr,
         size = JOB_TABLE_SIZE;
     }
 
-    /* Ingress hands its decision and the ingress port to egress. */
-    action bridge_to_egress() {
+    /* ---- the steps between the tables and the registers, one width each ---- */
+
+    /* Every pass starts here: egress learns the packet kind and the ingress port. */
+    action begin_pass() {
         hdr.bridge.setValid();
         hdr.bridge.kind = PKT_KIND_FORWARD;
         hdr.bridge.pad = 0;
         hdr.bridge.ingress_port = ig_intr_md.ingress_port;
+        ig_md.reply_port = ig_intr_md.ingress_port;
     }
 
+    /* Plain zero-extending copies (issue 21: the sums below then have 32-bit operands only). */
+    action widen() {
+        ig_md.slot = (bit<32>) hdr.p4r.slot;
+        ig_md.call_no = (bit<32>) hdr.p4r.seq[31:16];
+    }
+
+    action locate() {
+        ig_md.g = ig_md.base + ig_md.slot;
+        ig_md.room = ig_md.pool_size - ig_md.slot;
+    }
+
+    action copy_in_set0() {
+        ig_md.copy = ig_md.g;
+    }
+
+    action copy_in_set1() {
+        ig_md.copy = ig_md.g + SLOT_COUNT;
+    }
+
+    /* A QUERY for an idle copy: no contribution has arrived, as for a use ahead of the copy's. */
+    action idle_copy() {
+        ig_md.age = 1;
+    }
+
+    /* STALE's aux is the use the copy holds: seq - age. */
+    action stale_aux() {
+        hdr.p4r.aux = hdr.p4r.seq - ig_md.age;
+    }
+
+    action missing_aux() {
+        hdr.p4r.aux = ig_md.seen;
+    }
+
+    action abort_aux() {
+        hdr.p4r.aux = hdr.resubmit.held_call;
+    }
+
+    action no_aux() {
+        hdr.p4r.aux = 0;
+    }
+
+    /* TNA: the second pass of a CALL_MISMATCH marks the call aborted (the aborted register was read in S1). */
+    action resubmit_mismatch() {
+        hdr.resubmit.setValid();
+        hdr.resubmit.held_call = ig_md.call_diff ^ hdr.p4r.call;
+        hdr.resubmit.pad = 0;
+        ig_dprsr_md.resubmit_type = RESUBMIT_ABORT;
+        ig_md.done = 1;
+    }
+
+    action values_read() {
+        ig_md.value_op = VALUE_OP_READ;
+#if !P4R_HARVEST
+        hdr.vals.setValid();   /* the replay's values, read in this pass */
+#endif
+    }
+
+    /* A QUERY for a use the copy does not hold: nothing to replay, nobody has contributed (seen = 0). */
+    action not_collected() {
+        ig_md.left = 1;
+    }
+
+    action values_store() {
+        ig_md.value_op = VALUE_OP_STORE;
+    }
+
+    action values_add() {
+        ig_md.value_op = VALUE_OP_ADD;
+    }
+
+    /* ---- the answer (docs/protocol.md step 8) ---- */
+
+    action result_size() {
+        hdr.p4r.msg_type = MSG_RESULT;
+        hdr.p4r.exp = ig_md.exp_max;
+        hdr.ipv4.total_len = IPV4_AGG_LENGTH;
+        hdr.udp.len = UDP_AGG_LENGTH;
+    }
+
+    /* MISSING, ABORT and STALE carry the header only. */
+    action notice_size(bit<8> msg_type) {
+        hdr.p4r.msg_type = msg_type;
+        hdr.vals.setInvalid();
+        hdr.ipv4.total_len = IPV4_NOTICE_LENGTH;
+        hdr.udp.len = UDP_NOTICE_LENGTH;
+    }
+
+    /* Destinations and keys are written per replica by MyEgress.result_dest. */
+    action answer_to_job() {
+        hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
+        hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
+        hdr.ipv4.ttl = RESULT_TTL;
+        hdr.udp.src_port = UDP_PORT;
+        hdr.udp.checksum = 0;
+        ig_tm_md.mcast_grp_a = ig_md.job_mcast_grp;
+        hdr.bridge.kind = PKT_KIND_JOB;
+        hdr.recirc.setInvalid();
+        ig_md.done = 1;
+    }
+
+    action answer_to_sender() {
+        bit<48> peer_mac = hdr.ethernet.src_addr;
+        bit<32> peer_ip = hdr.ipv4.src_addr;
+        hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
+        hdr.ethernet.dst_addr = peer_mac;
+        hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
+        hdr.ipv4.dst_addr = peer_ip;
+        hdr.ipv4.ttl = RESULT_TTL;
+        hdr.udp.dst_port = hdr.udp.src_port;
+        hdr.udp.src_port = UDP_PORT;
+        hdr.udp.checksum = 0;
+        ig_tm_md.ucast_egress_port = ig_md.reply_port;
+        hdr.bridge.kind = PKT_KIND_REPLY;
+        hdr.recirc.setInvalid();
+        ig_md.done = 1;
+    }
+
+#if P4R_HARVEST
+    /*
+     * TNA (Tofino 1): hand the packet to the value pass through the pipe's
+     * recirculation port. One port and one queue per pipe keep the value
+     * operations of a copy in the order the first pass decided them.
+     */
+    action recirculate(bit<8> kind) {
+        hdr.bridge.setInvalid();
+        hdr.recirc.setValid();
+        hdr.recirc.pass = PASS_VALUES;
+        hdr.recirc.op = ig_md.value_op;
+        hdr.recirc.kind = kind;
+        hdr.recirc.exp = ig_md.exp_max;
+        hdr.recirc.copy = ig_md.copy[15:0];
+        hdr.recirc.mcast_grp = ig_md.job_mcast_grp;
+        hdr.recirc.pad = 0;
+        hdr.recirc.reply_port = ig_intr_md.ingress_port;
+        ig_tm_md.bypass_egress = 1;
+        ig_tm_md.ucast_egress_port[8:7] = ig_intr_md.ingress_port[8:7];
+        ig_tm_md.ucast_egress_port[6:0] = RECIRC_PORT_LOW;
+        ig_md.done = 1;
+    }
+
+    /* A recirculated pass: what the first pass decided. */
+    action resume() {
+        ig_md.value_op = hdr.recirc.op;
+        ig_md.copy = (bit<32>) hdr.recirc.copy;
+        ig_md.exp_max = hdr.recirc.exp;
+        ig_md.job_mcast_grp = hdr.recirc.mcast_grp;
+        ig_md.reply_port = hdr.recirc.reply_port;
+    }
+
+    /* The value pass of a result: once more through the recirculation port, for the low halves. */
+    action to_harvest() {
+        hdr.bridge.setInvalid();
+        hdr.recirc.pass = PASS_HARVEST;
+        hdr.recirc.op = VALUE_OP_READ_LO;
+        hdr.p4r.msg_type = MSG_RESULT;   /* so that the harvest pass parses the values */
+        ig_tm_md.bypass_egress = 1;
+        ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+    }
+#endif
+
+    /*
+     * TNA: no `exit`. Every register's RegisterActions sit in disjoint
+     * branches of one if/else tree (the compiler attaches a register to
+     * tables that are mutually exclusive by control flow only), and the
+     * counting at the end is reached by every pass.
+     */
     apply {
-        ig_md.kind = PKT_KIND_FORWARD;
-        bridge_to_egress();
+        begin_pass();
 
-        /*
-         * 1. Framing. TNA: depending on the parser configuration, Tofino may drop
-         * a frame with a parser error before ingress runs, so TRUNCATED can undercount.
-         */
-        if (ig_prsr_md.parser_err != 0) {
-            drop(DROP_TRUNCATED);
-            exit;
-        }
+#if P4R_HARVEST
+        if (hdr.recirc.isValid()) {
+            /* TNA (Tofino 1): a recirculated pass: the values the first pass left to it. */
+            resume();
+            if (hdr.recirc.pass == PASS_HARVEST) {
+                /* The copy must still hold the use (the host rules guarantee it; docs/p4src.md). */
+                ig_md.age = seq_look.execute(ig_md.copy);
+            } else if (hdr.recirc.op == VALUE_OP_READ) {
+                hdr.vals.setValid();   /* a replay answers a QUERY, which had no values */
+            }
+            P4R_FOR_EACH_PAIR(VALUE_STEP)
+            if (hdr.recirc.pass == PASS_VALUES) {
+                if (hdr.recirc.kind == PKT_KIND_FORWARD) {
+                    consume();
+                } else {
+                    to_harvest();
+                }
+            } else if (ig_md.age != 0) {
+                refuse(DROP_STALE);
+            } else {
+                result_size();
+                if (hdr.recirc.kind == PKT_KIND_JOB) {
+                    answer_to_job();
+                } else {
+                    answer_to_sender();
+                }
+            }
+        } else {
+#endif
+        if (!hdr.resubmit.isValid()) {
+            /*
+             * 1. Framing. TNA: depending on the parser configuration, Tofino
+             * may drop a frame with a parser error before ingress runs, so
+             * TRUNCATED can undercount.
+             */
+            if (ig_prsr_md.parser_err != 0) {
+                refuse(DROP_TRUNCATED);
+            } else if (hdr.arp.isValid()) {
+                /* An ARP request for IPv4 over Ethernet; TNA: two gateways of 4 bytes each. */
+                if (hdr.arp.opcode == ARP_OPER_REQUEST && hdr.arp.hw_type == ARP_HTYPE_ETHERNET) {
+                    if (hdr.arp.proto_type == ETHERTYPE_IPV4
+                            && hdr.arp.hw_addr_len == 6 && hdr.arp.proto_addr_len == 4) {
+                        arp_responder.apply();
+                    }
+                }
+            }
 
-        if (hdr.arp.isValid()) {
-            if (hdr.arp.opcode == ARP_OPER_REQUEST && hdr.arp.hw_type == ARP_HTYPE_ETHERNET
-                    && hdr.arp.proto_type == ETHERTYPE_IPV4
-                    && hdr.arp.hw_addr_len == 6 && hdr.arp.proto_addr_len == 4) {
-                if (arp_responder.apply().hit) {
-                    exit;
+            /* hdr.p4r is valid only for option-less IPv4 / UDP to UDP_PORT (see the parser). */
+            if (ig_md.done == 0) {
+                bool aggregation = false;
+                if (hdr.p4r.isValid()) {
+                    if (agg_addresses.apply().hit) {
+                        aggregation = true;
+                    }
+                }
+                if (!aggregation) {
+                    l2_forward.apply();
+                }
+            }
+
+            if (ig_md.done == 0) {
+                if (ig_md.checksum_err) {
+                    refuse(DROP_BAD_CHECKSUM);
+                } else if (hdr.p4r.msg_type == MSG_QUERY) {
+                    if (hdr.ipv4.total_len != IPV4_NOTICE_LENGTH || hdr.udp.len != UDP_NOTICE_LENGTH) {
+                        refuse(DROP_BAD_LENGTH);
+                    }
+                } else if (hdr.ipv4.total_len != IPV4_AGG_LENGTH || hdr.udp.len != UDP_AGG_LENGTH) {
+                    refuse(DROP_BAD_LENGTH);
+                } else if (hdr.p4r.msg_type != MSG_DATA) {
+                    refuse(DROP_BAD_TYPE);
                 }
             }
         }
 
-        bool aggregation = false;
-        if (hdr.p4r.isValid()) {
-            if (agg_addresses.apply().hit) {
-                aggregation = true;
+        /* 2. Find the job (a miss refuses as UNKNOWN_JOB). The ABORT pass needs it too. */
+        if (ig_md.done == 0) {
+            widen();
+            if (job_table.apply().hit) {
+                if (hdr.resubmit.isValid()) {
+                    /*
+                     * TNA: the second pass of a CALL_MISMATCH. If another
+                     * packet aborted the call since the first pass, this one is
+                     * CALL_ABORTED, as it would have been in v1model.
+                     */
+                    ig_md.aborted = aborted_mark.execute(hdr.p4r.job_id);
+                    counted_as(OUTCOME_ABORT);
+                    if (ig_md.aborted == 1) {
+                        note_refusal(DROP_CALL_ABORTED);
+                        no_aux();
+                        notice_size(MSG_ABORT);
+                        answer_to_sender();
+                    } else {
+                        note_refusal(DROP_CALL_MISMATCH);
+                        abort_aux();
+                        notice_size(MSG_ABORT);
+                        answer_to_job();
+                    }
+                } else if (ig_md.port_diff != 0) {
+                    /* 3. Membership: the registered host, holding the rank's key, speaks for (job, rank). */
+                    refuse(DROP_WRONG_SENDER);
+                } else if (ig_md.ip_diff != 0) {
+                    refuse(DROP_WRONG_SENDER);
+                } else if (ig_md.udp_diff != 0) {
+                    refuse(DROP_WRONG_SENDER);
+                } else if (ig_md.key_diff != 0) {
+                    refuse(DROP_BAD_KEY);
+                } else {
+                    /* TNA: reading aborted[job_id] changes nothing, so it can run before the bounds (S1). */
+                    ig_md.aborted = aborted_check.execute(hdr.p4r.job_id);
+                    /* 4. Bounds: slot >= pool_size, or g >= SLOT_COUNT (a job entry that overruns the pool). */
+                    locate();
+                    if (ig_md.room == 0 || ig_md.room[31:31] == 1) {
+                        refuse(DROP_SLOT_OUT_OF_RANGE);
+                    } else if (ig_md.g >= SLOT_COUNT) {
+                        refuse(DROP_SLOT_OUT_OF_RANGE);
+                    } else if (ig_md.aborted == 1) {
+                        /* 6. A call the switch has aborted is refused on every slot; its sender is told again. */
+                        note_refusal(DROP_CALL_ABORTED);
+                        counted_as(OUTCOME_ABORT);
+                        no_aux();
+                        notice_size(MSG_ABORT);
+                        answer_to_sender();
+                    } else {
+                        if (hdr.p4r.set == 0) {
+                            copy_in_set0();
+                        } else {
+                            copy_in_set1();
+                        }
+
+                        /* 5. Ownership (TNA: after 6; only a DATA that goes on to its copy claims). */
+                        if (hdr.p4r.msg_type == MSG_DATA) {
+                            if (hdr.p4r.set == 0) {
+                                ig_md.fresh = owner_claim0.execute(ig_md.g);
+                            } else {
+                                ig_md.fresh = owner_claim1.execute(ig_md.g);
+                            }
+                        } else {
+                            if (hdr.p4r.set == 0) {
+                                ig_md.fresh = owner_look0.execute(ig_md.g);
+                            } else {
+                                ig_md.fresh = owner_look1.execute(ig_md.g);
+                            }
+                        }
+
+                        /* 7. The copy: how far is the packet's use from the copy's? */
+                        if (ig_md.fresh == 1) {
+                            if (hdr.p4r.msg_type == MSG_DATA) {
+                                ig_md.age = seq_start.execute(ig_md.copy);
+                            } else {
+                                idle_copy();
+                            }
+                        } else {
+                            if (hdr.p4r.msg_type == MSG_DATA) {
+                                ig_md.age = seq_data.execute(ig_md.copy);
+                            } else {
+                                ig_md.age = seq_look.execute(ig_md.copy);
+                            }
+                        }
+
+                        if (ig_md.age[31:31] == 1) {
+                            /* A use behind the copy's (never an idle copy: its age is 1). Never added. */
+                            if (hdr.p4r.msg_type == MSG_DATA) {
+                                refuse(DROP_STALE);
+                            } else {
+                                note_refusal(DROP_STALE);
+                                stale_aux();
+                                notice_size(MSG_STALE);
+                                answer_to_sender();
+                            }
+                        } else if (hdr.p4r.msg_type == MSG_QUERY) {
+                            /* Where is the use? Nothing changes. */
+                            if (ig_md.age == 0) {
+                                ig_md.seen = bitmap_read.execute(ig_md.copy);
+                                ig_md.left = remaining_read.execute(ig_md.copy);
+                                ig_md.exp_max = exp_read.execute(ig_md.copy);
+                                values_read();
+                            } else {
+                                not_collected();
+                            }
+                        } else if (ig_md.age != 0) {
+                            /* First contribution of a use (the copy is idle, or the use is ahead of its own). */
+                            call_store.execute(ig_md.copy);
+                            bitmap_start.execute(ig_md.copy);
+                            ig_md.left = remaining_start.execute(ig_md.copy);
+                            ig_md.exp_max = exp_store.execute(ig_md.copy);
+                            values_store();
+                        } else {
+                            /* The same use: the descriptor, then the bitmap, which decides. */
+                            ig_md.call_diff = call_read.execute(ig_md.copy);
+                            if (ig_md.call_diff == 0) {
+                                ig_md.seen = bitmap_add.execute(ig_md.copy);
+                            } else {
+                                ig_md.seen = bitmap_check.execute(ig_md.copy);
+                            }
+                            if (ig_md.seen != 0) {
+                                /* This rank's contribution is in already (a complete use has every bit). */
+                                refuse(DROP_DUPLICATE);
+                                counted_as(OUTCOME_DUPLICATE);
+                            } else if (ig_md.call_diff != 0) {
+                                /* The ranks disagree on the call: nothing was added; the second pass aborts it. */
+                                resubmit_mismatch();
+                            } else {
+                                ig_md.left = remaining_count.execute(ig_md.copy);
+                                ig_md.exp_max = exp_raise.execute(ig_md.copy);
+                                values_add();
+                            }
+                        }
+
+                        /* 8. The answer, unless decided above. */
+                        if (ig_md.done == 0) {
+#if !P4R_HARVEST
+                            /* Tofino 2: the values in this pass (S7..S14). */
+                            P4R_FOR_EACH_PAIR(VALUE_STEP)
+#endif
+                            if (hdr.p4r.msg_type == MSG_QUERY) {
+                                if (ig_md.left == 0) {
+                                    /* Complete: replay the result to the asker alone. */
+                                    counted_as(OUTCOME_REPLAY);
+#if P4R_HARVEST
+                                    recirculate(PKT_KIND_REPLY);
+#else
+                                    result_size();
+                                    answer_to_sender();
+#endif
+                                } else {
+                                    /* Collecting (aux: who contributed) or not reached (aux 0): tell the job. */
+                                    counted_as(OUTCOME_MISSING);
+                                    missing_aux();
+                                    notice_size(MSG_MISSING);
+                                    answer_to_job();
+                                }
+                            } else if (ig_md.left != 0) {
+                                counted_as(OUTCOME_ADDED);
+#if P4R_HARVEST
+                                recirculate(PKT_KIND_FORWARD);
+#else
+                                consume();
+#endif
+                            } else {
+                                /* The contribution completed the use: its packet carries the sums to the job. */
+                                counted_as(OUTCOME_RESULT);
+#if P4R_HARVEST
+                                recirculate(PKT_KIND_JOB);
+#else
+                                result_size();
+                                answer_to_job();
+#endif
+                            }
+                        }
+                    }
+                }
             }
         }
-        if (!aggregation) {
-            l2_forward.apply();
-            hdr.bridge.kind = ig_md.kind;
-            exit;
+#if P4R_HARVEST
         }
+#endif
 
-        if (ig_md.checksum_err) {
-            drop(DROP_BAD_CHECKSUM);
-            exit;
+        /* TNA: the counts of this pass, each counter at one place. */
+        if (ig_md.drop_reason != 0) {
+            ingress_drops.count(ig_md.drop_reason);
         }
-        if (hdr.ipv4.total_len != IPV4_AGG_LENGTH || hdr.udp.len != UDP_AGG_LENGTH) {
-            drop(DROP_BAD_LENGTH);
-            exit;
-        }
-        if (hdr.p4r.msg_type != MSG_DATA) {
-            drop(DROP_BAD_TYPE);
-            exit;
-        }
-
-        /* 2. Find the job (a miss is counted and dropped by unknown_job). */
-        if (!job_table.apply().hit) {
-            exit;
-        }
-
-        /* 3. Isolation. */
-        if (ig_intr_md.ingress_port != ig_md.sender_port
-                || hdr.ipv4.src_addr != ig_md.sender_ip
-                || hdr.udp.src_port != ig_md.sender_udp_port) {
-            drop(DROP_WRONG_SENDER);
-            exit;
-        }
-
-        /* 4. Bounds. */
-        if ((bit<16>) hdr.p4r.slot >= ig_md.pool_size || ig_md.slot_global >= SLOT_COUNT) {
-            drop(DROP_SLOT_OUT_OF_RANGE);
-            exit;
-        }
-        if (hdr.p4r.set == 0) {
-            ig_md.slot_cur = ig_md.slot_global;
-        } else {
-            ig_md.slot_cur = ig_md.slot_global + SLOT_COUNT;
-        }
-
-        /* 5. Ownership, folded into the bitmap update (the _fresh actions). */
-        ig_md.new_owner = claim.execute(ig_md.slot_global);
-
-        /* 6. Aggregate. */
-        if (hdr.p4r.set == 0) {
-            if (ig_md.new_owner == 1) {
-                ig_md.seen = bitmap_set0_fresh.execute(ig_md.slot_global);
-            } else {
-                ig_md.seen = bitmap_set0.execute(ig_md.slot_global);
-            }
-        } else {
-            if (ig_md.new_owner == 1) {
-                ig_md.seen = bitmap_set1_fresh.execute(ig_md.slot_global);
-            } else {
-                ig_md.seen = bitmap_set1.execute(ig_md.slot_global);
-            }
-        }
-        if ((ig_md.seen & ig_md.worker_bit) != 0) {
-            ig_md.step = STEP_REPLAY;
-            job_retransmissions.count((bit<32>) hdr.p4r.job_id);
-            ig_md.left = remaining_read.execute(ig_md.slot_cur);
-            hdr.p4r.exp = exp_read.execute(ig_md.slot_cur);
-        } else if (ig_md.seen == 0) {
-            ig_md.step = STEP_FIRST;
-            job_data_in.count((bit<32>) hdr.p4r.job_id);
-            ig_md.left = remaining_start.execute(ig_md.slot_cur);
-            hdr.p4r.exp = exp_store.execute(ig_md.slot_cur);
-        } else {
-            ig_md.step = STEP_ADD;
-            job_data_in.count((bit<32>) hdr.p4r.job_id);
-            ig_md.left = remaining_count_down.execute(ig_md.slot_cur);
-            hdr.p4r.exp = exp_raise.execute(ig_md.slot_cur);
-        }
-
-        /*
-         * TNA: the values are updated before the remaining count is examined
-         * (they sit in later stages); a read for a packet that is then dropped
-         * changes nothing.
-         */
-        VALUE_APPLY(00)
-        VALUE_APPLY(01)
-        VALUE_APPLY(02)
-        VALUE_APPLY(03)
-        VALUE_APPLY(04)
-        VALUE_APPLY(05)
-        VALUE_APPLY(06)
-        VALUE_APPLY(07)
-        VALUE_APPLY(08)
-        VALUE_APPLY(09)
-        VALUE_APPLY(10)
-        VALUE_APPLY(11)
-        VALUE_APPLY(12)
-        VALUE_APPLY(13)
-        VALUE_APPLY(14)
-        VALUE_APPLY(15)
-        VALUE_APPLY(16)
-        VALUE_APPLY(17)
-        VALUE_APPLY(18)
-        VALUE_APPLY(19)
-        VALUE_APPLY(20)
-        VALUE_APPLY(21)
-        VALUE_APPLY(22)
-        VALUE_APPLY(23)
-        VALUE_APPLY(24)
-        VALUE_APPLY(25)
-        VALUE_APPLY(26)
-        VALUE_APPLY(27)
-        VALUE_APPLY(28)
-        VALUE_APPLY(29)
-        VALUE_APPLY(30)
-        VALUE_APPLY(31)
-
-        if (ig_md.left != 0) {
-            if (ig_md.step == STEP_REPLAY) {
-                drop(DROP_EARLY_DUPLICATE);
-            } else {
-                ig_dprsr_md.drop_ctl = 1;   /* consumed into the slot; not a drop */
-            }
-            exit;
-        }
-
-        /* Turn the packet around as a RESULT. */
-        hdr.p4r.msg_type = MSG_RESULT;
-        hdr.ipv4.ttl = RESULT_TTL;
-        hdr.udp.checksum = 0;
-        if (ig_md.step == STEP_REPLAY) {
-            bit<48> peer_mac = hdr.ethernet.src_addr;
-            bit<32> peer_ip = hdr.ipv4.src_addr;
-            hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
-            hdr.ethernet.dst_addr = peer_mac;
-            hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
-            hdr.ipv4.dst_addr = peer_ip;
-            hdr.udp.dst_port = hdr.udp.src_port;
-            ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
-            hdr.bridge.kind = PKT_KIND_REPLAY;
-            job_replays.count((bit<32>) hdr.p4r.job_id);
-        } else {
-            hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
-            hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
-            ig_tm_md.mcast_grp_a = ig_md.job_mcast_grp;
-            hdr.bridge.kind = PKT_KIND_RESULT;
-            job_results_out.count((bit<32>) hdr.p4r.job_id);
-        }
-        hdr.udp.src_port = UDP_PORT;
+        count_job.apply();
     }
 }
 
@@ -544,9 +1176,21 @@ control IngressDeparser(packet_out pkt,
                         inout tna_headers_t hdr,
                         in ig_metadata_t ig_md,
                         in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
-    /* TNA: the IPv4 checksum of results is recomputed in the egress deparser, after the rewrite. */
+    Resubmit(RESUBMIT_ABORT) resubmit;
+
+    /* TNA: the IPv4 checksum of answers is recomputed in the egress deparser, after the rewrite. */
     apply {
-        pkt.emit(hdr);
+        if (ig_dprsr_md.resubmit_type == RESUBMIT_ABORT) {
+            resubmit.emit(hdr.resubmit);
+        }
+        pkt.emit(hdr.recirc);
+        pkt.emit(hdr.bridge);
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.arp);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.p4r);
+        pkt.emit(hdr.vals);
     }
 }
 
@@ -557,18 +1201,19 @@ parser EgressParser(packet_in pkt,
                     out eg_metadata_t eg_md,
                     out egress_intrinsic_metadata_t eg_intr_md) {
     state start {
+        eg_md.port_diff = 0;
         pkt.extract(eg_intr_md);
         pkt.extract(hdr.bridge);
         pkt.extract(hdr.ethernet);
         transition select(hdr.bridge.kind) {
-            PKT_KIND_RESULT: parse_result;
-            PKT_KIND_REPLAY: parse_result;
+            PKT_KIND_JOB: parse_answer;
+            PKT_KIND_REPLY: parse_answer;
             default: accept;
         }
     }
 
-    /* Only results are rewritten in egress; the values ride along unparsed. */
-    state parse_result {
+    /* Only answers are rewritten (and get a new IPv4 checksum); the values ride along unparsed. */
+    state parse_answer {
         pkt.extract(hdr.ipv4);
         pkt.extract(hdr.udp);
         pkt.extract(hdr.p4r);
@@ -577,23 +1222,29 @@ parser EgressParser(packet_in pkt,
 }
 
 control MyEgress(inout tna_headers_t hdr,
-               inout eg_metadata_t eg_md,
-               in egress_intrinsic_metadata_t eg_intr_md,
-               in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
-               inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
-               inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+                 inout eg_metadata_t eg_md,
+                 in egress_intrinsic_metadata_t eg_intr_md,
+                 in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
+                 inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
+                 inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
 
-    Counter<bit<64>, bit<32>>(DROP_REASON_COUNT, CounterType_t.PACKETS_AND_BYTES) egress_drops;
+    Counter<bit<64>, bit<8>>(DROP_REASON_COUNT, CounterType_t.PACKETS_AND_BYTES) egress_drops;
 
-    action set_result_dest(bit<48> dst_mac, bit<32> dst_ip, bit<16> dst_udp_port) {
+    /* egress_rid is the rank the multicast group gave this replica; key is that rank's secret. */
+    action set_result_dest(bit<48> dst_mac, bit<32> dst_ip, bit<16> dst_udp_port, bit<32> key) {
         hdr.ethernet.dst_addr = dst_mac;
         hdr.ipv4.dst_addr = dst_ip;
         hdr.udp.dst_port = dst_udp_port;
+        hdr.p4r.key = key;
     }
 
     action no_result_dest() {
         egress_drops.count(DROP_NO_RESULT_DEST);
         eg_dprsr_md.drop_ctl = 1;
+    }
+
+    action prune() {
+        eg_md.port_diff = eg_intr_md.egress_port ^ hdr.bridge.ingress_port;
     }
 
     /* TNA: the rid is eg_intr_md.egress_rid; the key keeps the v1model name for the controller. */
@@ -609,10 +1260,12 @@ control MyEgress(inout tna_headers_t hdr,
 
     apply {
         if (hdr.bridge.kind == PKT_KIND_FLOOD) {
-            if (eg_intr_md.egress_port == hdr.bridge.ingress_port) {
+            /* Never flood a frame back out of the port it came in on. */
+            prune();
+            if (eg_md.port_diff == 0) {
                 eg_dprsr_md.drop_ctl = 1;
             }
-        } else if (hdr.bridge.kind == PKT_KIND_RESULT) {
+        } else if (hdr.bridge.kind == PKT_KIND_JOB) {
             result_dest.apply();
         }
         hdr.bridge.setInvalid();
@@ -626,7 +1279,7 @@ control EgressDeparser(packet_out pkt,
     Checksum() ipv4_checksum;
 
     apply {
-        /* hdr.ipv4 is parsed in egress only for results, so forwarded packets keep their checksum. */
+        /* hdr.ipv4 is parsed in egress only for answers, so forwarded packets keep their checksum. */
         if (hdr.ipv4.isValid()) {
             hdr.ipv4.hdr_checksum = ipv4_checksum.update({
                 hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
