@@ -17,7 +17,7 @@ import pytest
 from contracts.protocol import HEADER_BYTES, SET_BIT, MsgType, seq_of
 from hostlib import AllreduceMismatch, AllreduceTimeout, Communicator, JobSpec
 from hostlib.calls import AllreduceAborted, AllreduceError, Descriptor, DType, NonFinite, Op
-from hostlib.engine import HEADER, Engine, Membership, Overtaking
+from hostlib.engine import HEADER, Engine, EngineStats, Membership, Overtaking
 from hostlib.reduction import IntPlan
 from hostlib.reflector import Reflector
 from tests.hostlib.fabric import Fabric, Packet, random_faults
@@ -343,7 +343,8 @@ def test_int32_exact_and_call_numbers_advance(reflector: Reflector) -> None:
         assert np.array_equal(comm.allreduce(data), data)
         assert np.array_equal(comm.allreduce(data), data)
         assert comm.engine.engine.call_number == 2
-        assert comm.stats().packets_sent == 2 * -(-data.size // K)
+        stats = comm.stats()  # a loaded machine may delay an answer past the timer: a question, no DATA
+        assert stats.packets_sent - stats.queries - stats.retransmissions == 2 * -(-data.size // K)
 
 
 def test_float32_sum_of_one_worker_is_within_the_bound(reflector: Reflector) -> None:
@@ -377,7 +378,10 @@ def test_stats_are_a_snapshot_to_subtract(reflector: Reflector) -> None:
         before = comm.stats()
         comm.allreduce(np.ones(640, dtype=np.int32))
         after = comm.stats()
-        assert (before.packets_sent, after.packets_sent - before.packets_sent) == (10, 10)
+        def data(stats: EngineStats) -> int:  # DATA sent the first time, whatever the machine's load
+            return stats.packets_sent - stats.queries - stats.retransmissions
+
+        assert (data(before), data(after) - data(before)) == (10, 10)
         assert (before.calls, after.calls) == (1, 2)
 
 
