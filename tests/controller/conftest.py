@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from ctl_support import (
+    CREDENTIAL,
     TARGETS,
     Artifacts,
     Daemon,
@@ -18,6 +19,13 @@ from ctl_support import (
     stop,
     write_config,
 )
+
+
+@pytest.fixture(autouse=True)
+def job_credential(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The credential a tenant's shell would export: every `p4reduce-ctl job ...` of a test presents it."""
+    monkeypatch.setenv("P4REDUCE_JOB_CREDENTIAL", CREDENTIAL)
+    return CREDENTIAL
 
 
 @pytest.fixture(scope="session", params=TARGETS)

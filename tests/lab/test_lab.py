@@ -30,15 +30,19 @@ needs_mininet = pytest.mark.skipif(
 
 
 def run_lab(*args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
-    before = set((ROOT / "results").glob("lab-*.json")) if (ROOT / "results").exists() else set()
-    try:
-        done = subprocess.run(
-            [sys.executable, str(LAB), *args], capture_output=True, text=True, timeout=240, cwd=ROOT
-        )
-    finally:
-        subprocess.run([sys.executable, str(LAB), "--clean"], capture_output=True, timeout=60)
-    new = sorted(set((ROOT / "results").glob("lab-*.json")) - before)
-    return done, json.loads(new[-1].read_text()) if new else {}
+    """mininet/lab.py with its logs, pcaps, results and state file in a temporary folder (never the
+    checkout's, where a lab of the user's may be running)."""
+    with tempfile.TemporaryDirectory(prefix="p4reduce-lab-") as out:
+        env = dict(os.environ, P4REDUCE_LAB_STATE=str(Path(out) / "lab-state.json"))
+        try:
+            done = subprocess.run(
+                [sys.executable, str(LAB), "--out", out, *args], capture_output=True, text=True, timeout=240,
+                cwd=ROOT, env=env,
+            )  # fmt: skip
+        finally:
+            subprocess.run([sys.executable, str(LAB), "--clean"], capture_output=True, timeout=60, env=env)
+        new = sorted((Path(out) / "results").glob("lab-*.json"))
+        return done, json.loads(new[-1].read_text()) if new else {}
 
 
 @needs_mininet
@@ -89,35 +93,43 @@ def test_star_lab_on_bmv2() -> None:
 
 @needs_mininet
 @pytest.mark.root
-def test_clean_removes_a_labs_leftovers_and_keeps_what_is_not_ours() -> None:
-    # An interrupted lab leaves links named like Mininet's and daemons started with files under logs/;
-    # `mn -c` would also delete every /tmp/*.log, which the user's and other programs' may be.
-    subprocess.run(["ip", "link", "add", "h97-eth0", "type", "veth", "peer", "name", "s97-eth3"], check=True)
-    daemon = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import time; time.sleep(60)",
-            "controller",
-            "serve",
-            "--config",
-            f"{ROOT}/logs/x",
-        ]
-    )
-    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "controller", "serve"])
+def test_clean_removes_what_this_checkouts_labs_recorded_and_nothing_else(tmp_path: Path) -> None:
+    """`make stop` reads the state file of its checkout's runs: it ends their recorded processes and
+    deletes their recorded links, and leaves alone look-alikes it did not start (another checkout's
+    lab, another user's Mininet shell, links that merely look like Mininet's)."""
+    sys.path.insert(0, str(ROOT / "mininet"))
+    from lab_state import Record, command_line, save
+
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    ours = subprocess.Popen([*sleeper, "controller", "serve", "--config", "lab.yaml"])
+    theirs = subprocess.Popen([*sleeper, "bash", "mininet:h1"])  # looks like a lab, was not recorded
+    for a, b in (("h97-eth0", "s97-eth3"), ("h98-eth0", "s98-eth3")):
+        subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+    state = tmp_path / "lab-state.json"
+    line = command_line(ours.pid)
+    assert line is not None
+    save([Record(owner=ours.pid, processes={ours.pid: line}, links=["s97-eth3"])], state)
+    env = dict(os.environ, P4REDUCE_LAB_STATE=str(state))
     with tempfile.NamedTemporaryFile(dir="/tmp", suffix=".log") as someone_elses_log:
         try:
             done = subprocess.run(
-                [sys.executable, str(LAB), "--clean"], capture_output=True, text=True, timeout=60
+                [sys.executable, str(LAB), "--clean"], capture_output=True, text=True, timeout=60, env=env
             )
             assert done.returncode == 0, done.stderr
+            assert f"killed {ours.pid}" in done.stdout and "deleted link s97-eth3" in done.stdout
             links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-            assert "h97-eth0" not in links and "s97-eth3" not in links
-            assert daemon.wait(timeout=10) != 0  # killed
-            assert bystander.poll() is None  # a controller not started by a lab is left alone
-            assert Path(someone_elses_log.name).exists()
+            assert "h97-eth0" not in links and "s97-eth3" not in links  # a veth pair goes as one
+            assert "h98-eth0" in links and "s98-eth3" in links
+            assert ours.wait(timeout=10) != 0  # killed
+            assert theirs.poll() is None
+            assert Path(someone_elses_log.name).exists() and not state.exists()
+            again = subprocess.run(
+                [sys.executable, str(LAB), "--clean"], capture_output=True, text=True, env=env
+            )
+            assert "nothing of this checkout's labs was left to remove" in again.stdout
         finally:
-            subprocess.run(["ip", "link", "del", "h97-eth0"], capture_output=True)
-            for process in (daemon, bystander):
+            for name in ("h97-eth0", "h98-eth0"):
+                subprocess.run(["ip", "link", "del", name], capture_output=True)
+            for process in (ours, theirs):
                 process.kill()
                 process.wait()
