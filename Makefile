@@ -7,7 +7,8 @@
 #   make bench     benchmarks
 #   make experiments  the performance report's experiments (root): CSV, PNG, TXT in $(OUT)
 #                  one at a time: make exp-gloo | exp-workers | exp-loss | exp-switch; QUICK=1 for tiny sizes
-#   make stop      (root) remove what an interrupted lab or experiment left: daemons, host shells, links
+#   make reliability  the reliability suite's long variants; figures in $(OUT)/reliability.jsonl
+#   make stop      (root) remove what this checkout's interrupted labs or experiments left (.lab-state.json)
 #   make clean     remove build/, logs/, pcaps/, results/
 
 SHELL := /bin/bash
@@ -25,7 +26,7 @@ OUT ?= results
 EXPERIMENTS := gloo workers loss switch
 EXP_FLAGS := --out $(OUT) $(if $(QUICK),--quick)
 
-.PHONY: install build demo test lab bench stop clean lint experiments $(addprefix exp-,$(EXPERIMENTS))
+.PHONY: install build demo test lab bench stop clean lint reliability experiments $(addprefix exp-,$(EXPERIMENTS))
 
 install: $(VENV)/.installed
 
@@ -66,6 +67,10 @@ bench: install
 	$(PY) benchmarks/bench_switch.py
 	$(PY) benchmarks/bench_hostlib.py
 	$(BIN)/p4reduce-bench --sizes 64K,1M --dtypes float32,int32 --drop-rate 0.01 --baseline gloo
+
+reliability: install
+	@mkdir -p $(OUT)
+	P4REDUCE_LONG_TESTS=1 P4REDUCE_RELIABILITY_OUT=$(OUT)/reliability.jsonl $(BIN)/pytest -q tests/reliability
 
 experiments: $(addprefix exp-,$(EXPERIMENTS))
 

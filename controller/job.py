@@ -80,7 +80,7 @@ class Job:
 class JobEvent:
     """Something a job's ranks must hear at once (contracts/jobapi.proto, JobEvent)."""
 
-    kind: str  # "deleted" or "switch_restarted"
+    kind: str  # "deleted" or "switch_restarted" ("closing" ends the streams when the daemon stops)
     message: str
     generation: int
     rank: int = 0  # the silent rank, when a lease took the job

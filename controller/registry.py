@@ -461,6 +461,8 @@ class JobRegistry:
             yield JobEvent("watching", f"watching job {job.name!r}", job.generation)
             while True:
                 event = await queue.get()
+                if event.kind == "closing":
+                    return
                 yield event
                 if event.kind == "deleted":
                     return
@@ -468,6 +470,11 @@ class JobRegistry:
             job.watchers.discard(queue)
             if self._jobs.get(job.name) is job and rank not in job.left:
                 job.disconnected[rank] = time.monotonic()
+
+    def close_watches(self) -> None:
+        """The daemon is stopping: end every WatchJob stream (the ranks watch the next daemon)."""
+        for job in self._jobs.values():
+            job.publish(JobEvent("closing", "the controller is stopping", job.generation))
 
     def resume(
         self, name: str, rank: int, generation: int, calls_begun: int, caller: Caller

@@ -85,7 +85,8 @@ def check_exposure(options: ServeOptions, tls: bool) -> None:
             "(--tls-cert/--tls-key, --token or --admin-token); --insecure serves it anyway"
         )
     for line in (
-        f"INSECURE: the job API on {options.listen} has no {' and no '.join(missing)} (--insecure)",
+        f"INSECURE: the job API on {options.listen} is served without {' and without '.join(missing)} "
+        "(--insecure)",
         "INSECURE: anyone who can reach it can create jobs and read their workers' addresses"
         + (", and tokens and credentials cross the network in the clear" if not tls else ""),
     ):
@@ -152,6 +153,8 @@ async def serve(topology: Topology, options: ServeOptions) -> None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if registry is not None:
+            registry.close_watches()
         await server.stop(grace=1.0)
         for keeper in keepers:
             if keeper.session is not None:

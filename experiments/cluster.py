@@ -44,6 +44,7 @@ from lab import (  # noqa: E402
     join_all,
     new_credential,
     record_network,
+    stop_network,
 )
 from lab_state import LabState  # noqa: E402
 from topology import generate  # noqa: E402
@@ -184,7 +185,7 @@ class StarCluster:
             self._controller.wait(timeout=10)
             self._controller = None
         if self.net is not None:
-            self.net.stop()
+            stop_network(self.net)
             self.net = None
         self._state.done()
 

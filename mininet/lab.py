@@ -274,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
             from mininet.cli import CLI
 
             CLI(net)
-        net.stop()
+        stop_network(net)
         state.done()
     ok = print_results(reports, rows) and loss == 0
     result_file = out / "results" / f"lab-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -417,6 +417,13 @@ def main() -> int:
     except KeyboardInterrupt:
         print("lab: interrupted; network torn down", file=sys.stderr)
         return 130
+
+
+def stop_network(net: Mininet) -> None:
+    """The switch daemons first, then Mininet, which deletes the links before it stops the switches."""
+    for switch in net.switches:
+        switch.stop_daemon()
+    net.stop()
 
 
 def record_network(state: LabState, net: Mininet) -> None:

@@ -228,6 +228,26 @@ class Daemon:
             self.process = None
 
 
+@contextlib.contextmanager
+def daemons(switch: Switch, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    """Start `p4reduce-ctl serve` against `switch` (one listen address): start(*extra_args, token=...,
+    tls_ca=..., **controller_config); every daemon started is stopped at the end."""
+    started: list[Daemon] = []
+    listen = f"127.0.0.1:{free_tcp_port()}"
+
+    def start(*args: str, token: str = "", tls_ca: Path | None = None, **controller: object) -> Daemon:
+        config = write_config(switch, tmp_path / f"lab{len(started)}.yaml", **controller)
+        d = Daemon(config, listen, tmp_path / "controller.log", args, token=token, tls_ca=tls_ca)
+        started.append(d)
+        return d.start()
+
+    try:
+        yield start
+    finally:
+        for d in started:
+            d.stop()
+
+
 @dataclass
 class CliResult:
     code: int
@@ -298,7 +318,11 @@ class Worker:
 
 
 def join_all(
-    stub: pb_grpc.JobServiceStub, name: str, workers: list[Worker], credential: str = CREDENTIAL
+    stub: pb_grpc.JobServiceStub,
+    name: str,
+    workers: list[Worker],
+    credential: str = CREDENTIAL,
+    token: str = "",
 ) -> list[pb.JobDescription]:
     """Every rank calls JoinJob at once (as separate workers would), presenting the job's credential;
     returns their answers by rank."""
@@ -308,7 +332,7 @@ def join_all(
         request = pb.JoinJobRequest(name=name, rank=w.rank, world_size=len(workers), address=w.address(),
                                     timeout_seconds=10)  # fmt: skip
         try:
-            answers[w.rank] = stub.JoinJob(request, timeout=15, metadata=call_metadata(credential=credential))
+            answers[w.rank] = stub.JoinJob(request, timeout=15, metadata=call_metadata(token, credential))
         except Exception as exc:  # reported below, in the test's thread
             answers[w.rank] = exc
 

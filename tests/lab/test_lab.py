@@ -29,7 +29,7 @@ needs_mininet = pytest.mark.skipif(
 )
 
 
-def run_lab(*args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+def run_lab(*args: str) -> tuple[subprocess.CompletedProcess[str], dict, list[str]]:
     """mininet/lab.py with its logs, pcaps, results and state file in a temporary folder (never the
     checkout's, where a lab of the user's may be running)."""
     with tempfile.TemporaryDirectory(prefix="p4reduce-lab-") as out:
@@ -42,14 +42,21 @@ def run_lab(*args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
         finally:
             subprocess.run([sys.executable, str(LAB), "--clean"], capture_output=True, timeout=60, env=env)
         new = sorted((Path(out) / "results").glob("lab-*.json"))
-        return done, json.loads(new[-1].read_text()) if new else {}
+        errors = [
+            f"{log.name}: {line}"
+            for log in sorted((Path(out) / "logs").glob("*.log"))
+            for line in log.read_text(errors="replace").splitlines()
+            if " ERROR " in line
+        ]
+        return done, json.loads(new[-1].read_text()) if new else {}, errors
 
 
 @needs_mininet
 @pytest.mark.root
 def test_star_lab_with_four_workers_verifies_every_sum() -> None:
-    done, results = run_lab("--workers", "4", "--size", "4096")
+    done, results, errors = run_lab("--workers", "4", "--size", "4096")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert errors == [], "a clean run and teardown log no errors"
     assert "*** PASS" in done.stdout
     assert results["ok"] and results["workers"] == 4 and results["ping_loss"] == 0
     assert all(r["ok"] for report in results["reports"] for r in report["results"])
@@ -64,7 +71,7 @@ def test_star_lab_with_four_workers_verifies_every_sum() -> None:
 @pytest.mark.root
 def test_line_lab_crosses_two_switches() -> None:
     """Hosts on the second switch reach the aggregator over the L2 path: pings and sums both work."""
-    done, results = run_lab("--topology", "line", "--workers", "4", "--size", "2048", "--dtype", "int32")
+    done, results, _ = run_lab("--topology", "line", "--workers", "4", "--size", "2048", "--dtype", "int32")
     assert done.returncode == 0, done.stdout + done.stderr
     assert results["ok"] and results["ping_loss"] == 0
 
@@ -74,7 +81,7 @@ def test_line_lab_crosses_two_switches() -> None:
 def test_bad_topology_file_is_one_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "topo.json"
     bad.write_text('{"switches": [], "hosts": []}')
-    done, _ = run_lab("--topo", str(bad))
+    done, _, _ = run_lab("--topo", str(bad))
     assert done.returncode == 1
     assert done.stderr.strip().startswith("lab:") and "Traceback" not in done.stderr
 
@@ -86,7 +93,7 @@ def test_bad_topology_file_is_one_clear_error(tmp_path: Path) -> None:
 @needs_mininet
 @pytest.mark.root
 def test_star_lab_on_bmv2() -> None:
-    done, results = run_lab("--switch", "bmv2", "--workers", "4", "--size", "4096")
+    done, results, _ = run_lab("--switch", "bmv2", "--workers", "4", "--size", "4096")
     assert done.returncode == 0, done.stdout + done.stderr
     assert results["ok"]
 
