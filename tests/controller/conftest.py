@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from ctl_support import (
-    CREDENTIAL,
     TARGETS,
     Artifacts,
     Daemon,
@@ -15,16 +14,10 @@ from ctl_support import (
     compile_bmv2,
     compile_soft,
     daemons,
+    job_credential,  # noqa: F401 - autouse: every test's jobs share the suite's credential
     start_switch,
     stop,
 )
-
-
-@pytest.fixture(autouse=True)
-def job_credential(monkeypatch: pytest.MonkeyPatch) -> str:
-    """The credential a tenant's shell would export: every `p4reduce-ctl job ...` of a test presents it."""
-    monkeypatch.setenv("P4REDUCE_JOB_CREDENTIAL", CREDENTIAL)
-    return CREDENTIAL
 
 
 @pytest.fixture(scope="session", params=TARGETS)

@@ -51,7 +51,15 @@ VALUES = struct.Struct(f"!{K}i")
 assert HEADER.size == HEADER_BYTES and HEADER.size + VALUES.size == payload_bytes(K)
 CALL = 0x10000000 | K  # the descriptor of a sum of K int32 (docs/protocol.md, *Call agreement*)
 START_TIMEOUT = 30.0
-CREDENTIAL = "the-suite's-job-credential"  # every test job's, unless a test says otherwise (conftest.py)
+CREDENTIAL = "the-suite's-job-credential"  # every test job's, unless a test says otherwise
+
+
+@pytest.fixture(autouse=True)
+def job_credential(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The credential a tenant's shell would export: every `p4reduce-ctl job ...` of a test presents it
+    (autouse where a conftest imports it)."""
+    monkeypatch.setenv("P4REDUCE_JOB_CREDENTIAL", CREDENTIAL)
+    return CREDENTIAL
 
 
 def free_tcp_port() -> int:

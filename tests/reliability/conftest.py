@@ -10,21 +10,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))  # the controller tests' helpers
 from ctl_support import (  # noqa: E402
-    CREDENTIAL,
     Artifacts,
     Daemon,
     Switch,
     compile_soft,
     daemons,
+    job_credential,  # noqa: F401 - autouse: every test's jobs share the suite's credential
     start_switch,
     stop,
 )
-
-
-@pytest.fixture(autouse=True)
-def job_credential(monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("P4REDUCE_JOB_CREDENTIAL", CREDENTIAL)
-    return CREDENTIAL
 
 
 @pytest.fixture(scope="session")
