@@ -70,6 +70,7 @@ class ControllerLink:
         self._calls_begun = calls_begun
         self._lock = threading.Lock()
         self._restart: tuple[int, int] | None = None  # (generation, calls begun when heard)
+        self._gone_message = ""  # set when the job is deleted: nothing to resume then
         self._stop = threading.Event()
         self._watch_call: grpc.Future | None = None
         self._threads: list[threading.Thread] = []
@@ -128,6 +129,7 @@ class ControllerLink:
         return False
 
     def _gone(self, message: str) -> None:
+        self._gone_message = message
         self._fail(AllreduceAborted(message))
 
     def _restarted(self, generation: int, message: str) -> None:
@@ -160,6 +162,8 @@ class ControllerLink:
         deadline = time.monotonic() + timeout
         waiting = "the other ranks"
         while time.monotonic() < deadline:
+            if self._gone_message:
+                raise AllreduceAborted(self._gone_message)
             reply = self._report()
             if reply is not None:
                 restart = self._restart
