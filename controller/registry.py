@@ -382,6 +382,10 @@ class JobRegistry:
             return
         await self._remove_rank(job, rank)
         log.info("job %r: rank %d left; its entries are gone from the switch", name, rank)
+        if len(job.left) == job.world_size:
+            # Ranks that left together each saw the others present when they began; the last
+            # removal is what empties the job.
+            await self._delete(job, f"job {job.name!r} ended: every rank has left")
 
     async def _remove_rank(self, job: Job, rank: int) -> None:
         """A departed rank's address and key are never trusted again: its entries go at once."""

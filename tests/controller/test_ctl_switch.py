@@ -422,6 +422,23 @@ def test_the_last_rank_to_leave_deletes_the_job(switch: Switch, daemon: Callable
         close(workers)
 
 
+def test_ranks_leaving_at_once_still_delete_the_job(switch: Switch, daemon: Callable[..., Daemon]) -> None:
+    """Every rank of a 4-rank job calls LeaveJob at the same moment (the end of a torchrun job): each
+    sees others still present when it starts, yet the job must not outlive its last rank."""
+    d = daemon()
+    workers = open_workers(4, 61)
+    try:
+        with channel_to(d) as stub:
+            [job, *_] = join_all(stub, "together", workers)
+            leaving = [stub.LeaveJob.future(pb.LeaveJobRequest(name="together", rank=r)) for r in range(4)]
+            for call in leaving:
+                call.result(timeout=10)
+            assert list(stub.ListJobs(pb.Empty()).jobs) == []
+        assert [k for k in read_keys(switch, "MyIngress.job_table") if k[0] == job.job_id] == []
+    finally:
+        close(workers)
+
+
 def test_pool_exhaustion_is_one_clear_line(daemon: Callable[..., Daemon]) -> None:
     d = daemon()
     create(d, "big", 2, pool=SLOT_COUNT - 8)
