@@ -106,6 +106,42 @@ def _keyset(keyset: ir.Keyset, kind: str, width: int) -> st.FieldMatch:
 # ------------------------------------------------------------------------------------------ IR walks
 
 
+class CallDispatch:
+    """Which code a call statement becomes, decided once for every backend (each writes its own code)."""
+
+    def _call(self, depth: int, call: ir.Expr) -> None:
+        if isinstance(call, ir.TableApply):
+            self._apply(depth, call.table)
+        elif isinstance(call, ir.ActionCall):
+            self._action_call(depth, call)
+        elif isinstance(call, ir.ExternMethodCall):
+            self._extern_method(depth, call)
+        elif isinstance(call, ir.ExternFunctionCall):
+            self._extern_function(depth, call)
+        elif isinstance(call, ir.HeaderMethod):
+            if call.method not in ("setValid", "setInvalid"):
+                raise UnsupportedError(f"header method {call.method} as a statement at {call.pos}")
+            self._set_valid(depth, call.header, call.method == "setValid")
+        elif isinstance(call, ir.StackOp):
+            self._stack_op(depth, call)
+        elif isinstance(call, ir.Extract):
+            self._extract(depth, call)
+        elif isinstance(call, ir.Emit):
+            self._emit_header(depth, call)
+        else:
+            raise UnsupportedError(f"call {type(call).__name__} at {call.pos}")
+
+    # What each backend writes for each kind of call.
+    def _apply(self, depth: int, table: str) -> Any: ...
+    def _action_call(self, depth: int, call: ir.ActionCall) -> None: ...
+    def _extern_method(self, depth: int, call: ir.ExternMethodCall) -> None: ...
+    def _extern_function(self, depth: int, call: ir.ExternFunctionCall) -> None: ...
+    def _set_valid(self, depth: int, header: ir.Expr, valid: bool) -> None: ...
+    def _stack_op(self, depth: int, op: ir.StackOp) -> None: ...
+    def _extract(self, depth: int, call: ir.Extract) -> None: ...
+    def _emit_header(self, depth: int, call: ir.Emit) -> None: ...
+
+
 def contains(node: Any, kind: type) -> bool:
     """Whether a statement of `kind` occurs in `node` (not counting actions it calls)."""
     if isinstance(node, kind):

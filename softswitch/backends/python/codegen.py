@@ -39,6 +39,7 @@ from softswitch.backends.common import (
     DROP_PORT,
     STD_ROOT,
     V1MODEL_BLOCKS,
+    CallDispatch,
     UnsupportedError,
     all_actions,
     all_instances,
@@ -129,7 +130,7 @@ class Block:
     std: str | None  # the name of the standard_metadata parameter, if any
 
 
-class Compiler:
+class Compiler(CallDispatch):
     """Writes the Python source of one program; `compile()` returns the namespace with the functions."""
 
     def __init__(self, program: ir.Program, info: p4i.P4Info, runtime: st.RuntimeState) -> None:
@@ -396,31 +397,11 @@ class Compiler:
             first = False
 
     # ------------------------------------------------------------------ calls
-    def _call(self, depth: int, call: ir.Expr) -> None:
-        if isinstance(call, ir.TableApply):
-            self._apply(depth, call.table)
-        elif isinstance(call, ir.ActionCall):
-            self._inline_action(depth, self.actions[call.action], call.args, None)
-        elif isinstance(call, ir.ExternMethodCall):
-            self._extern_method(depth, call)
-        elif isinstance(call, ir.ExternFunctionCall):
-            self._extern_function(depth, call)
-        elif isinstance(call, ir.HeaderMethod):
-            valid = self._valid(call.header, depth)
-            if call.method == "setValid":
-                self.emit(depth, f"V[{valid}] = True")
-            elif call.method == "setInvalid":
-                self.emit(depth, f"V[{valid}] = False")
-            else:
-                raise UnsupportedError(f"header method {call.method} as a statement at {call.pos}")
-        elif isinstance(call, ir.StackOp):
-            self._stack_op(depth, call)
-        elif isinstance(call, ir.Extract):
-            self._extract(depth, call)
-        elif isinstance(call, ir.Emit):
-            self._emit_header(depth, call)
-        else:
-            raise UnsupportedError(f"call {type(call).__name__} at {call.pos}")
+    def _set_valid(self, depth: int, header: ir.Expr, valid: bool) -> None:
+        self.emit(depth, f"V[{self._valid(header, depth)}] = {valid}")
+
+    def _action_call(self, depth: int, call: ir.ActionCall) -> None:
+        self._inline_action(depth, self.actions[call.action], call.args, None)
 
     def _apply(self, depth: int, table_name: str) -> tuple[str, str]:
         """Emit a table application; returns (hit variable, action id variable)."""
