@@ -9,6 +9,7 @@ shape the generated code (does it `exit`, which actions does it call).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from finsy.proto import p4i
@@ -104,6 +105,24 @@ def _keyset(keyset: ir.Keyset, kind: str, width: int) -> st.FieldMatch:
 
 
 # ------------------------------------------------------------------------------------------ IR walks
+
+
+def switch_arms(
+    cases: tuple[ir.SwitchCase, ...], label: Callable[[ir.Expr], str]
+) -> list[tuple[list[str] | None, ir.Block]]:
+    """The arms of a switch in order: (the labels leading to it, fall-through gathered; None for
+    default) and its body. Nothing after `default` can run, so the arms stop there."""
+    arms: list[tuple[list[str] | None, ir.Block]] = []
+    pending: list[str] = []
+    for case in cases:
+        pending += [label(item) for item in case.labels]
+        if case.body is None:
+            continue
+        arms.append((None if case.is_default else pending, case.body))
+        pending = []
+        if case.is_default:
+            break
+    return arms
 
 
 class CallDispatch:

@@ -50,6 +50,7 @@ from softswitch.backends.common import (
     contains_apply,
     may_exit,
     packet_types,
+    switch_arms,
 )
 
 GENERATOR_VERSION = 1  # bump whenever the generated code changes meaning: it is part of the cache key
@@ -601,27 +602,17 @@ class CCompiler(CallDispatch):
         subject = self.expr(s.expr, depth)
         name = self.tmp("sw")
         self.emit(depth, f"uint64_t {name} = {subject}; /* switch at {_pos(s)} */")
-        pending: list[str] = []
-        first = True
-        for case in s.cases:
-            for label in case.labels:
-                if isinstance(label, ir.ActionRef):
-                    pending.append(_lit(self.ids[label.action]))
-                else:
-                    pending.append(self.expr(label, depth))
-            if case.body is None:
-                continue
-            if case.is_default:
-                self.emit(depth, "{" if first else "else {")
+        for i, (labels, body) in enumerate(switch_arms(s.cases, lambda e: self._label(e, depth))):
+            if labels is None:
+                self.emit(depth, "else {" if i else "{")
             else:
-                test = " || ".join(f"{name} == {p}" for p in pending) or "0"
-                self.emit(depth, f"{'if' if first else 'else if'} ({test}) {{")
-            self._block(depth + 1, case.body)
+                test = " || ".join(f"{name} == {p}" for p in labels) or "0"
+                self.emit(depth, f"{'else if' if i else 'if'} ({test}) {{")
+            self._block(depth + 1, body)
             self.emit(depth, "}")
-            pending = []
-            first = False
-            if case.is_default:
-                break  # what Python writes after its `else:` can never run
+
+    def _label(self, label: ir.Expr, depth: int) -> str:
+        return _lit(self.ids[label.action]) if isinstance(label, ir.ActionRef) else self.expr(label, depth)
 
     # ================================================================ calls
     def _set_valid(self, depth: int, header: ir.Expr, valid: bool) -> None:

@@ -48,6 +48,7 @@ from softswitch.backends.common import (
     contains_apply,
     may_exit,
     packet_types,
+    switch_arms,
 )
 from softswitch.backends.python.layout import (
     Path,
@@ -377,24 +378,15 @@ class Compiler(CallDispatch):
         subject = self.expr(s.expr, depth)
         name = self.tmp("sw")
         self.emit(depth, f"{name} = {subject}")
-        pending: list[str] = []
-        first = True
-        for case in s.cases:
-            for label in case.labels:
-                if isinstance(label, ir.ActionRef):
-                    pending.append(str(self.ids[label.action]))
-                else:
-                    pending.append(self.expr(label, depth))
-            if case.body is None:
-                continue
-            if case.is_default:
-                self.emit(depth, "else:" if not first else "if True:")
+        for i, (labels, body) in enumerate(switch_arms(s.cases, lambda e: self._label(e, depth))):
+            if labels is None:
+                self.emit(depth, "else:" if i else "if True:")
             else:
-                keyword = "if" if first else "elif"
-                self.emit(depth, f"{keyword} {name} in ({', '.join(pending)},):")
-            self._block(depth + 1, case.body)
-            pending = []
-            first = False
+                self.emit(depth, f"{'elif' if i else 'if'} {name} in ({', '.join(labels)},):")
+            self._block(depth + 1, body)
+
+    def _label(self, label: ir.Expr, depth: int) -> str:
+        return str(self.ids[label.action]) if isinstance(label, ir.ActionRef) else self.expr(label, depth)
 
     # ------------------------------------------------------------------ calls
     def _set_valid(self, depth: int, header: ir.Expr, valid: bool) -> None:
