@@ -288,7 +288,16 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--pcap {args.pcap}: directory does not exist (create it first)")
     ports = open_ports(args)
     pcap = PcapDirectory(args.pcap) if args.pcap is not None else None
-    dataplane = Dataplane(ports, args.cpu_port, faults, pcap)
+    # The native loop runs unless the Python backend was asked for, or there is no compiler, or per-packet
+    # debug logs were (those only the Python loop writes).
+    native = backend != "python" and notice is None and LEVELS[args.log_level] > logging.DEBUG
+    if native:
+        from softswitch.dataplane.native import NativeDataplane
+
+        dataplane: Dataplane | NativeDataplane = NativeDataplane(ports, args.cpu_port, faults, pcap)
+    else:
+        dataplane = Dataplane(ports, args.cpu_port, faults, pcap)
+    log.info("packet loop: %s", "native (C, without the GIL)" if native else "Python")
     loader = functools.partial(load_pipeline, backend=backend)
     service = P4RuntimeService(args.device_id, dataplane, loader, Conformance(args.conformance))
     try:
