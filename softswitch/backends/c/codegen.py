@@ -53,7 +53,7 @@ from softswitch.backends.common import (
     switch_arms,
 )
 
-GENERATOR_VERSION = 1  # bump whenever the generated code changes meaning: it is part of the cache key
+GENERATOR_VERSION = 2  # bump whenever the generated code changes meaning: it is part of the cache key
 MAX_WIDTH = 64
 HINT = "(the C backend runs bit<W>/int<W> up to 64 bits; run this program with --backend python)"
 
@@ -175,6 +175,7 @@ class CCompiler(CallDispatch):
         self.p4info_counters = {c.preamble.name: c for c in info.counters}
         self.locals: dict[str, dict[str, ir.Type]] = {}
         self.deparse_bound = 0
+        self.may_fail = False  # whether any code calls p4_fail (then p4_process sets up the failure exit)
 
     # ================================================================ types
     def scalar_type(self, t: ir.Type, where: str) -> str:
@@ -367,7 +368,7 @@ class CCompiler(CallDispatch):
         lines.append("    if (ctx->base.groups)")
         lines.append(
             "        for (uint32_t g = 0; g < P4_GROUPS; g++)\n"
-            "            p4_groups_set(ctx->base.groups, g, 0, NULL, NULL);"
+            "            if (ctx->base.groups[g].n) p4_groups_set(ctx->base.groups, g, 0, NULL, NULL);"
         )
         lines.append("    free(ctx->base.groups); free(ctx->base.outs); free(ctx->base.arena); free(ctx);")
         lines.append("}\n")
@@ -901,6 +902,7 @@ class CCompiler(CallDispatch):
         if self.scope.in_parser:
             self.emit(depth + 1, "return off;")
         else:  # the Python backend fails here (its `off` exists only in the parser): so do we
+            self.may_fail = True
             self.emit(depth + 1, f'p4_fail(&ctx->base, "error.{error} outside the parser", "{_pos(None)}");')
         self.emit(depth, "}")
 
@@ -923,14 +925,9 @@ class CCompiler(CallDispatch):
 
     @staticmethod
     def _get_field(offset: str, bit: int, width: int, t: ir.Type) -> str:
-        if bit % 8 == 0 and width in (8, 16, 32, 64):
+        if bit % 8 == 0 and width in (8, 16, 32, 48, 64):
             at = f"buf + {offset} + {bit // 8}"
-            value = {
-                8: f"(uint64_t)buf[{offset} + {bit // 8}]",
-                16: f"p4_be16({at})",
-                32: f"p4_be32({at})",
-                64: f"p4_be64({at})",
-            }[width]
+            value = f"(uint64_t)buf[{offset} + {bit // 8}]" if width == 8 else f"p4_be{width}({at})"
         else:
             value = f"p4_get_bits(buf + {offset}, {bit}, {width})" if width else "0"
         return f"({value} & 1)" if isinstance(t, ir.BoolType) else value
@@ -1183,6 +1180,7 @@ class CCompiler(CallDispatch):
             if t.signed:
                 raise UnsupportedError(f"{op} on signed values at {e.pos}")
             fn = "p4_div" if op == "/" else "p4_mod"
+            self.may_fail = True
             return f'{fn}(&ctx->base, {a}, {b}, "{_pos(e)}")'
         if op == "|+|":
             return f"p4_sat_add_s({a}, {b}, {w})" if t.signed else f"p4_sat_add_u({a}, {b}, {w})"
@@ -1231,8 +1229,8 @@ P4_EXPORT int p4_process(ctx_t *ctx, uint64_t port, const uint8_t *frame, uint32
     B->error[0] = 0;
     packet_t packet, copy;
     memset(&packet, 0, sizeof packet);
-    packet_t *volatile P = &packet;
-    if (setjmp(B->fail)) return -1;
+    packet_t *{"volatile " if self.may_fail else ""}P = &packet;
+    {"if (setjmp(B->fail)) return -1;" if self.may_fail else "/* nothing in this program can fail */"}
     B->plen = length;
     P->sm.ingress_port = port;
     P->sm.packet_length = length;
@@ -1253,20 +1251,22 @@ P4_EXPORT int p4_process(ctx_t *ctx, uint64_t port, const uint8_t *frame, uint32
         P->sm.egress_port = P->sm.egress_spec;
     }}
     for (uint32_t i = 0; i < copies; i++) {{
-        copy = *P;
-        if (g) {{
-            copy.sm.egress_port = g->port[i];
-            copy.sm.egress_spec = g->port[i];
-            copy.sm.egress_rid = g->rid[i];
-            copy.sm.instance_type = {INSTANCE_TYPE_REPLICATION};
+        packet_t *C = P; /* unicast: egress works on the packet itself */
+        if (g) {{ /* a replica: a copy of everything, with its port and rid */
+            copy = *P;
+            C = &copy;
+            C->sm.egress_port = g->port[i];
+            C->sm.egress_spec = g->port[i];
+            C->sm.egress_rid = g->rid[i];
+            C->sm.instance_type = {INSTANCE_TYPE_REPLICATION};
         }}
-        {blocks["egress"]}(ctx, &copy, length);
-        if (copy.sm.egress_spec == {DROP_PORT}) continue;
-        {blocks["compute_checksum"]}(ctx, &copy, length);
+        {blocks["egress"]}(ctx, C, length);
+        if (C->sm.egress_spec == {DROP_PORT}) continue;
+        {blocks["compute_checksum"]}(ctx, C, length);
         uint8_t *out = p4_out_begin(B, {bound} + payload_len);
-        size_t n = {blocks["deparse"]}(ctx, &copy, out);
+        size_t n = {blocks["deparse"]}(ctx, C, out);
         memcpy(out + n, payload, payload_len);
-        p4_out_end(B, copy.sm.egress_port, n + payload_len);
+        p4_out_end(B, C->sm.egress_port, n + payload_len);
     }}
     return (int)B->nouts;
 }}

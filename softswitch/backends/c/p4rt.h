@@ -66,6 +66,10 @@ static inline uint64_t p4_sat_sub_s(uint64_t a, uint64_t b, unsigned w) {
 /* `w` bits (w <= 64) at bit offset `bit` of `p`, most significant first. The caller checked the bounds. */
 static inline uint64_t p4_get_bits(const uint8_t *p, size_t bit, unsigned w) {
     uint64_t v = 0;
+    if (!((bit | w) & 7)) { /* whole bytes */
+        for (const uint8_t *q = p + (bit >> 3), *end = q + (w >> 3); q < end; q++) v = (v << 8) | *q;
+        return v;
+    }
     size_t end = bit + w;
     while (bit < end) {
         size_t byte = bit >> 3;
@@ -80,6 +84,10 @@ static inline uint64_t p4_get_bits(const uint8_t *p, size_t bit, unsigned w) {
 
 /* Write the low `w` bits of `v` at bit offset `bit` of `p` (bits outside are kept). */
 static inline void p4_put_bits(uint8_t *p, size_t bit, uint64_t v, unsigned w) {
+    if (!((bit | w) & 7)) { /* whole bytes */
+        for (uint8_t *q = p + ((bit + w) >> 3); q > p + (bit >> 3); v >>= 8) *--q = (uint8_t)v;
+        return;
+    }
     size_t end = bit + w;
     while (bit < end) {
         size_t byte = bit >> 3;
@@ -97,6 +105,7 @@ static inline uint64_t p4_be16(const uint8_t *p) { return ((uint64_t)p[0] << 8) 
 static inline uint64_t p4_be32(const uint8_t *p) {
     return ((uint64_t)p[0] << 24) | ((uint64_t)p[1] << 16) | ((uint64_t)p[2] << 8) | p[3];
 }
+static inline uint64_t p4_be48(const uint8_t *p) { return (p4_be16(p) << 32) | p4_be32(p + 2); }
 static inline uint64_t p4_be64(const uint8_t *p) { return (p4_be32(p) << 32) | p4_be32(p + 4); }
 static inline void p4_put16(uint8_t *p, uint64_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
 static inline void p4_put32(uint8_t *p, uint64_t v) {
@@ -121,6 +130,10 @@ static inline void p4_bits_add(p4_bits_t *b, uint64_t v, unsigned w) {
 static P4_UNUSED uint64_t p4_csum16(const p4_bits_t *b) {
     size_t words = (b->bits + 15) / 16;
     uint64_t total = 0;
+    if (!(b->bits & 15)) { /* whole 16-bit words */
+        for (size_t i = 0; i < words; i++) total += (uint64_t)(b->bytes[2 * i] << 8 | b->bytes[2 * i + 1]);
+        words = 0;
+    }
     for (size_t i = 0; i < words; i++) {
         size_t bit = i * 16, left = b->bits - bit;
         uint64_t word = left >= 16 ? p4_get_bits(b->bytes, bit, 16) : p4_get_bits(b->bytes, bit, (unsigned)left) << (16 - left);
