@@ -177,8 +177,10 @@ def main() -> int:
     c_floor = summary("C floor", results["c floor"], len(c_frames))
     py = summary("Python backend", results["python"], len(py_frames))
     py_floor = summary("Python floor", results["python floor"], len(py_frames))
-    print(f"ratio: C backend {c / c_floor:.2f}x the C floor (target <= 2x); C backend {py / c:.0f}x faster "
-          f"than the Python backend; Python backend {py / py_floor:.1f}x its floor")
+    print(
+        f"ratio: C backend {c / c_floor:.2f}x the C floor (target <= 2x); C backend {py / c:.0f}x faster "
+        f"than the Python backend; Python backend {py / py_floor:.1f}x its floor"
+    )
     return 0
 
 
