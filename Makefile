@@ -7,6 +7,9 @@
 #   make bench     benchmarks
 #   make experiments  the performance report's experiments (root): CSV, PNG, TXT in $(OUT)
 #                  one at a time: make exp-gloo | exp-workers | exp-loss | exp-switch; QUICK=1 for tiny sizes
+#   make fuzz-switch  fuzz the C backend's data plane with libFuzzer (clang), FUZZ_SECONDS per program
+#   make asan-switch  the C backend's tests under AddressSanitizer
+#   make test-python-backend  the switch, lab and protocol tests again with the Python backend
 #   make stop      (root) remove what an interrupted lab or experiment left: daemons, host shells, links
 #   make clean     remove build/, logs/, pcaps/, results/
 
@@ -15,7 +18,7 @@ PYTHON_BASE ?= /usr/bin/python3
 VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
-APT_PACKAGES := python3-venv python3-pip mininet iproute2 ethtool tcpdump iputils-ping
+APT_PACKAGES := python3-venv python3-pip mininet iproute2 ethtool tcpdump iputils-ping build-essential clang
 BUILD := build
 P4_MAIN := p4src/v1model/p4reduce.p4
 P4_SOURCES := $(shell find p4src -name '*.p4' 2>/dev/null)
@@ -25,7 +28,15 @@ OUT ?= results
 EXPERIMENTS := gloo workers loss switch
 EXP_FLAGS := --out $(OUT) $(if $(QUICK),--quick)
 
-.PHONY: install build demo test lab bench stop clean lint experiments $(addprefix exp-,$(EXPERIMENTS))
+FUZZ_SECONDS ?= 20
+# The C backend's tests, for asan-switch: every program and packet loop test that builds C.
+ASAN_TESTS := tests/executor tests/test_scenarios.py tests/tutorials tests/switch/test_switch_ports.py \
+	tests/switch/test_switch_packet_io.py
+# What `make test` runs on the default (C) backend and test-python-backend runs again on the Python one.
+BACKEND_TESTS := tests/switch tests/lab tests/hostlib/test_through_switch.py
+
+.PHONY: install build demo test lab bench stop clean lint experiments fuzz-switch asan-switch \
+	test-python-backend $(addprefix exp-,$(EXPERIMENTS))
 
 install: $(VENV)/.installed
 
@@ -60,6 +71,17 @@ demo: install
 
 test: install
 	$(BIN)/pytest -q
+
+test-python-backend: install
+	P4REDUCE_SWITCH_BACKEND=python $(BIN)/pytest -q $(BACKEND_TESTS)
+
+fuzz-switch: install
+	$(PY) tests/fuzz/fuzz_switch.py --seconds $(FUZZ_SECONDS)
+
+# Objects built with ASan need its runtime first in the process: the compiler's libasan, preloaded.
+asan-switch: install
+	P4REDUCE_SANITIZE=address P4REDUCE_CACHE_DIR=$(BUILD)/asan-cache ASAN_OPTIONS=detect_leaks=0 \
+	  LD_PRELOAD=$$($${CC:-cc} -print-file-name=libasan.so) $(BIN)/pytest -q -p no:cacheprovider $(ASAN_TESTS)
 
 bench: install
 	$(PY) benchmarks/bench_pipeline.py
