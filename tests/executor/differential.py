@@ -100,6 +100,9 @@ class Twin:
             mine = {(e.match, e.priority): (e.packets, e.bytes) for e in table.entries()}
             theirs = {(e.match, e.priority): (e.packets, e.bytes) for e in c.tables[tid].entries()}
             assert theirs == mine, f"direct counters of {table.name} differ"
+            mirror = c.tables[tid].mirror
+            for entry in c.tables[tid].entries():  # what packets get is what P4Runtime reads back
+                assert mirror.native_action(entry) == entry.action, f"{table.name}: native entry differs"
 
 
 def pattern(rng: random.Random, width: int) -> int:

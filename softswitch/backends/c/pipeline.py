@@ -66,6 +66,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "p4_table_set_default": ([vp, u32, U64P], None),
         "p4_table_lookup": ([vp, U64P], i32),
         "p4_table_counters": ([vp], vp),
+        "p4_table_entry_action": ([vp, i32], u32),
+        "p4_table_entry_args": ([vp, i32], U64P),
     }
     for name, (args, result) in signatures.items():
         fn = getattr(lib, name)
@@ -213,9 +215,11 @@ class NativeTable:
     def set_default(self, action: st.ActionCall) -> None:
         self.lib.p4_table_set_default(self.ptr, action.action_id, _words(action.args, self.nargs))
 
-    def lookup(self, key: tuple[int, ...]) -> int:
-        """The handle the packet path would find for `key` (-1: miss), for tests."""
-        return int(self.lib.p4_table_lookup(self.ptr, _words(key, len(key))))
+    def native_action(self, entry: st.Entry) -> st.ActionCall:
+        """The action and arguments the packets of `entry` get, read back from the native table."""
+        action = self.lib.p4_table_entry_action(self.ptr, entry.handle)
+        args = self.lib.p4_table_entry_args(self.ptr, entry.handle)
+        return st.ActionCall(action, tuple(args[i] for i in range(len(entry.action.args))))
 
 
 class NativeGroups:
