@@ -19,6 +19,7 @@ import ctypes
 import functools
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -57,14 +58,19 @@ def _identity(cc: str) -> str:
         result = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30, check=False)
     except OSError as error:
         raise CompilerMissing(f"the C compiler {cc} cannot run: {error.strerror}") from None
-    return f"{cc}\n{result.stdout.splitlines()[0] if result.stdout else ''}"
+    return f"{cc}\n{result.stdout}"
 
 
-def flags() -> tuple[str, ...]:
+def flags(cc: str) -> tuple[str, ...]:
     sanitize = os.environ.get("P4REDUCE_SANITIZE", "")
     if sanitize and sanitize not in SANITIZERS:
         raise UnsupportedError(f"P4REDUCE_SANITIZE={sanitize}: expected one of {sorted(SANITIZERS)}")
-    return FLAGS + SANITIZERS.get(sanitize, ())
+    tuning: tuple[str, ...] = ()
+    if "Free Software Foundation" in _identity(cc) and platform.machine() in ("x86_64", "AMD64"):
+        # The packet's state is zeroed and each multicast replica copied: GCC's default for such
+        # blocks (rep stos/movs) costs a fifth of a packet's time; SIMD loops do not.
+        tuning = ("-mstringop-strategy=vector_loop",)
+    return FLAGS + tuning + SANITIZERS.get(sanitize, ())
 
 
 def cache_dir() -> Path:
@@ -87,7 +93,7 @@ def build(source: str, name: str = "program") -> Path:
     cc = compiler()
     if cc is None:
         raise CompilerMissing("no C compiler found (set $CC, or install build-essential)")
-    options = flags()
+    options = flags(cc)
     directory = cache_dir()
     key = cache_key(source, cc, options)
     target = directory / f"{name}-{key}.so"

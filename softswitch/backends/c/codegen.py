@@ -53,7 +53,7 @@ from softswitch.backends.common import (
     switch_arms,
 )
 
-GENERATOR_VERSION = 2  # bump whenever the generated code changes meaning: it is part of the cache key
+GENERATOR_VERSION = 4  # bump whenever the generated code changes meaning: it is part of the cache key
 MAX_WIDTH = 64
 HINT = "(the C backend runs bit<W>/int<W> up to 64 bits; run this program with --backend python)"
 
@@ -104,12 +104,20 @@ class TableInfo:
 
 @dataclass
 class ArrayInfo:
-    """A register or counter array of the context: its index and the width of one cell."""
+    """A register or counter array of the context: its index and the width of one cell.
+
+    Registers of the same size and cell type share a bank, interleaved: cell i of
+    the register in column c is `bank[i * stride + c]`, so a packet that touches
+    index i of many registers (ours: 64 value registers) touches a few cache lines.
+    """
 
     index: int
     object_id: int
     width: int
     size: int
+    bank: int = 0
+    column: int = 0
+    stride: int = 1
 
 
 @dataclass
@@ -308,12 +316,19 @@ class CCompiler(CallDispatch):
             for key in decl.keys:
                 self.scalar_type(key.expr.type, f"key {key.name} of table {name}")
             self.manifest.tables[name] = TableInfo(len(self.manifest.tables), table.preamble.id, nargs)
+        banks: dict[tuple[int, str], list[str]] = {}
         for name, reg in self.p4info_registers.items():
             width = reg.type_spec.bitstring.bit.bitwidth or reg.type_spec.bitstring.int.bitwidth
             if width > MAX_WIDTH:
                 raise UnsupportedError(f"register {name} holds bit<{width}> {HINT}")
+            banks.setdefault((reg.size, _storage(width)), []).append(name)
             info = ArrayInfo(len(self.manifest.registers), reg.preamble.id, width, reg.size)
             self.manifest.registers[name] = info
+        self.banks = list(banks.items())
+        for bank, (_, names) in enumerate(self.banks):
+            for column, name in enumerate(names):
+                info = self.manifest.registers[name]
+                info.bank, info.column, info.stride = bank, column, len(names)
         for name, ctr in self.p4info_counters.items():
             info = ArrayInfo(len(self.manifest.counters), ctr.preamble.id, 64, ctr.size)
             self.manifest.counters[name] = info
@@ -326,8 +341,8 @@ class CCompiler(CallDispatch):
             "    p4_base_t base;",
             f"    p4_table_t tables[{max(1, len(m.tables))}];",
         ]
-        for name, r in m.registers.items():
-            lines.append(f"    {_storage(r.width)} *reg_{cname(name)}; /* register {name}[{r.size}] */")
+        for bank, ((size, ctype), names) in enumerate(self.banks):
+            lines.append(f"    {ctype} *bank_{bank}; /* [{size}][{len(names)}]: {', '.join(names)} */")
         for name, c in m.counters.items():
             lines.append(f"    uint64_t *ctr_{cname(name)}; /* counter {name}[{c.size}]: packets, bytes */")
         lines.append("} ctx_t;\n")
@@ -349,9 +364,9 @@ class CCompiler(CallDispatch):
                 f'    bad |= p4_table_init(&ctx->tables[{t.index}], "{name}", keys_{t.index}, '
                 f"{len(self.tables[name].keys)}, {t.nargs}, {size});"
             )
-        for name, r in m.registers.items():
-            reg = f"ctx->reg_{cname(name)}"
-            lines.append(f"    bad |= !({reg} = calloc({max(1, r.size)}, sizeof *{reg}));")
+        for bank, ((size, _), names) in enumerate(self.banks):
+            cells = max(1, size) * len(names)
+            lines.append(f"    bad |= !(ctx->bank_{bank} = calloc({cells}, sizeof *ctx->bank_{bank}));")
         for name, c in m.counters.items():
             lines.append(f"    bad |= !(ctx->ctr_{cname(name)} = calloc({2 * max(1, c.size)}, 8));")
         lines.append("    if (bad) { p4_destroy(ctx); return NULL; }")
@@ -361,8 +376,8 @@ class CCompiler(CallDispatch):
         lines.append("    if (!ctx) return;")
         for t in m.tables.values():
             lines.append(f"    p4_table_free(&ctx->tables[{t.index}]);")
-        for name in m.registers:
-            lines.append(f"    free(ctx->reg_{cname(name)});")
+        for bank in range(len(self.banks)):
+            lines.append(f"    free(ctx->bank_{bank});")
         for name in m.counters:
             lines.append(f"    free(ctx->ctr_{cname(name)});")
         lines.append("    if (ctx->base.groups)")
@@ -378,7 +393,7 @@ class CCompiler(CallDispatch):
         lines.append("P4_EXPORT void *p4_register(ctx_t *ctx, uint32_t i) {")
         lines.append("    switch (i) {")
         for name, r in m.registers.items():
-            lines.append(f"    case {r.index}: return ctx->reg_{cname(name)};")
+            lines.append(f"    case {r.index}: return ctx->bank_{r.bank} + {r.column}; /* {name} */")
         lines.append("    default: return NULL;\n    }\n}\n")
         lines.append("P4_EXPORT uint64_t *p4_counter(ctx_t *ctx, uint32_t i) {")
         lines.append("    switch (i) {")
@@ -408,8 +423,8 @@ class CCompiler(CallDispatch):
         return f"locals_{cname(owner)}_t *L"
 
     def _locals_init(self, owner: str) -> None:
+        # No blanket zeroing: every local is assigned where it is declared (its initializer, or zero).
         self.emit(1, f"locals_{cname(owner)}_t locals, *L = &locals;")
-        self.emit(1, "memset(&locals, 0, sizeof locals);")
 
     def _control(self, decl: ir.ControlDecl, params: dict[str, str]) -> str:
         name = f"control_{cname(decl.name)}"
@@ -772,16 +787,17 @@ class CCompiler(CallDispatch):
             reg = self.manifest.registers.get(call.instance)
             if reg is None:
                 raise UnsupportedError(f"register {call.instance} is absent from the P4Info at {call.pos}")
-            array = f"ctx->reg_{cname(call.instance)}"
+
+            def cell(idx: str) -> str:
+                return f"ctx->bank_{reg.bank}[{idx} * {reg.stride} + {reg.column}]"
+
             if call.method == "read":
                 idx = self._index(depth, call.args[1])
-                self.store(depth, call.args[0], f"({idx} < {reg.size} ? (uint64_t){array}[{idx}] : 0)")
+                self.store(depth, call.args[0], f"({idx} < {reg.size} ? (uint64_t){cell(idx)} : 0)")
             elif call.method == "write":
                 idx = self._index(depth, call.args[0])
                 value = self.expr(call.args[1], depth)
-                self.emit(
-                    depth, f"if ({idx} < {reg.size}) {array}[{idx}] = ({_storage(reg.width)})({value});"
-                )
+                self.emit(depth, f"if ({idx} < {reg.size}) {cell(idx)} = ({_storage(reg.width)})({value});")
             else:
                 raise UnsupportedError(f"register.{call.method} at {call.pos}")
         elif call.extern == "counter" and call.method == "count":

@@ -279,8 +279,9 @@ def _bind(context: Context, manifest: Manifest, state: st.RuntimeState) -> None:
         table.bind(NativeTable(context, info, table.keys))
     for info in manifest.registers.values():
         register = state.registers[info.object_id]
-        view = context.view(lib.p4_register(context.ptr, info.index), _cell_bits(info.width), info.size)
-        values = NativeArray(context, view, info.size)
+        cells = max(0, info.size - 1) * info.stride + 1  # the register's cells, every stride-th of its bank
+        view = context.view(lib.p4_register(context.ptr, info.index), _cell_bits(info.width), cells)
+        values = NativeArray(context, view[:: info.stride], info.size)
         values[:] = list(register.values)
         register.values = values
     for info in manifest.counters.values():
