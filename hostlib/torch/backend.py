@@ -102,7 +102,7 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         (tensor,) = tensors
 
         def finish(result: np.ndarray) -> list[torch.Tensor]:
-            tensor.copy_(torch.from_numpy(result).view(tensor.shape))
+            _write(tensor, result)
             return [tensor]
 
         return self._through_switch("all_reduce", tensor, op, finish)
@@ -117,7 +117,7 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         n, start = output.numel(), output.numel() * self.rank()
 
         def finish(result: np.ndarray) -> list[torch.Tensor]:
-            output.copy_(torch.from_numpy(result[start : start + n]).view(output.shape))
+            _write(output, result[start : start + n])
             return [output]
 
         return self._through_switch("reduce_scatter", input, op, finish)
@@ -143,7 +143,7 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         joined = torch.cat([piece.reshape(-1) for piece in pieces])
 
         def finish(result: np.ndarray) -> list[torch.Tensor]:
-            output.copy_(torch.from_numpy(result[start : start + output.numel()]).view(output.shape))
+            _write(output, result[start : start + output.numel()])
             return [output]
 
         return self._through_switch("reduce_scatter", joined, op, finish)
@@ -188,6 +188,12 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
 
     def abort(self) -> None:
         self.shutdown()
+
+
+def _write(target: torch.Tensor, values: np.ndarray) -> None:
+    """The switch's result into the caller's tensor (rounded to its dtype), as Gloo writes: not autograd's."""
+    with torch.no_grad():
+        target.copy_(torch.from_numpy(values).view(target.shape))
 
 
 def _switch_op(tensors: Sequence[torch.Tensor], op: dist.ReduceOp) -> str | None:
