@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 from hostlib.communicator import Handle
+from hostlib.torch.outcome import Outcome
 
 __all__ = ["SwitchWork", "failed_work"]
 
@@ -30,9 +31,7 @@ def backend_error(what: str, error: BaseException) -> dist.DistBackendError:
 class SwitchWork(dist.Work):
     """Completes when `handle` has and `finish(result)` has written the result into the output tensors.
 
-    Its future is a `then` of a private one: a Python future cannot hold a C++ error (set_exception
-    stores the exception as the value, which C++ callers such as DDP's reducer would take for tensors),
-    but a callback that raises gives the future `then` returns a real one.
+    Its future (an `Outcome`'s) ends with the output tensors, or with an error C++ callers see as one.
     """
 
     def __init__(
@@ -46,8 +45,7 @@ class SwitchWork(dist.Work):
         self.ended = threading.Event()
         self._error: dist.DistBackendError | None = None
         self._outputs: list[torch.Tensor] = []
-        self._ending: torch.futures.Future[None] = torch.futures.Future()
-        self._future = self._ending.then(self._outcome)
+        self._outcome: Outcome[list[torch.Tensor]] = Outcome()
         handle.add_done_callback(lambda done: self._end(done, finish))
 
     def _end(self, handle: Handle, finish: Callable[[object], list[torch.Tensor]]) -> None:
@@ -57,12 +55,10 @@ class SwitchWork(dist.Work):
         except BaseException as error:  # every failure must reach the waiters, none may hang them
             self._error = backend_error(self._what, error)
         self.ended.set()
-        self._ending.set_result(None)
-
-    def _outcome(self, _: torch.futures.Future[None]) -> list[torch.Tensor]:
-        if self._error is not None:
-            raise self._error
-        return self._outputs
+        if self._error is None:
+            self._outcome.succeed(self._outputs)
+        else:
+            self._outcome.fail(self._error)
 
     def wait(self, timeout: timedelta | None = None) -> bool:
         seconds = timeout.total_seconds() if timeout else None  # torch's "no timeout" is 0
@@ -92,7 +88,7 @@ class SwitchWork(dist.Work):
         """CPU tensors: nothing to order against a stream."""
 
     def get_future(self) -> torch.futures.Future[list[torch.Tensor]]:
-        return self._future
+        return self._outcome.future
 
 
 class _DoneWork(dist.Work):
@@ -101,8 +97,8 @@ class _DoneWork(dist.Work):
     def __init__(self, error: dist.DistBackendError) -> None:
         super().__init__()
         self._error = error
-        self._future: torch.futures.Future[list[torch.Tensor]] = torch.futures.Future()
-        self._future.set_exception(error)
+        self._outcome: Outcome[list[torch.Tensor]] = Outcome()
+        self._outcome.fail(error)
 
     def wait(self, timeout: timedelta | None = None) -> bool:
         raise self._error
@@ -117,7 +113,7 @@ class _DoneWork(dist.Work):
         return self._error
 
     def get_future(self) -> torch.futures.Future[list[torch.Tensor]]:
-        return self._future
+        return self._outcome.future
 
 
 def failed_work(what: str, error: BaseException) -> dist.Work:

@@ -94,3 +94,21 @@ def test_grad_scaler_skips_an_overflowing_step_on_every_rank_as_with_gloo(tmp_pa
     with ctx.Pool(WORLD) as pool:
         gloo = pool.starmap(train_with_scaler, [(r, None, port, "") for r in range(WORLD)])
     torch_overflow.check_against_gloo(switch, gloo)
+
+
+def test_a_hook_error_reaches_backward_as_itself() -> None:
+    """DDP meets the hook's future in C++: its error must arrive as an error, not as a value to cast."""
+    import torch.distributed as dist
+
+    from hostlib.torch import P4ReduceState, p4reduce_hook
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    try:
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1).double())
+        model.register_comm_hook(P4ReduceState(comm=None), p4reduce_hook)  # type: ignore[arg-type]
+        with pytest.raises(RuntimeError) as raised:
+            model(torch.ones(2, 4, dtype=torch.float64)).sum().backward()
+        assert "TypeError: p4reduce_hook handles float32 and float16, not torch.float64" in str(raised.value)
+        assert "Unable to cast" not in str(raised.value)
+    finally:
+        dist.destroy_process_group()
