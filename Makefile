@@ -2,6 +2,7 @@
 #   make install   create .venv (and, as root, install Debian packages); idempotent
 #   make build     compile p4src/ with p4reduce-p4c (always) and p4c (when on PATH)
 #   make demo      the main job: 4 workers all-reduce through the embedded switch
+#   make torch-ddp  DDP training under torchrun on the p4reduce backend (own switch + controller); torch-fsdp: FSDP2
 #   make test      the test suite
 #   make lab       Mininet lab (root): WORKERS=4 SWITCH=soft|bmv2
 #   make bench     benchmarks
@@ -25,7 +26,7 @@ OUT ?= results
 EXPERIMENTS := gloo workers loss switch
 EXP_FLAGS := --out $(OUT) $(if $(QUICK),--quick)
 
-.PHONY: install build demo test lab bench stop clean lint experiments $(addprefix exp-,$(EXPERIMENTS))
+.PHONY: install build demo torch-ddp torch-fsdp test lab bench stop clean lint experiments $(addprefix exp-,$(EXPERIMENTS))
 
 install: $(VENV)/.installed
 
@@ -58,6 +59,9 @@ build: install
 demo: install
 	$(PY) -m hostlib.demo
 
+torch-ddp torch-fsdp: torch-%: install
+	$(PY) -m hostlib.torch.launch --nproc-per-node $(WORKERS) examples/train_$*.py
+
 test: install
 	$(BIN)/pytest -q
 
@@ -76,7 +80,7 @@ lab: install
 	$(PY) mininet/lab.py --workers $(WORKERS) --switch $(SWITCH)
 
 lint: install
-	$(BIN)/ruff check softswitch controller hostlib mininet tests benchmarks experiments
+	$(BIN)/ruff check softswitch controller hostlib mininet tests benchmarks experiments examples
 
 clean:
 	rm -rf $(BUILD) logs pcaps results

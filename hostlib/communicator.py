@@ -217,11 +217,17 @@ class Communicator:
         *,
         op: Literal["sum", "avg"] = "sum",
         nonfinite: Literal["propagate", "raise"] = "propagate",
+        logical_dtype: Literal["bfloat16"] | None = None,
     ) -> Handle:
         """Start summing (or averaging) `array` over all ranks; the input is copied before this returns.
 
         Wrong arguments raise here, and this rank still takes part in the call with a refused
         contribution, so that its peers fail at once instead of waiting for it.
+
+        `logical_dtype="bfloat16"` is for callers whose tensors numpy cannot hold (hostlib.torch): they
+        pass bfloat16 values widened to float32 (exact), the call travels as float32, but its descriptor
+        names bfloat16, so that a rank calling with real float32 is refused as a mismatch. The result is
+        float32; the caller rounds it back.
         """
         if self._closed:
             raise RuntimeError("the communicator is closed")
@@ -234,11 +240,12 @@ class Communicator:
                 raise TypeError(f"allreduce supports {names}; got {array.dtype} (cast it first)")
             if out is not None and (out.shape != array.shape or out.dtype != array.dtype):
                 raise ValueError(f"out must have shape {array.shape} and dtype {array.dtype}")
+            dtype = _logical(DTYPES[array.dtype], logical_dtype)
         except (TypeError, ValueError):
             self._executor.submit(self._refuse)
             raise
         flat = np.array(array.reshape(-1), copy=True)
-        calls = list(self._split(flat, DTYPES[array.dtype], operation, mode))
+        calls = list(self._split(flat, dtype, operation, mode))
 
         def run() -> np.ndarray:
             target = out if out is not None else np.empty(array.shape, dtype=array.dtype)
@@ -259,13 +266,17 @@ class Communicator:
         *,
         op: Literal["sum", "avg"] = "sum",
         nonfinite: Literal["propagate", "raise"] = "propagate",
+        logical_dtype: Literal["bfloat16"] | None = None,
     ) -> np.ndarray:
         """The element-wise sum (or average) of `array` over all ranks, same shape and dtype.
 
         A NaN or Inf in any rank's input comes back in its block on every rank (nonfinite="propagate",
         as Gloo and NCCL do), or makes every rank raise NonFiniteError (nonfinite="raise").
+        `logical_dtype`: see `allreduce_async`.
         """
-        return self.allreduce_async(array, out, op=op, nonfinite=nonfinite).wait()
+        return self.allreduce_async(
+            array, out, op=op, nonfinite=nonfinite, logical_dtype=logical_dtype
+        ).wait()
 
     def _split(
         self, flat: np.ndarray, dtype: DType, op: Op, mode: NonFinite
@@ -335,6 +346,19 @@ def _choice(kind: type[_Choice], value: str, name: str) -> _Choice:
     except (KeyError, AttributeError):
         options = ", ".join(repr(member.name.lower()) for member in kind)
         raise ValueError(f"{name} must be one of {options}, not {value!r}") from None
+
+
+def _logical(carried: DType, logical: str | None) -> DType:
+    """The dtype a call's descriptor names: the array's own, or bfloat16 carried as float32."""
+    if logical is None:
+        return carried
+    if logical != "bfloat16":
+        raise ValueError(f"logical_dtype must be None or 'bfloat16', not {logical!r}")
+    if carried != DType.FLOAT32:
+        raise TypeError(
+            f"logical_dtype='bfloat16' takes bfloat16 values widened to float32, not {carried.name}"
+        )
+    return DType.BFLOAT16
 
 
 def _check_source_address(ip: str) -> None:
