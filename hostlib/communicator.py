@@ -48,8 +48,8 @@ from hostlib.calls import (
     NonFinite,
     Op,
 )
-from hostlib.engine import EngineStats, Membership, PacketEngine
-from hostlib.reduction import Plan, RefusedPlan, plan_for
+from hostlib.engine import EngineStats, Membership
+from hostlib.native import NativePlan, PacketEngine, native_plan, refused_plan
 
 __all__ = ["Communicator", "Handle", "JobSpec", "JoinError"]
 
@@ -242,11 +242,20 @@ class Communicator:
 
         def run() -> np.ndarray:
             target = out if out is not None else np.empty(array.shape, dtype=array.dtype)
-            view = target.reshape(-1)
+            # The native plans write results straight into a C-contiguous buffer: the target itself
+            # unless it is a strided view.
+            direct = target.flags.c_contiguous
+            destination = target if direct else np.empty(array.shape, dtype=array.dtype)
+            view = destination.reshape(-1)
             for start, piece, descriptor in calls:
-                plan = plan_for(piece, descriptor, self.job.values_per_packet, self.job.world_size)
+                section = view[start : start + piece.size]
+                plan = native_plan(
+                    piece, section, descriptor, self.job.values_per_packet, self.job.world_size
+                )
                 self._run(plan, descriptor)
-                np.copyto(view[start : start + piece.size], plan.result(), casting="unsafe")
+                plan.result()  # NonFiniteError under nonfinite="raise"
+            if not direct:
+                np.copyto(target, destination)
             self.engine.stats.tensor_bytes += array.nbytes
             return target
 
@@ -278,14 +287,14 @@ class Communicator:
             piece = flat[start : start + per_call]
             yield start, piece, Descriptor(dtype, op, mode, piece.size)
 
-    def _run(self, plan: Plan, descriptor: Descriptor) -> None:
+    def _run(self, plan: NativePlan, descriptor: Descriptor) -> None:
         self.engine.run(plan, descriptor.encode())
 
     def _refuse(self) -> None:
         """Take part in the next call with a refused descriptor; the caller already has its error."""
         try:
             self._run(
-                RefusedPlan(self.job.values_per_packet),
+                refused_plan(self.job.values_per_packet, self.job.world_size),
                 Descriptor(DType.REFUSED, Op.SUM, NonFinite.PROPAGATE, 0),
             )
         except AllreduceError:

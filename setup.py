@@ -1,0 +1,26 @@
+"""The native parts of hostlib, built by `pip install -e .` (make install) with the system compiler.
+
+Everything else about the project is in pyproject.toml. -ffp-contract=off keeps every float64
+operation separately rounded, as numpy's, so the native quantization is bit-identical to
+hostlib/quantize.py; CFLAGS/LDFLAGS from the environment are added (make asan adds sanitizers).
+"""
+
+from setuptools import Extension, setup
+
+NATIVE = "hostlib/csrc"
+FLAGS = ["-std=gnu11", "-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-Wall", "-Wextra",
+         "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Wno-cast-function-type"]  # fmt: skip
+ENGINE = ["quantize.c", "plan.c", "overtaking.c", "engine.c", "driver.c", "module.c"]
+
+setup(
+    ext_modules=[
+        Extension(
+            "hostlib._native",
+            sources=[f"{NATIVE}/{name}" for name in ENGINE],
+            depends=[f"{NATIVE}/{name}" for name in ("protocol.h", "quantize.h", "plan.h", "overtaking.h",
+                                                     "engine.h", "driver.h")],  # fmt: skip
+            extra_compile_args=FLAGS,
+            libraries=["m"],
+        ),
+    ],
+)
