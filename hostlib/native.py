@@ -15,8 +15,13 @@ feeds both the same traces and compares every packet, counter and result bit.
 
 from __future__ import annotations
 
+import importlib
+import importlib.machinery
+import importlib.util
+import os
 import socket
 import time
+from types import ModuleType
 
 import numpy as np
 
@@ -36,10 +41,24 @@ BUILD_HINT = (
     "(it needs the Debian packages build-essential and python3-dev)"
 )
 
-try:
-    from hostlib import _native
-except ImportError:
-    raise ImportError(BUILD_HINT) from None
+
+def _load() -> ModuleType:
+    """hostlib._native as built in place, or the build P4REDUCE_NATIVE_LIBRARY names (make asan's)."""
+    library = os.environ.get("P4REDUCE_NATIVE_LIBRARY")
+    try:
+        if not library:
+            return importlib.import_module("hostlib._native")
+        loader = importlib.machinery.ExtensionFileLoader("hostlib._native", library)
+        spec = importlib.util.spec_from_file_location("hostlib._native", library, loader=loader)
+        assert spec is not None
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        return module
+    except ImportError:
+        raise ImportError(BUILD_HINT) from None
+
+
+_native = _load()
 
 _CODES = {
     np.dtype(np.int32): _native.INT32,
