@@ -10,7 +10,7 @@ from setuptools import Extension, setup
 NATIVE = "hostlib/csrc"
 FLAGS = ["-std=gnu11", "-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-Wall", "-Wextra",
          "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Wno-cast-function-type"]  # fmt: skip
-ENGINE = ["quantize.c", "plan.c", "overtaking.c", "engine.c", "driver.c", "module.c"]
+ENGINE = ["quantize.c", "plan.c", "overtaking.c", "engine.c", "udp.c", "driver.c", "module.c"]
 
 setup(
     ext_modules=[
@@ -18,7 +18,14 @@ setup(
             "hostlib._native",
             sources=[f"{NATIVE}/{name}" for name in ENGINE],
             depends=[f"{NATIVE}/{name}" for name in ("protocol.h", "quantize.h", "plan.h", "overtaking.h",
-                                                     "engine.h", "driver.h")],  # fmt: skip
+                                                     "engine.h", "udp.h", "driver.h", "clock.h")],  # fmt: skip
+            extra_compile_args=FLAGS,
+            libraries=["m"],
+        ),
+        Extension(  # benchmarks' switch stand-in and native UDP loop (hostlib/reflector.py)
+            "hostlib._reflector",
+            sources=[f"{NATIVE}/reflector.c", f"{NATIVE}/udp.c"],
+            depends=[f"{NATIVE}/protocol.h", f"{NATIVE}/clock.h", f"{NATIVE}/udp.h"],
             extra_compile_args=FLAGS,
             libraries=["m"],
         ),

@@ -12,16 +12,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BATCH 64          /* datagrams per recvmmsg */
-#define SEND_BATCH 1024   /* UIO_MAXIOV: datagrams per sendmmsg */
-#define RECEIVE_SLACK 64  /* a longer datagram than a RESULT is read truncated, and ignored */
-#define SPINS 64          /* empty receives before sleeping in ppoll */
+#define SPINS 64          /* empty receives before sleeping in ppoll: a datagram is usually microseconds away */
 #define LONGEST_SLEEP 1.0 /* seconds; the eventfd wakes it sooner for fail() */
 
-double p4r_monotonic(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+int p4r_transport_init(struct p4r_transport *t) {
+    memset(t, 0, sizeof *t);
+    t->sender.gso = 1;
+    return p4r_udp_receiver_init(&t->receiver);
+}
+
+void p4r_transport_free(struct p4r_transport *t) {
+    p4r_udp_receiver_free(&t->receiver);
+    free(t->packets);
+    t->packets = NULL;
 }
 
 static struct timespec timespec_of(double seconds) {
@@ -33,82 +36,20 @@ static struct timespec timespec_of(double seconds) {
     return t;
 }
 
-static void wait_writable(int fd) {
-    struct pollfd p = {.fd = fd, .events = POLLOUT};
-    struct timespec t = timespec_of(0.01);
-    ppoll(&p, 1, &t, NULL);
-}
-
-int p4r_send_out(struct p4r_engine *e, int fd) {
+/* Sends what the engine emitted, in order, and clears it. */
+static int send_out(struct p4r_engine *e, struct p4r_transport *t, int fd) {
     struct p4r_out *out = &e->out;
-    struct mmsghdr messages[SEND_BATCH];
-    struct iovec vectors[SEND_BATCH];
-    size_t next = 0;
-    int refused_here = 0; /* ECONNREFUSED already met at packet `next` */
-    while (next < out->count) {
-        size_t batch = out->count - next < SEND_BATCH ? out->count - next : SEND_BATCH;
-        for (size_t i = 0; i < batch; i++) {
-            vectors[i].iov_base = out->data + (next + i) * out->frame;
-            vectors[i].iov_len = out->length[next + i];
-            memset(&messages[i], 0, sizeof messages[i]);
-            messages[i].msg_hdr.msg_iov = &vectors[i];
-            messages[i].msg_hdr.msg_iovlen = 1;
-        }
-        int sent = sendmmsg(fd, messages, (unsigned)batch, MSG_DONTWAIT);
-        if (sent > 0) {
-            next += (size_t)sent;
-            refused_here = 0;
-            continue;
-        }
-        if (sent == 0 || errno == EINTR) continue;
-        if (errno == ECONNREFUSED) {
-            /* an earlier datagram bounced off a closed port (ICMP): the error is reported once; the
-             * packet goes once more, and is given up if that is refused too (as PacketEngine did) */
-            e->stats.refused += 1;
-            if (refused_here) {
-                next += 1;
-                refused_here = 0;
-            } else {
-                refused_here = 1;
-            }
-            continue;
-        }
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
-            wait_writable(fd);
-            continue;
-        }
-        int error = errno;
-        p4r_out_clear(out);
-        return error;
+    if (out->count == 0) return 0;
+    if (out->count > t->capacity) {
+        const uint8_t **packets = realloc(t->packets, out->count * sizeof *packets);
+        if (packets == NULL) return ENOMEM;
+        t->packets = packets;
+        t->capacity = out->count;
     }
+    for (size_t i = 0; i < out->count; i++) t->packets[i] = out->data + i * out->frame;
+    int error = p4r_udp_send(&t->sender, fd, t->packets, out->length, out->count, NULL, &e->stats.refused);
     p4r_out_clear(out);
-    return 0;
-}
-
-struct receiver {
-    uint8_t *buffers;
-    size_t size;
-    struct mmsghdr messages[BATCH];
-    struct iovec vectors[BATCH];
-};
-
-static int receiver_init(struct receiver *r, size_t frame) {
-    r->size = frame + RECEIVE_SLACK;
-    r->buffers = malloc(r->size * BATCH);
-    if (r->buffers == NULL) return -1;
-    for (int i = 0; i < BATCH; i++) {
-        r->vectors[i].iov_base = r->buffers + (size_t)i * r->size;
-        r->vectors[i].iov_len = r->size;
-    }
-    return 0;
-}
-
-static void receiver_arm(struct receiver *r) {
-    for (int i = 0; i < BATCH; i++) {
-        memset(&r->messages[i], 0, sizeof r->messages[i]);
-        r->messages[i].msg_hdr.msg_iov = &r->vectors[i];
-        r->messages[i].msg_hdr.msg_iovlen = 1;
-    }
+    return error;
 }
 
 static void apply_pending_fail(struct p4r_engine *e, int *pending_fail) {
@@ -122,28 +63,29 @@ static void drain(int wake_fd) {
     }
 }
 
-int p4r_drive(struct p4r_engine *e, int fd, int wake_fd, int *pending_fail) {
-    struct receiver r;
-    if (receiver_init(&r, e->frame)) {
-        e->call.error.kind = P4R_ERR_MEMORY;
-        return 0;
-    }
-    int error = p4r_send_out(e, fd);
+int p4r_drive(struct p4r_engine *e, struct p4r_transport *t, int fd, int wake_fd, int *pending_fail) {
+    struct p4r_udp_receiver *r = &t->receiver;
+    p4r_udp_enable_gro(fd); /* where the kernel has no UDP GRO, datagrams come one per buffer */
+    int error = send_out(e, t, fd);
     int idle = 0;
     while (!error && !p4r_engine_done(e)) {
         apply_pending_fail(e, pending_fail);
         double now = p4r_monotonic();
         p4r_engine_poll(e, now);
-        if ((error = p4r_send_out(e, fd)) || p4r_engine_done(e)) break;
-        receiver_arm(&r);
-        int received = recvmmsg(fd, r.messages, BATCH, MSG_DONTWAIT, NULL);
+        if ((error = send_out(e, t, fd)) || p4r_engine_done(e)) break;
+        int received = p4r_udp_receive(fd, r);
         if (received > 0) {
             idle = 0;
             now = p4r_monotonic();
-            for (int i = 0; i < received; i++) {
-                p4r_engine_receive(e, r.buffers + (size_t)i * r.size, r.messages[i].msg_len, now);
+            for (int m = 0; m < received; m++) {
+                const uint8_t *buffer = r->buffers + (size_t)m * P4R_UDP_BUFFER;
+                size_t length = r->messages[m].msg_len, segment = p4r_udp_segment(r, m);
+                if (length == 0) p4r_engine_receive(e, buffer, 0, now);
+                for (size_t at = 0; at < length; at += segment) {
+                    p4r_engine_receive(e, buffer + at, length - at < segment ? length - at : segment, now);
+                }
             }
-            error = p4r_send_out(e, fd);
+            error = send_out(e, t, fd);
             continue;
         }
         if (received < 0 && errno == ECONNREFUSED) {
@@ -154,13 +96,12 @@ int p4r_drive(struct p4r_engine *e, int fd, int wake_fd, int *pending_fail) {
             error = errno;
             break;
         }
-        if (++idle < SPINS) continue; /* a datagram is usually microseconds away: no sleep yet */
+        if (++idle < SPINS) continue;
         idle = 0;
         struct pollfd watch[2] = {{.fd = fd, .events = POLLIN}, {.fd = wake_fd, .events = POLLIN}};
         struct timespec timeout = timespec_of(p4r_engine_wake_time(e) - p4r_monotonic());
         if (ppoll(watch, 2, &timeout, NULL) > 0 && (watch[1].revents & POLLIN)) drain(wake_fd);
     }
     apply_pending_fail(e, pending_fail);
-    free(r.buffers);
     return error;
 }

@@ -184,6 +184,7 @@ typedef struct {
     int pending_fail; /* atomic: 0, or fail() during run: 1, 2 for an AllreduceAborted */
     int wake_fd;      /* eventfd: fail() wakes the loop */
     int wake_open;
+    struct p4r_transport *transport; /* run's buffers, from its first call on */
 } EngineObject;
 
 static int Engine_init(EngineObject *self, PyObject *args, PyObject *kwargs) {
@@ -238,6 +239,10 @@ static void Engine_dealloc(EngineObject *self) {
     if (self->plan != NULL) self->plan->busy = 0;
     Py_XDECREF(self->plan);
     if (self->wake_open) close(self->wake_fd);
+    if (self->transport != NULL) {
+        p4r_transport_free(self->transport);
+        free(self->transport);
+    }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -380,6 +385,15 @@ static PyObject *Engine_run(EngineObject *self, PyObject *args) {
     unsigned long long descriptor;
     int fd;
     if (!PyArg_ParseTuple(args, "OKi", &plan, &descriptor, &fd)) return NULL;
+    if (!engine_usable(self)) return NULL;
+    if (self->transport == NULL) {
+        struct p4r_transport *transport = malloc(sizeof *transport);
+        if (transport == NULL || p4r_transport_init(transport)) {
+            free(transport);
+            return PyErr_NoMemory();
+        }
+        self->transport = transport;
+    }
     if (!prepare_call(self, plan)) return NULL;
     struct p4r_engine *e = self->engine;
     struct p4r_plan *p = &self->plan->plan;
@@ -390,7 +404,7 @@ static PyObject *Engine_run(EngineObject *self, PyObject *args) {
     int error;
     Py_BEGIN_ALLOW_THREADS;
     p4r_engine_begin(e, p, (uint32_t)descriptor, p4r_monotonic());
-    error = p4r_drive(e, fd, self->wake_fd, &self->pending_fail);
+    error = p4r_drive(e, self->transport, fd, self->wake_fd, &self->pending_fail);
     Py_END_ALLOW_THREADS;
     self->running = 0;
     if (error) {

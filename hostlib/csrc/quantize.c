@@ -51,8 +51,14 @@ double p4r_scale(int exponent, int world_size) {
     return (double)(2147483647 / world_size) / ldexp(1.0, exponent);
 }
 
-/* numpy's float64 -> int32 cast on x86-64: cvttsd2si, INT32_MIN for NaN and out-of-range values. */
-static int32_t to_int32(double r) {
+/* np.rint(y).astype(int32) on x86-64: round half to even, then cvttsd2si's INT32_MIN for NaN and
+ * out-of-range values. Adding and subtracting 1.5 * 2^52 rounds any |y| < 2^51 to an integer in the
+ * current (default: to nearest, ties to even) mode exactly as rint does, without a libm call, and
+ * vectorizes; anything larger is out of int32's range either way. */
+static int32_t rint_to_int32(double y) {
+    const double shift = 0x1.8p52;
+    if (!(y > -0x1p51 && y < 0x1p51)) return INT32_MIN;
+    double r = (y + shift) - shift;
     if (r >= -2147483648.0 && r <= INT32_MAX_D) return (int32_t)r;
     return INT32_MIN;
 }
@@ -71,7 +77,7 @@ static uint32_t nonfinite_code(double x) {
             for (int i = 0; i < n; i++) p4r_store32(wire + 4 * i, nonfinite_code(LOAD)); \
         } else {                                                                    \
             double s = p4r_scale((int)wire_exponent - P4R_EXP_BIAS, world_size);    \
-            for (int i = 0; i < n; i++) p4r_store32(wire + 4 * i, (uint32_t)to_int32(rint((LOAD) * s))); \
+            for (int i = 0; i < n; i++) p4r_store32(wire + 4 * i, (uint32_t)rint_to_int32((LOAD) * s)); \
         }                                                                           \
         memset(wire + 4 * n, 0, (size_t)(k - n) * 4);                               \
     } while (0)

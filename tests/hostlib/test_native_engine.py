@@ -17,19 +17,24 @@ import os
 import random
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
 
 from contracts import protocol
-from contracts.protocol import HEADER_BYTES, MsgType, payload_bytes
+from contracts.protocol import EXP_BIAS, HEADER_BYTES, MsgType, payload_bytes
+from hostlib import Communicator, JobSpec
 from hostlib import engine as spec_engine
 from hostlib import quantize as q
 from hostlib.calls import AllreduceError, Descriptor, DType, NonFinite, Op
 from hostlib.engine import HEADER, Membership
 from hostlib.native import BUILD_HINT, NativeEngine, _native, native_plan
 from hostlib.reduction import plan_for
+from hostlib.reflector import NativeReflector
+from hostlib.verify import check, make_input
 from tests.hostlib.fabric import Fabric, Packet, random_faults
 from tests.hostlib.twin import Twin, TwinPlan
 
@@ -347,6 +352,43 @@ def test_a_missing_build_says_how_to_build_it() -> None:
     assert run.stderr.strip().splitlines()[-1] == f"ImportError: {BUILD_HINT}"
 
 
+# ------------------------------------------------------------------------------------------ over sockets
+
+
+def test_the_native_reflector_sums_a_whole_job_like_the_switch() -> None:
+    world, size = 3, 40_000
+    with NativeReflector(workers=world) as reflector:
+
+        def rank(r: int) -> tuple[np.ndarray, np.ndarray]:
+            job = JobSpec(1, world, 64, reflector.address, 64, key=0x100 + r)
+            with Communicator(job, r, ("127.0.0.1", 0)) as comm:
+                return comm.allreduce(make_input(r, size, "int32")), comm.allreduce(
+                    make_input(r, size, "float32")
+                )
+
+        with ThreadPoolExecutor(world) as pool:
+            results = list(pool.map(rank, range(world)))
+    for ints, floats in results:
+        assert check(ints, world, size, "int32", k=64)[0] and check(floats, world, size, "float32", k=64)[0]
+
+
+def test_a_call_runs_without_the_gil() -> None:
+    """Python keeps running while a call is carried out: the DDP hook overlaps backward."""
+    data = np.arange(300_000 * 64, dtype=np.int32)
+    with (
+        NativeReflector() as reflector,
+        Communicator(JobSpec(1, 1, 128, reflector.address, 64, 1), 0) as comm,
+    ):
+        comm.allreduce(data[:6400])
+        started = time.perf_counter()
+        handle, spins = comm.allreduce_async(data), 0
+        while not handle.done():
+            spins += 1  # pure Python: it runs only while the call does not hold the GIL
+        elapsed = time.perf_counter() - started
+        assert np.array_equal(handle.wait(), data)
+    assert elapsed > 0.05 and spins > 10_000 * elapsed, (elapsed, spins)
+
+
 # ------------------------------------------------------------------------------------------ helpers
 
 
@@ -358,3 +400,14 @@ def random_input(rng: np.random.Generator, dtype: str, size: int) -> np.ndarray:
     if size > 10:
         values[rng.integers(0, size, 2)] = 0.0
     return values.astype(dtype)
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_quantization_ties_round_half_to_even_as_numpy(world: int) -> None:
+    """0.5 in a block whose largest magnitude is 0.5 scales to floor((2^31-1)/N) / 2: exactly a half."""
+    ties = np.array([0.5, -0.5, 0.25, -0.25, 0.375, 0.125] * 11, dtype=np.float32)
+    scaled = float(ties[0]) * q.scale(0, world)
+    assert scaled % 1 == 0.5 and q.quantize(ties[:1], EXP_BIAS, world)[0] % 2 == 0  # rounded to even
+    fabric = Fabric(world=world, pool=4, engine="twin")
+    results = fabric.run(fabric.plans([ties] * world))
+    assert all(isinstance(r, np.ndarray) for r in results)
