@@ -8,7 +8,7 @@ hostlib/quantize.py; CFLAGS/LDFLAGS from the environment are added (make asan ad
 from setuptools import Extension, setup
 
 NATIVE = "hostlib/csrc"
-FLAGS = ["-std=gnu11", "-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-Wall", "-Wextra",
+FLAGS = ["-std=gnu11", "-O3", "-ffp-contract=off", "-fno-strict-aliasing", "-Wall", "-Wextra",
          "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Wno-cast-function-type"]  # fmt: skip
 ENGINE = ["quantize.c", "plan.c", "overtaking.c", "engine.c", "udp.c", "driver.c", "module.c"]
 

@@ -60,6 +60,21 @@ void p4r_plan_start(struct p4r_plan *plan, int width) {
     plan->uses = plan->count ? (long)plan->count + width : 0;
 }
 
+P4R_VECTORIZED static void int_to_wire(const int32_t *in, int n, int k, uint8_t *wire) {
+    for (int i = 0; i < n; i++) p4r_store32(wire + 4 * i, (uint32_t)in[i]);
+    memset(wire + 4 * n, 0, (size_t)(k - n) * 4);
+}
+
+/* Sums into int32; with `average` = N, op="avg": truncated towards zero, as NCCL (and
+ * reduction.IntPlan through float64). */
+P4R_VECTORIZED static void wire_to_int(const uint8_t *wire, int n, int average, int32_t *out) {
+    if (average) {
+        for (int i = 0; i < n; i++) out[i] = (int32_t)trunc((double)(int32_t)p4r_load32(wire + 4 * i) / average);
+    } else {
+        for (int i = 0; i < n; i++) out[i] = (int32_t)p4r_load32(wire + 4 * i);
+    }
+}
+
 /* Elements of chunk c that are real (the last chunk may be short; the rest is zero padding). */
 static int chunk_length(const struct p4r_plan *plan, size_t c) {
     size_t start = c * (size_t)plan->k;
@@ -75,9 +90,7 @@ uint8_t p4r_plan_payload(struct p4r_plan *plan, long use, uint8_t agreed_exp, ui
     if (plan->kind == P4R_PLAN_INT) {
         size_t start = (size_t)use * (size_t)k;
         int n = chunk_length(plan, (size_t)use);
-        const int32_t *in = (const int32_t *)plan->in + start;
-        for (int i = 0; i < n; i++) p4r_store32(values + 4 * i, (uint32_t)in[i]);
-        memset(values + 4 * n, 0, (size_t)(k - n) * 4);
+        int_to_wire((const int32_t *)plan->in + start, n, k, values);
         return P4R_EXP_NONE;
     }
     /* float: uses 0 .. W-1 prime the slots; use u >= W carries chunk u - W and announces chunk u */
@@ -98,44 +111,25 @@ uint8_t p4r_plan_payload(struct p4r_plan *plan, long use, uint8_t agreed_exp, ui
     return announce < plan->count ? plan->local[announce] : P4R_EXP_NONE;
 }
 
-static void store_float(const struct p4r_plan *plan, size_t index, double value) {
-    switch (plan->output) {
-    case P4R_FLOAT64:
-        ((double *)plan->out)[index] = value;
-        break;
-    case P4R_FLOAT32:
-        ((float *)plan->out)[index] = (float)value;
-        break;
-    case P4R_FLOAT16:
-        ((uint16_t *)plan->out)[index] = p4r_double_to_half(value);
-        break;
-    default:
-        break;
-    }
-}
-
 void p4r_plan_deliver(struct p4r_plan *plan, long use, const uint8_t *values) {
     int k = plan->k;
     if (plan->kind == P4R_PLAN_REFUSED || plan->out == NULL) return;
     if (plan->kind == P4R_PLAN_INT) {
         size_t start = (size_t)use * (size_t)k;
         int n = chunk_length(plan, (size_t)use);
-        int32_t *out = (int32_t *)plan->out + start;
-        for (int i = 0; i < n; i++) {
-            int32_t sum = (int32_t)p4r_load32(values + 4 * i);
-            /* op="avg": truncated towards zero, as NCCL (and reduction.IntPlan through float64) */
-            out[i] = plan->average ? (int32_t)trunc((double)sum / plan->world_size) : sum;
-        }
+        wire_to_int(values, n, plan->average ? plan->world_size : 0, (int32_t *)plan->out + start);
         return;
     }
     if (use < plan->slots) return; /* a priming use carries no values */
     size_t c = (size_t)(use - plan->slots), start = c * (size_t)k;
     int n = chunk_length(plan, c);
-    double sums[P4R_MAX_VALUES];
-    p4r_dequantize(values, n, plan->agreed[c], plan->world_size, sums);
-    for (int i = 0; i < n; i++) {
-        double value = plan->average ? sums[i] / plan->world_size : sums[i];
-        store_float(plan, start + (size_t)i, value);
+    uint8_t e = plan->agreed[c];
+    if (plan->output == P4R_FLOAT32) {
+        p4r_dequantize_f32(values, n, e, plan->world_size, plan->average, (float *)plan->out + start);
+    } else if (plan->output == P4R_FLOAT16) {
+        p4r_dequantize_f16(values, n, e, plan->world_size, plan->average, (uint16_t *)plan->out + start);
+    } else if (plan->output == P4R_FLOAT64) {
+        p4r_dequantize_f64(values, n, e, plan->world_size, plan->average, (double *)plan->out + start);
     }
 }
 

@@ -23,7 +23,7 @@ static uint8_t wire_of_peak(double peak) {
 
 /* The largest magnitude as the largest sign-less bit pattern: IEEE magnitudes order like their bits,
  * Inf is the exponent field full and NaN above it, so one integer max finds all three. */
-uint8_t p4r_exponent_f32(const float *x, int n) {
+P4R_VECTORIZED uint8_t p4r_exponent_f32(const float *x, int n) {
     uint32_t peak = 0;
     for (int i = 0; i < n; i++) {
         uint32_t bits;
@@ -37,7 +37,7 @@ uint8_t p4r_exponent_f32(const float *x, int n) {
     return wire_of_peak((double)value);
 }
 
-uint8_t p4r_exponent_f16(const uint16_t *x, int n) {
+P4R_VECTORIZED uint8_t p4r_exponent_f16(const uint16_t *x, int n) {
     uint16_t peak = 0;
     for (int i = 0; i < n; i++) {
         uint16_t bits = x[i] & 0x7FFFu;
@@ -53,14 +53,11 @@ double p4r_scale(int exponent, int world_size) {
 
 /* np.rint(y).astype(int32) on x86-64: round half to even, then cvttsd2si's INT32_MIN for NaN and
  * out-of-range values. Adding and subtracting 1.5 * 2^52 rounds any |y| < 2^51 to an integer in the
- * current (default: to nearest, ties to even) mode exactly as rint does, without a libm call, and
- * vectorizes; anything larger is out of int32's range either way. */
-static int32_t rint_to_int32(double y) {
-    const double shift = 0x1.8p52;
-    if (!(y > -0x1p51 && y < 0x1p51)) return INT32_MIN;
-    double r = (y + shift) - shift;
-    if (r >= -2147483648.0 && r <= INT32_MAX_D) return (int32_t)r;
-    return INT32_MIN;
+ * current (default: to nearest, ties to even) mode exactly as rint does; anything larger, Inf and
+ * NaN stay outside int32's range and become INT32_MIN. No branch and no libm call: it vectorizes. */
+static inline int32_t rint_to_int32(double y) {
+    double r = (y + 0x1.8p52) - 0x1.8p52;
+    return (int32_t)(r >= -2147483648.0 && r <= INT32_MAX_D ? r : -2147483648.0);
 }
 
 static uint32_t nonfinite_code(double x) {
@@ -71,22 +68,22 @@ static uint32_t nonfinite_code(double x) {
 }
 
 /* The loop body of both dtypes: x is the float64 value of element i. */
-#define QUANTIZE_CHUNK(LOAD)                                                        \
-    do {                                                                            \
-        if (wire_exponent == P4R_EXP_NONFINITE) {                                   \
-            for (int i = 0; i < n; i++) p4r_store32(wire + 4 * i, nonfinite_code(LOAD)); \
-        } else {                                                                    \
-            double s = p4r_scale((int)wire_exponent - P4R_EXP_BIAS, world_size);    \
+#define QUANTIZE_CHUNK(LOAD)                                                                     \
+    do {                                                                                         \
+        if (wire_exponent == P4R_EXP_NONFINITE) {                                                \
+            for (int i = 0; i < n; i++) p4r_store32(wire + 4 * i, nonfinite_code(LOAD));         \
+        } else {                                                                                 \
+            double s = p4r_scale((int)wire_exponent - P4R_EXP_BIAS, world_size);                 \
             for (int i = 0; i < n; i++) p4r_store32(wire + 4 * i, (uint32_t)rint_to_int32((LOAD) * s)); \
-        }                                                                           \
-        memset(wire + 4 * n, 0, (size_t)(k - n) * 4);                               \
+        }                                                                                        \
+        memset(wire + 4 * n, 0, (size_t)(k - n) * 4);                                            \
     } while (0)
 
-void p4r_quantize_f32(const float *x, int n, int k, uint8_t wire_exponent, int world_size, uint8_t *wire) {
+P4R_VECTORIZED void p4r_quantize_f32(const float *x, int n, int k, uint8_t wire_exponent, int world_size, uint8_t *wire) {
     QUANTIZE_CHUNK((double)x[i]);
 }
 
-void p4r_quantize_f16(const uint16_t *x, int n, int k, uint8_t wire_exponent, int world_size, uint8_t *wire) {
+P4R_VECTORIZED void p4r_quantize_f16(const uint16_t *x, int n, int k, uint8_t wire_exponent, int world_size, uint8_t *wire) {
     QUANTIZE_CHUNK(p4r_half_to_double(x[i]));
 }
 
@@ -98,13 +95,40 @@ static double decode_code(uint32_t counts) {
     return NAN;
 }
 
-void p4r_dequantize(const uint8_t *wire, int n, uint8_t wire_exponent, int world_size, double *out) {
-    if (wire_exponent == P4R_EXP_NONFINITE) {
-        for (int i = 0; i < n; i++) out[i] = decode_code(p4r_load32(wire + 4 * i));
-        return;
-    }
-    double s = p4r_scale((int)wire_exponent - P4R_EXP_BIAS, world_size);
-    for (int i = 0; i < n; i++) out[i] = (double)(int32_t)p4r_load32(wire + 4 * i) / s;
+/* sum / S (then / N for an average) for every element, in float64, cast to the output by STORE. The
+ * common case (finite, a sum) is a loop of its own so that it vectorizes. */
+#define DEQUANTIZE_CHUNK(STORE)                                                                  \
+    do {                                                                                         \
+        if (wire_exponent == P4R_EXP_NONFINITE) {                                                \
+            for (int i = 0; i < n; i++) {                                                        \
+                double v = decode_code(p4r_load32(wire + 4 * i));                                \
+                STORE(average ? v / world_size : v);                                             \
+            }                                                                                    \
+            return;                                                                              \
+        }                                                                                        \
+        double s = p4r_scale((int)wire_exponent - P4R_EXP_BIAS, world_size), w = world_size;     \
+        if (average) {                                                                           \
+            for (int i = 0; i < n; i++) STORE((double)(int32_t)p4r_load32(wire + 4 * i) / s / w); \
+        } else {                                                                                 \
+            for (int i = 0; i < n; i++) STORE((double)(int32_t)p4r_load32(wire + 4 * i) / s);    \
+        }                                                                                        \
+    } while (0)
+
+#define STORE_F64(v) (out[i] = (v))
+#define STORE_F32(v) (out[i] = (float)(v))
+#define STORE_F16(v) (out[i] = p4r_double_to_half(v))
+
+P4R_VECTORIZED void p4r_dequantize_f64(const uint8_t *wire, int n, uint8_t wire_exponent, int world_size, int average, double *out) {
+    DEQUANTIZE_CHUNK(STORE_F64);
+}
+
+P4R_VECTORIZED void p4r_dequantize_f32(const uint8_t *wire, int n, uint8_t wire_exponent, int world_size, int average, float *out) {
+    DEQUANTIZE_CHUNK(STORE_F32);
+}
+
+P4R_VECTORIZED void p4r_dequantize_f16(const uint8_t *wire, int n, uint8_t wire_exponent, int world_size, int average,
+                        uint16_t *out) {
+    DEQUANTIZE_CHUNK(STORE_F16);
 }
 
 double p4r_half_to_double(uint16_t h) {

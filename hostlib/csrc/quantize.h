@@ -29,9 +29,13 @@ double p4r_scale(int exponent, int world_size);
 void p4r_quantize_f32(const float *x, int n, int k, uint8_t wire_exponent, int world_size, uint8_t *wire);
 void p4r_quantize_f16(const uint16_t *x, int n, int k, uint8_t wire_exponent, int world_size, uint8_t *wire);
 
-/* The float64 sums of the first n values of a chunk of big-endian int32 sums, as
- * hostlib.quantize.dequantize gives them (NaN/±Inf decoded from the codes of a non-finite block). */
-void p4r_dequantize(const uint8_t *wire, int n, uint8_t wire_exponent, int world_size, double *out);
+/* The first n sums of a chunk of big-endian int32 sums as hostlib.quantize.dequantize gives them
+ * (NaN/±Inf decoded from the codes of a non-finite block), divided by N when `average`, stored in
+ * the output's dtype (numpy's cast from float64). */
+void p4r_dequantize_f64(const uint8_t *wire, int n, uint8_t wire_exponent, int world_size, int average, double *out);
+void p4r_dequantize_f32(const uint8_t *wire, int n, uint8_t wire_exponent, int world_size, int average, float *out);
+void p4r_dequantize_f16(const uint8_t *wire, int n, uint8_t wire_exponent, int world_size, int average,
+                        uint16_t *out);
 
 double p4r_half_to_double(uint16_t h);
 uint16_t p4r_double_to_half(double d);
