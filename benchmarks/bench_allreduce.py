@@ -35,7 +35,7 @@ def worker(
     rank: int, args: argparse.Namespace, address: tuple[str, int], port: int, barrier, results
 ) -> None:  # type: ignore[no-untyped-def]
     """One rank: p4reduce iterations, then Gloo iterations; puts (rank, ok, p4 times, p4 cpu, gloo times,
-    gloo cpu) on `results`."""
+    gloo cpu, (DATA resent, queries, timer expiries)) on `results`."""
     import numpy as np
     import torch
     import torch.distributed as dist
@@ -50,7 +50,13 @@ def worker(
         out = np.empty_like(data)
         comm.allreduce(data, out=out)
         ok = check(out, args.workers, args.elements, "float32", k=K)[0]
+        before = comm.stats()
         p4_times, p4_cpu = timed(args.iters, barrier, lambda: comm.allreduce(data, out=out))
+        after = comm.stats()
+        recovery = tuple(
+            getattr(after, name) - getattr(before, name)
+            for name in ("retransmissions", "queries", "timeouts")
+        )
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.workers)
     tensor, source = torch.empty(args.elements), torch.from_numpy(data)
     tensor.copy_(source)
@@ -62,7 +68,7 @@ def worker(
 
     gloo_times, gloo_cpu = timed(args.iters, barrier, gloo)
     dist.destroy_process_group()
-    results.put((rank, ok, p4_times, p4_cpu, gloo_times, gloo_cpu))
+    results.put((rank, ok, p4_times, p4_cpu, gloo_times, gloo_cpu, recovery))
 
 
 def timed(iters: int, barrier, call) -> tuple[list[float], float]:  # type: ignore[no-untyped-def]
@@ -129,6 +135,11 @@ def main() -> int:
     print(
         f"p4reduce time per call / Gloo's: {ours / theirs:.2f}x; "
         f"CPU per GB / Gloo's: {p4_cpu / gloo_cpu:.2f}x"
+    )
+    resent, queries, timeouts = (sum(r[6][i] for r in reports) for i in range(3))
+    print(
+        f"p4reduce recovery over all calls: {resent} DATA resent, {queries} queries, "
+        f"{timeouts} timer expiries"
     )
     print(f"every p4reduce result within the quantization bound: {all(r[1] for r in reports)}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")

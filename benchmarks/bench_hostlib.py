@@ -92,7 +92,7 @@ def spread(values: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packets", type=int, default=200_000)
-    parser.add_argument("--window", type=int, default=64, help="datagrams in flight (the engine's pool: 2W)")
+    parser.add_argument("--window", type=int, default=128, help="datagrams in flight (the engine's pool: 2W)")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     reflector = subprocess.Popen(

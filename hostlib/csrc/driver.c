@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SPINS 64          /* empty receives before sleeping in ppoll: a datagram is usually microseconds away */
+#define TIMER_EVERY 16    /* batches read in a row before the timers are looked at anyway */
 #define LONGEST_SLEEP 1.0 /* seconds; the eventfd wakes it sooner for fail() */
 
 int p4r_transport_init(struct p4r_transport *t) {
@@ -67,16 +67,15 @@ int p4r_drive(struct p4r_engine *e, struct p4r_transport *t, int fd, int wake_fd
     struct p4r_udp_receiver *r = &t->receiver;
     p4r_udp_enable_gro(fd); /* where the kernel has no UDP GRO, datagrams come one per buffer */
     int error = send_out(e, t, fd);
-    int idle = 0;
+    int busy = 0; /* batches read since the timers were last looked at */
     while (!error && !p4r_engine_done(e)) {
         apply_pending_fail(e, pending_fail);
-        double now = p4r_monotonic();
-        p4r_engine_poll(e, now);
-        if ((error = send_out(e, t, fd)) || p4r_engine_done(e)) break;
+        /* What has arrived goes first: after this thread was descheduled, the results waiting in the
+         * socket answer the uses whose timers would otherwise fire for nothing. The timers are looked
+         * at once the socket is empty, or every few batches under a steady stream. */
         int received = p4r_udp_receive(fd, r);
         if (received > 0) {
-            idle = 0;
-            now = p4r_monotonic();
+            double now = p4r_monotonic();
             for (int m = 0; m < received; m++) {
                 const uint8_t *buffer = r->buffers + (size_t)m * P4R_UDP_BUFFER;
                 size_t length = r->messages[m].msg_len, segment = p4r_udp_segment(r, m);
@@ -85,19 +84,19 @@ int p4r_drive(struct p4r_engine *e, struct p4r_transport *t, int fd, int wake_fd
                     p4r_engine_receive(e, buffer + at, length - at < segment ? length - at : segment, now);
                 }
             }
-            error = send_out(e, t, fd);
-            continue;
-        }
-        if (received < 0 && errno == ECONNREFUSED) {
+            if ((error = send_out(e, t, fd))) break;
+            if (++busy < TIMER_EVERY) continue;
+        } else if (received < 0 && errno == ECONNREFUSED) {
             e->stats.refused += 1; /* ICMP port unreachable: no switch listening (yet) */
             continue;
-        }
-        if (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        } else if (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             error = errno;
             break;
         }
-        if (++idle < SPINS) continue;
-        idle = 0;
+        busy = 0;
+        double now = p4r_monotonic();
+        p4r_engine_poll(e, now);
+        if ((error = send_out(e, t, fd)) || p4r_engine_done(e) || received > 0) continue;
         struct pollfd watch[2] = {{.fd = fd, .events = POLLIN}, {.fd = wake_fd, .events = POLLIN}};
         struct timespec timeout = timespec_of(p4r_engine_wake_time(e) - p4r_monotonic());
         if (ppoll(watch, 2, &timeout, NULL) > 0 && (watch[1].revents & POLLIN)) drain(wake_fd);

@@ -1,12 +1,13 @@
 /* hostlib._reflector: a native stand-in for the switch, and the native UDP loop it is measured with.
  *
  * serve(fd, stop_fd, workers) answers on a bound UDP socket as a p4reduce switch does for one job
- * of `workers` ranks on a lossless network: it sums each use's DATA into the copy its set/slot
- * names (wrapping int32 adds, the exponents' max), sends the RESULT to every rank (each with its
- * own key, to the address its DATA came from) when the last contribution arrives, replays a
- * completed use to a rank that QUERYs it and answers MISSING otherwise. With workers = 1 it is
- * hostlib.reflector.Reflector: a RESULT is the DATA itself. It checks neither keys nor calls (no
- * ABORT, no STALE): it is for benchmarks, where the switch must not be the bottleneck.
+ * of `workers` ranks: it sums each use's DATA into the copy its set/slot names (wrapping int32
+ * adds, the exponents' max), sends the RESULT to every rank (each with its own key, to the address
+ * its DATA came from) when the last contribution arrives, drops a DATA of a use behind the copy's,
+ * replays a completed use to a rank that QUERYs it, answers a QUERY behind the copy with STALE
+ * and MISSING otherwise. With workers = 1 it is hostlib.reflector.Reflector: a RESULT is the DATA
+ * itself. It checks neither keys nor calls (no ABORT): it is for benchmarks, where the switch must
+ * not be the bottleneck.
  *
  * blast(fd, packets, window, size, gso=False) is what the engine is compared with: `window`
  * datagrams of `size` bytes in flight on a connected socket, one sent per one received, with
@@ -83,9 +84,10 @@ static void data_in(struct reflector *t, uint8_t *packet, size_t length, size_t 
     if (k == 0 || k > P4R_MAX_VALUES || length != P4R_HEADER_BYTES + 4 * k) return;
     *frame = length;
     struct copy *c = &t->copies[h.set_slot];
-    uint32_t bit = 1u << h.rank;
+    uint32_t bit = 1u << h.rank, age = h.seq - c->seq;
+    if (c->bitmap != 0 && age >= 0x80000000u && t->workers > 1) return; /* a use behind the copy's: stale */
     /* the first contribution of a use; with one worker every DATA is (as hostlib.reflector answers) */
-    if (c->bitmap == 0 || c->seq != h.seq || t->workers == 1) {
+    if (c->bitmap == 0 || age != 0 || t->workers == 1) {
         c->seq = h.seq;
         c->bitmap = bit;
         c->remaining = t->workers - 1;
@@ -114,6 +116,12 @@ static void data_in(struct reflector *t, uint8_t *packet, size_t length, size_t 
 static void query_in(struct reflector *t, uint8_t *packet, size_t frame) {
     struct p4r_header h = p4r_parse_header(packet);
     struct copy *c = &t->copies[h.set_slot];
+    if (c->bitmap != 0 && h.seq - c->seq >= 0x80000000u) { /* behind: the copy has moved on */
+        packet[0] = P4R_STALE;
+        p4r_store32(packet + 20, c->seq);
+        post(t, &t->ranks[h.rank], packet, P4R_HEADER_BYTES);
+        return;
+    }
     if (c->bitmap && c->seq == h.seq && c->complete && frame) { /* replay to the asker */
         uint8_t result[P4R_MAX_PAYLOAD];
         memcpy(result, packet, P4R_HEADER_BYTES);
