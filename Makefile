@@ -76,6 +76,8 @@ bench: install
 	$(PY) benchmarks/bench_pipeline.py
 	$(PY) benchmarks/bench_switch.py
 	$(PY) benchmarks/bench_hostlib.py
+	$(PY) benchmarks/bench_allreduce.py
+	$(PY) benchmarks/bench_ddp_overlap.py
 	$(BIN)/p4reduce-bench --sizes 64K,1M --dtypes float32,int32 --drop-rate 0.01 --baseline gloo
 
 experiments: $(addprefix exp-,$(EXPERIMENTS))
