@@ -71,6 +71,7 @@ RTO_SRTT_MULTIPLE = 3  # the timer never fires sooner than this many smoothed ro
 FAST_RETRANSMIT_AFTER = 3  # results of later sends that mark an unanswered transmission lost
 SUPPRESS_RTTS = 1.5  # a rank that is not the use's prober waits this many round trips before resending
 REMEMBERED_ABORTS = 64  # aborts of calls this rank has not started yet
+QUESTION_BACKOFFS = 6  # an unanswered question's wait doubles at most this many times
 RTT_SAMPLES = 10_000  # EngineStats keeps the first this many round-trip samples
 _USE_MASK = (1 << USE_BITS) - 1
 
@@ -403,7 +404,7 @@ class Engine:
         """How long to wait for the switch's answer to a question (or for a use it said is collecting):
         three round trips of a question, doubled per unanswered one, within [RTO_MIN, RTO_MAX]."""
         base = max(RTO_SRTT_MULTIPLE * self._question_rtt(), RTO_MIN)
-        return min(base * 2 ** min(max(asks - 1, 0), 6), RTO_MAX)
+        return min(base * 2 ** min(max(asks - 1, 0), QUESTION_BACKOFFS), RTO_MAX)
 
     def _question_rtt(self) -> float:
         """The switch answers a QUERY at once, so its round trip is the network's, without the wait for

@@ -5,11 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double srtt_or(const struct p4r_engine *e, double fallback) {
-    /* Python's `self._srtt or fallback`: no sample yet, or a sample of exactly zero */
-    return e->have_srtt && e->srtt != 0.0 ? e->srtt : fallback;
-}
-
 static double lesser(double a, double b) { return b < a ? b : a; }
 
 /* ------------------------------------------------------------------ memory */
@@ -52,10 +47,13 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     c->deadline = malloc(w * sizeof(double));
     c->probe_at = malloc(w * sizeof(double));
     c->retries = malloc(w * sizeof *c->retries);
+    c->asked_at = malloc(w * sizeof(double));
+    c->asks = malloc(w * sizeof *c->asks);
     c->buffers = malloc(w * e->frame);
     c->lost = malloc(w * sizeof *c->lost);
     c->expired = malloc(w * sizeof *c->expired);
     if (!c->current || !c->sent_at || !c->last_data || !c->deadline || !c->probe_at || !c->retries ||
+        !c->asked_at || !c->asks ||
         !c->buffers || !c->lost || !c->expired || p4r_overtaking_init(&c->overtaking, e->half_slots) ||
         out_reserve(&e->out, 2 * w + 8)) {
         p4r_engine_free(e);
@@ -72,6 +70,8 @@ void p4r_engine_free(struct p4r_engine *e) {
     free(c->deadline);
     free(c->probe_at);
     free(c->retries);
+    free(c->asked_at);
+    free(c->asks);
     free(c->buffers);
     free(c->lost);
     free(c->expired);
@@ -110,6 +110,47 @@ static void set_probe(struct p4r_engine *e, int slot, double at) {
     e->wake = lesser(e->wake, at);
 }
 
+/* The switch answers a QUERY at once, so its round trip is the network's, without the wait for the
+ * slowest rank that data round trips include. */
+static double question_rtt(const struct p4r_engine *e) {
+    if (e->have_qsrtt) return e->qsrtt;
+    return e->have_srtt ? e->srtt : P4R_RTO_INITIAL / P4R_RTO_SRTT_MULTIPLE;
+}
+
+/* How long to wait for the switch's answer to a question (or for a use it said is collecting): three
+ * question round trips, doubled per unanswered one, within [RTO_MIN, RTO_MAX]. */
+static double question_timeout(const struct p4r_engine *e, uint32_t asks) {
+    double base = P4R_RTO_SRTT_MULTIPLE * question_rtt(e);
+    if (P4R_RTO_MIN > base) base = P4R_RTO_MIN;
+    int doublings = asks > 1 ? (int)(asks - 1) : 0;
+    if (doublings > P4R_QUESTION_BACKOFFS) doublings = P4R_QUESTION_BACKOFFS;
+    return lesser(ldexp(base, doublings), P4R_RTO_MAX);
+}
+
+/* How long an answer to another rank's question may take to reach this one: a question round trip
+ * and its deviation (RFC 6298's form), at least 1.5 round trips. */
+static double question_wait(const struct p4r_engine *e) {
+    double rtt = question_rtt(e), a = rtt + 4 * e->qrttvar, b = P4R_SUPPRESS_RTTS * rtt;
+    return b > a ? b : a;
+}
+
+/* The switch answered a question about the slot's use: a round-trip sample if unambiguous. */
+static void answered(struct p4r_engine *e, int slot, double now) {
+    struct p4r_call *c = &e->call;
+    if (c->asks[slot] == 1) {
+        double sample = now - c->asked_at[slot];
+        if (!e->have_qsrtt) {
+            e->have_qsrtt = 1;
+            e->qsrtt = sample;
+            e->qrttvar = sample / 2;
+        } else {
+            e->qrttvar = 0.75 * e->qrttvar + 0.25 * fabs(e->qsrtt - sample);
+            e->qsrtt = 0.875 * e->qsrtt + 0.125 * sample;
+        }
+    }
+    c->asks[slot] = 0;
+}
+
 static void sent(struct p4r_engine *e, int slot) {
     if (p4r_overtaking_sent(&e->call.overtaking, slot)) out_of_memory(e);
 }
@@ -132,19 +173,22 @@ static void send_use(struct p4r_engine *e, int slot, long use, uint8_t agreed_ex
     p4r_write_header(buffer, &h);
     c->current[slot] = use;
     c->sent_at[slot] = c->last_data[slot] = now;
-    c->retries[slot] = 0;
+    c->retries[slot] = c->asks[slot] = 0;
     set_deadline(e, slot, now + e->rto);
     c->probe_at[slot] = INFINITY;
     sent(e, slot);
     emit(e, buffer, e->frame);
 }
 
-/* A second (third, ...) transmission about a slot's use: Karn's rule, and its own timer doubles. */
+/* A second (third, ...) transmission about a slot's use: Karn's rule for the data round trip, and a
+ * question timer that doubles with every question the switch leaves unanswered. */
 static void again(struct p4r_engine *e, int slot, const uint8_t *packet, size_t size, double now) {
     struct p4r_call *c = &e->call;
     c->retries[slot] += 1;
+    c->asks[slot] += 1;
+    c->asked_at[slot] = now;
     c->probe_at[slot] = INFINITY;
-    set_deadline(e, slot, now + lesser(ldexp(e->rto, (int)c->retries[slot] - 1), P4R_RTO_MAX));
+    set_deadline(e, slot, now + question_timeout(e, c->asks[slot]));
     sent(e, slot);
     emit(e, packet, size);
 }
@@ -168,11 +212,12 @@ static void suspect(struct p4r_engine *e, int slot, double now, int fast) {
     struct p4r_call *c = &e->call;
     long use = c->current[slot];
     if (use < 0 || c->probe_at[slot] != INFINITY) return;
-    if ((e->rank + use) % e->world_size == 0) {
+    long position = (e->rank + use) % e->world_size; /* the prober asks at once, position p after p waits */
+    if (position == 0) {
         e->stats.fast_retransmissions += (uint64_t)fast;
         query(e, slot, now);
     } else {
-        set_probe(e, slot, now + P4R_SUPPRESS_RTTS * srtt_or(e, P4R_RTO_MIN));
+        set_probe(e, slot, now + (double)position * question_wait(e));
         c->deadline[slot] = INFINITY;
     }
 }
@@ -194,7 +239,8 @@ void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t desc
     for (int s = 0; s < width; s++) {
         c->current[s] = -1;
         c->sent_at[s] = c->last_data[s] = 0.0;
-        c->retries[s] = 0;
+        c->retries[s] = c->asks[s] = 0;
+        c->asked_at[s] = 0.0;
         c->deadline[s] = c->probe_at[s] = INFINITY;
     }
     p4r_overtaking_reset(&c->overtaking, width);
@@ -285,6 +331,7 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
     int first_send = c->retries[slot] == 0;
     if (first_send) p4r_engine_sample_rtt(e, now - c->sent_at[slot]); /* Karn: only unambiguous samples */
     if (c->probe_at[slot] != INFINITY) e->stats.suppressed += 1;
+    if (c->asks[slot]) answered(e, slot, now);
     int lost = p4r_overtaking_answered(&c->overtaking, slot, first_send, c->lost);
     p4r_plan_deliver(c->plan, use, values);
     e->last_progress = now;
@@ -302,10 +349,16 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
 static void missing(struct p4r_engine *e, int slot, uint32_t contributors, double now) {
     struct p4r_call *c = &e->call;
     e->stats.missing_received += 1;
+    if (c->asks[slot]) answered(e, slot, now);
     if (!(contributors >> e->rank & 1)) {
-        if (now - c->last_data[slot] >= 0.5 * srtt_or(e, 0.0)) { /* else our resend is on its way */
+        /* Our DATA, if sent more than a question round trip ago, should have reached the switch before
+         * this MISSING left it: it was lost. A younger one may be on its way: ask again soon. */
+        if (now - c->last_data[slot] >= question_rtt(e)) {
             e->stats.missing_resends += 1;
             resend(e, slot, now);
+        } else {
+            c->probe_at[slot] = INFINITY;
+            set_deadline(e, slot, now + question_timeout(e, 1));
         }
         return;
     }
@@ -313,7 +366,7 @@ static void missing(struct p4r_engine *e, int slot, uint32_t contributors, doubl
         e->stats.suppressed += 1;
         c->probe_at[slot] = INFINITY;
     }
-    set_deadline(e, slot, now + lesser(ldexp(e->rto, (int)c->retries[slot]), P4R_RTO_MAX));
+    set_deadline(e, slot, now + question_timeout(e, c->asks[slot] + 1)); /* the missing rank resends now */
 }
 
 /* A MISSING for the use after this rank's outstanding one on a slot: its RESULT was lost. */
@@ -410,8 +463,11 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
             if (c->current[s] >= 0 && c->deadline[s] <= now) c->expired[expired++] = s;
         }
         if (expired) {
-            /* RFC 6298 5.5: the timeout backs off and stays backed off until a fresh sample. */
-            e->rto = lesser(e->rto * 2, P4R_RTO_MAX);
+            /* RFC 6298 5.5: the data timeout backs off and stays backed off until a fresh sample;
+             * questions that went unanswered back off on their own (question_timeout). */
+            int first_sends = 0;
+            for (int i = 0; i < expired; i++) first_sends |= c->retries[c->expired[i]] == 0;
+            if (first_sends) e->rto = lesser(e->rto * 2, P4R_RTO_MAX);
             e->stats.timeouts += (uint64_t)expired;
             for (int i = 0; i < expired; i++) suspect(e, c->expired[i], now, 0);
         }

@@ -60,7 +60,9 @@ struct p4r_call {
     long uses;
     long *current; /* use outstanding on each slot, -1 when the slot is done */
     double *sent_at, *last_data, *deadline, *probe_at;
+    double *asked_at; /* the latest QUERY (or resend) about the current use */
     uint32_t *retries;
+    uint32_t *asks; /* QUERYs and resends about the current use since the switch last answered */
     uint8_t *buffers; /* width DATA packets of `frame` bytes */
     int *lost;        /* scratch for p4r_overtaking_answered */
     int *expired;     /* scratch for poll */
@@ -80,6 +82,8 @@ struct p4r_engine {
     struct p4r_stats stats;
     double rto, srtt, rttvar;
     int have_srtt;
+    double qsrtt, qrttvar; /* smoothed round trip of a QUERY and its answer */
+    int have_qsrtt;
     int active; /* a call is in flight (begun, not finished) */
     struct p4r_call call;
     double last_progress, started;

@@ -35,13 +35,14 @@
 enum p4r_msg { P4R_DATA = 1, P4R_RESULT = 2, P4R_MISSING = 3, P4R_ABORT = 4, P4R_STALE = 5, P4R_QUERY = 6 };
 
 /* The engine's timing rules (hostlib/engine.py has the same names). */
-#define P4R_RTO_MIN 0.01
+#define P4R_RTO_MIN 0.001
 #define P4R_RTO_MAX 1.0
 #define P4R_RTO_INITIAL 0.2
 #define P4R_RTO_SRTT_MULTIPLE 3
 #define P4R_FAST_RETRANSMIT_AFTER 3
 #define P4R_SUPPRESS_RTTS 1.5
 #define P4R_REMEMBERED_ABORTS 64
+#define P4R_QUESTION_BACKOFFS 6 /* an unanswered question's wait doubles at most this many times */
 #define P4R_RTT_SAMPLES 10000
 
 /* The 24-byte header, decoded: every field read with explicit big-endian loads. */

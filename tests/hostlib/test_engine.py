@@ -388,6 +388,7 @@ def test_stats_are_a_snapshot_to_subtract(reflector: Reflector) -> None:
         before = comm.stats()
         comm.allreduce(np.ones(640, dtype=np.int32))
         after = comm.stats()
+
         def data(stats: EngineStats) -> int:  # DATA sent the first time, whatever the machine's load
             return stats.packets_sent - stats.queries - stats.retransmissions
 

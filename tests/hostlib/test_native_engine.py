@@ -53,7 +53,7 @@ def test_the_native_constants_are_the_protocols_and_the_specifications() -> None
     for message in MsgType:
         assert getattr(_native, message.name) == message.value
     for name in ("RTO_MIN", "RTO_MAX", "RTO_INITIAL", "RTO_SRTT_MULTIPLE", "FAST_RETRANSMIT_AFTER",
-                 "SUPPRESS_RTTS", "REMEMBERED_ABORTS", "RTT_SAMPLES"):  # fmt: skip
+                 "SUPPRESS_RTTS", "REMEMBERED_ABORTS", "RTT_SAMPLES", "QUESTION_BACKOFFS"):  # fmt: skip
         assert getattr(_native, name) == getattr(spec_engine, name), name
     assert (_native.CODE_POS_INF, _native.CODE_NEG_INF, _native.CODE_NAN) == (
         q.CODE_POS_INF, q.CODE_NEG_INF, q.CODE_NAN,
@@ -241,7 +241,7 @@ def run_script(seed: int) -> int:
 @pytest.mark.parametrize("block", range(8))
 def test_the_engines_agree_on_random_fault_scripts(block: int) -> None:
     steps = sum(run_script(seed) for seed in range(block * 25, block * 25 + 25))
-    assert steps > 1000, "the scripts must exercise the engines"
+    assert steps > 500, "the scripts must exercise the engines"
 
 
 # ------------------------------------------------------------------------------------------ results
