@@ -134,20 +134,22 @@ static double question_wait(const struct p4r_engine *e) {
     return b > a ? b : a;
 }
 
+/* RFC 6298's smoothing of one round-trip sample into a mean and a deviation. */
+static void smooth(int *have, double *srtt, double *rttvar, double sample) {
+    if (!*have) {
+        *have = 1;
+        *srtt = sample;
+        *rttvar = sample / 2;
+    } else {
+        *rttvar = 0.75 * *rttvar + 0.25 * fabs(*srtt - sample);
+        *srtt = 0.875 * *srtt + 0.125 * sample;
+    }
+}
+
 /* The switch answered a question about the slot's use: a round-trip sample if unambiguous. */
 static void answered(struct p4r_engine *e, int slot, double now) {
     struct p4r_call *c = &e->call;
-    if (c->asks[slot] == 1) {
-        double sample = now - c->asked_at[slot];
-        if (!e->have_qsrtt) {
-            e->have_qsrtt = 1;
-            e->qsrtt = sample;
-            e->qrttvar = sample / 2;
-        } else {
-            e->qrttvar = 0.75 * e->qrttvar + 0.25 * fabs(e->qsrtt - sample);
-            e->qsrtt = 0.875 * e->qsrtt + 0.125 * sample;
-        }
-    }
+    if (c->asks[slot] == 1) smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, now - c->asked_at[slot]);
     c->asks[slot] = 0;
 }
 
@@ -295,14 +297,7 @@ void p4r_engine_finish(struct p4r_engine *e, double now, struct p4r_error *error
 /* ------------------------------------------------------------------ answers */
 
 void p4r_engine_sample_rtt(struct p4r_engine *e, double rtt) {
-    if (!e->have_srtt) {
-        e->have_srtt = 1;
-        e->srtt = rtt;
-        e->rttvar = rtt / 2;
-    } else {
-        e->rttvar = 0.75 * e->rttvar + 0.25 * fabs(e->srtt - rtt);
-        e->srtt = 0.875 * e->srtt + 0.125 * rtt;
-    }
+    smooth(&e->have_srtt, &e->srtt, &e->rttvar, rtt);
     /* Python's max(a, b, c) and min(x, RTO_MAX): the first of equals, the same value */
     double a = e->srtt + 4 * e->rttvar, b = P4R_RTO_SRTT_MULTIPLE * e->srtt, floor = a;
     if (b > floor) floor = b;
