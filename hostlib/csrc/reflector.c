@@ -65,12 +65,14 @@ struct reflector {
 
 static void flush(struct reflector *t, struct outbox *out) {
     if (out->count == 0) return;
+    /* a rank that cannot be reached loses these answers, as a switch port would: it will ask again */
     p4r_udp_send(&t->sender, t->fd, out->packets, out->length, out->count, &out->to, &t->refused);
     t->sent += out->count;
     out->count = 0;
 }
 
 static void post(struct reflector *t, struct outbox *out, const uint8_t *packet, size_t length) {
+    if (out->to.sin_port == 0) return; /* a rank not heard from yet: no address to answer to */
     if (out->count == OUTBOX) flush(t, out);
     memcpy(out->data[out->count], packet, length);
     p4r_store32(out->data[out->count] + 12, out->key);

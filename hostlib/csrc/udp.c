@@ -88,10 +88,11 @@ int p4r_udp_send(struct p4r_udp_sender *s, int fd, const uint8_t *const *packets
     int *gso = &s->gso;
     size_t next = 0;
     int refused_here = 0; /* the message at `next` met ECONNREFUSED once already */
+    int plain = 0;        /* the run at `next` failed as one GSO send: try it as plain datagrams */
     while (next < count) {
         size_t built = 0, at = next, vector = 0;
         while (at < count && built < P4R_UDP_SEND_MESSAGES) {
-            size_t n = run_length(lengths, at, count, *gso);
+            size_t n = run_length(lengths, at, count, *gso && !(plain && at == next));
             struct msghdr *h = &messages[built].msg_hdr;
             memset(&messages[built], 0, sizeof messages[built]);
             for (size_t i = 0; i < n; i++) {
@@ -121,8 +122,9 @@ int p4r_udp_send(struct p4r_udp_sender *s, int fd, const uint8_t *const *packets
         firsts[built] = at;
         int sent = sendmmsg(fd, messages, (unsigned)built, MSG_DONTWAIT);
         if (sent > 0) {
+            if (plain) *gso = 0; /* the datagrams went one by one where the run could not: no GSO here */
             next = firsts[sent];
-            refused_here = 0;
+            refused_here = plain = 0;
             continue;
         }
         if (sent == 0 || errno == EINTR) continue;
@@ -140,8 +142,8 @@ int p4r_udp_send(struct p4r_udp_sender *s, int fd, const uint8_t *const *packets
             wait_writable(fd);
             continue;
         }
-        if (*gso && firsts[1] - firsts[0] > 1 && (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP)) {
-            *gso = 0; /* no UDP GSO here: one datagram per message from now on */
+        if (!plain && firsts[1] - firsts[0] > 1 && (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP)) {
+            plain = 1; /* the kernel may lack UDP GSO: if plain datagrams go, it does, and GSO is off */
             continue;
         }
         return errno;
