@@ -18,11 +18,16 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import statistics
-import subprocess
-import sys
-import time
-from pathlib import Path
+
+# numpy's OpenBLAS keeps worker threads spinning for a while after it starts; on two cores they take
+# CPU from what is measured here (which uses no BLAS). Before numpy is imported (spawned processes
+# inherit the environment):
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

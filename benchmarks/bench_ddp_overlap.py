@@ -18,17 +18,22 @@ __future__ import annotations`: DDP checks that a hook's `bucket` annotation *is
 
 import argparse
 import os
-import statistics
-import subprocess
-import sys
-import tempfile
-import time
-from collections.abc import Callable
-from pathlib import Path
 
-import numpy as np
-import torch
-import torch.distributed as dist
+# numpy's OpenBLAS keeps worker threads spinning for a while after it starts; on two cores they take
+# CPU from what is measured here (which uses no BLAS). Before numpy is imported (spawned processes
+# inherit the environment):
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
