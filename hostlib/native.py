@@ -20,6 +20,7 @@ import importlib.machinery
 import importlib.util
 import os
 import socket
+import threading
 import time
 from types import ModuleType
 
@@ -126,6 +127,7 @@ class NativeEngine:
         )  # fmt: skip
         self._stats = EngineStats()
         self._samples = 0  # round-trip samples copied into _stats so far
+        self._stats_lock = threading.Lock()  # the caller's thread and the call's may both read stats
         self._broken: str | None = None
         self._failure: AllreduceError | None = None  # what fail() gave for the call in flight
 
@@ -161,11 +163,12 @@ class NativeEngine:
     @property
     def stats(self) -> EngineStats:
         """The counters so far (live while a call runs on another thread); tensor_bytes is the caller's."""
-        for name, value in self._core.counters().items():
-            setattr(self._stats, name, value)
-        fresh = self._core.rtt_samples(self._samples)
-        self._samples += len(fresh)
-        self._stats.rtt_samples.extend(fresh)
+        with self._stats_lock:
+            for name, value in self._core.counters().items():
+                setattr(self._stats, name, value)
+            fresh = self._core.rtt_samples(self._samples)
+            self._samples += len(fresh)
+            self._stats.rtt_samples.extend(fresh)
         return self._stats
 
     # ------------------------------------------------------------------ steps (as Engine)

@@ -14,7 +14,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 python="${PYTHON:-$repo/.venv/bin/python}"
 csrc=hostlib/csrc
-engine_sources=("$csrc/quantize.c" "$csrc/plan.c" "$csrc/overtaking.c" "$csrc/engine.c")
+engine_sources=("$csrc/quantize.c" "$csrc/plan.c" "$csrc/overtaking.c" "$csrc/engine.c" "$csrc/udp.c" "$csrc/driver.c")
 
 need() {  # need COMMAND PACKAGE
     command -v "$1" >/dev/null && return 0
@@ -51,7 +51,7 @@ fuzz() {
     need clang clang
     local out=build/fuzz seconds="${FUZZ_SECONDS:-60}"
     mkdir -p "$out/corpus"
-    clang -g -O1 -std=gnu11 -ffp-contract=off -fsanitize=fuzzer,address,undefined \
+    clang -g -O1 -std=gnu11 -D_GNU_SOURCE -ffp-contract=off -fsanitize=fuzzer,address,undefined \
         -fno-sanitize-recover=undefined -o "$out/fuzz_receive" \
         "$csrc/fuzz/fuzz_receive.c" "${engine_sources[@]}" -lm
     echo "==> fuzzing the receive path for ${seconds} s (seeds: $csrc/fuzz/seeds, new inputs: $out/corpus)"

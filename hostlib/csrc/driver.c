@@ -1,5 +1,7 @@
 /* The socket loop (driver.h). */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "driver.h"
 
 #include <errno.h>
@@ -63,6 +65,14 @@ static void drain(int wake_fd) {
     }
 }
 
+void p4r_receive_buffer(struct p4r_engine *e, const uint8_t *buffer, size_t length, size_t segment, double now) {
+    if (length == 0 || segment == 0 || segment > length) segment = length;
+    if (length == 0) p4r_engine_receive(e, buffer, 0, now); /* an empty datagram is one too */
+    for (size_t at = 0; at < length; at += segment) {
+        p4r_engine_receive(e, buffer + at, length - at < segment ? length - at : segment, now);
+    }
+}
+
 int p4r_drive(struct p4r_engine *e, struct p4r_transport *t, int fd, int wake_fd, int *pending_fail) {
     struct p4r_udp_receiver *r = &t->receiver;
     p4r_udp_enable_gro(fd); /* where the kernel has no UDP GRO, datagrams come one per buffer */
@@ -77,12 +87,8 @@ int p4r_drive(struct p4r_engine *e, struct p4r_transport *t, int fd, int wake_fd
         if (received > 0) {
             double now = p4r_monotonic();
             for (int m = 0; m < received; m++) {
-                const uint8_t *buffer = r->buffers + (size_t)m * P4R_UDP_BUFFER;
-                size_t length = r->messages[m].msg_len, segment = p4r_udp_segment(r, m);
-                if (length == 0) p4r_engine_receive(e, buffer, 0, now);
-                for (size_t at = 0; at < length; at += segment) {
-                    p4r_engine_receive(e, buffer + at, length - at < segment ? length - at : segment, now);
-                }
+                p4r_receive_buffer(e, r->buffers + (size_t)m * P4R_UDP_BUFFER, r->messages[m].msg_len,
+                                   p4r_udp_segment(r, m), now);
             }
             if ((error = send_out(e, t, fd))) break;
             if (++busy < TIMER_EVERY) continue;

@@ -303,9 +303,9 @@ void p4r_engine_sample_rtt(struct p4r_engine *e, double rtt) {
     if (b > floor) floor = b;
     if (P4R_RTO_MIN > floor) floor = P4R_RTO_MIN;
     e->rto = P4R_RTO_MAX < floor ? P4R_RTO_MAX : floor;
-    if (e->stats.rtt_count < P4R_RTT_SAMPLES) {
+    if (e->stats.rtt_count < P4R_RTT_SAMPLES) { /* the sample first, then the count that shows it */
         e->stats.rtt_samples[e->stats.rtt_count] = rtt;
-        e->stats.rtt_count += 1;
+        __atomic_store_n(&e->stats.rtt_count, e->stats.rtt_count + 1, __ATOMIC_RELEASE);
     }
 }
 

@@ -16,7 +16,9 @@
  *
  * Both run without the GIL. */
 #define PY_SSIZE_T_CLEAN
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <Python.h>
 
 #include <errno.h>

@@ -1,5 +1,7 @@
 /* Batched UDP (udp.h). */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "udp.h"
 
 #include <errno.h>

@@ -2,8 +2,8 @@
  *
  * The input is a job (world size, rank, pool, K, dtype, operation, size), then a script of
  * events: raw datagrams, answers made from what the engine sent (RESULT, MISSING, ABORT, STALE
- * with fuzzed fields, lengths and values), replays of earlier datagrams, time passing, new calls
- * and fail(). Built with AddressSanitizer and UBSan, so any out-of-bounds read of a datagram, any
+ * with fuzzed fields, lengths and values), replays of earlier datagrams (whole, or cut into UDP GRO
+ * segments of a fuzzed size as the socket loop cuts them), time passing, new calls and fail(). Built with AddressSanitizer and UBSan, so any out-of-bounds read of a datagram, any
  * write outside the caller's output buffer and any undefined arithmetic stops the run; the
  * engine's own invariants are checked after every event. */
 #include <math.h>
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../driver.h"
 #include "../engine.h"
 #include "../plan.h"
 #include "../protocol.h"
@@ -186,8 +187,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case 5:
             p4r_engine_fail(e, op & 8);
             break;
-        case 6:
-            p4r_engine_receive(e, previous, previous_length, now);
+        case 6: /* the last raw datagram again, or as a GRO buffer cut into segments of a fuzzed size */
+            p4r_receive_buffer(e, previous, previous_length, op & 8 ? byte(&in) : previous_length, now);
             break;
         default:
             answer_round(e, now);
