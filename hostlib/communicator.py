@@ -223,6 +223,13 @@ class Communicator:
         Wrong arguments raise here, and this rank still takes part in the call with a refused
         contribution, so that its peers fail at once instead of waiting for it.
         """
+        return self._submit(array, out, op, nonfinite, copy=True)
+
+    def _submit(
+        self, array: np.ndarray, out: np.ndarray | None, op: str, nonfinite: str, *, copy: bool
+    ) -> Handle:
+        """Queue one all-reduce. `copy=False` reads `array` in place while the call runs: for callers
+        that wait for the result before they can touch it again (allreduce)."""
         if self._closed:
             raise RuntimeError("the communicator is closed")
         array = np.asarray(array)
@@ -237,7 +244,10 @@ class Communicator:
         except (TypeError, ValueError):
             self._executor.submit(self._refuse)
             raise
-        flat = np.array(array.reshape(-1), copy=True)
+        if copy or (out is not None and np.may_share_memory(array, out)):
+            flat = np.array(array.reshape(-1), copy=True)
+        else:
+            flat = np.ascontiguousarray(array.reshape(-1))
         calls = list(self._split(flat, DTYPES[array.dtype], operation, mode))
 
         def run() -> np.ndarray:
@@ -274,7 +284,8 @@ class Communicator:
         A NaN or Inf in any rank's input comes back in its block on every rank (nonfinite="propagate",
         as Gloo and NCCL do), or makes every rank raise NonFiniteError (nonfinite="raise").
         """
-        return self.allreduce_async(array, out, op=op, nonfinite=nonfinite).wait()
+        # The caller waits for the result, so the input needs no copy: the call reads it in place.
+        return self._submit(array, out, op, nonfinite, copy=False).wait()
 
     def _split(
         self, flat: np.ndarray, dtype: DType, op: Op, mode: NonFinite

@@ -372,6 +372,25 @@ def test_the_native_reflector_sums_a_whole_job_like_the_switch() -> None:
         assert check(ints, world, size, "int32", k=64)[0] and check(floats, world, size, "float32", k=64)[0]
 
 
+def test_allreduce_in_place_and_into_strided_outputs() -> None:
+    world, size = 2, 10_000
+    with NativeReflector(workers=world) as reflector:
+
+        def rank(r: int) -> tuple[np.ndarray, np.ndarray]:
+            with Communicator(JobSpec(1, world, 16, reflector.address, 64, key=r + 1), r) as comm:
+                data = np.arange(size, dtype=np.int32) * (r + 1)
+                comm.allreduce(data, out=data)  # in place: the input is read before it is overwritten
+                strided = np.zeros((size, 2), dtype=np.int32)[:, 0]
+                comm.allreduce(np.arange(size, dtype=np.int32), out=strided)
+                return data, strided
+
+        with ThreadPoolExecutor(world) as pool:
+            results = list(pool.map(rank, range(world)))
+    for in_place, strided in results:
+        assert np.array_equal(in_place, np.arange(size, dtype=np.int32) * 3)
+        assert np.array_equal(strided, np.arange(size, dtype=np.int32) * 2)
+
+
 def test_a_call_runs_without_the_gil() -> None:
     """Python keeps running while a call is carried out: the DDP hook overlaps backward."""
     data = np.arange(300_000 * 64, dtype=np.int32)
