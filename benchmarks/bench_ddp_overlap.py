@@ -4,7 +4,8 @@
 
 One DDP rank (torch.distributed gloo group for DDP's set-up, one intra-op thread) trains an MLP
 whose gradients go through the native reflector (`python -m hostlib.reflector --native`, its own
-process) with hostlib.torch.p4reduce_hook. Measured in this one run, median over `steps` steps:
+process) with hostlib.torch.p4reduce_hook. Measured in this one run, median over `steps` rounds,
+each timing the three in turn:
 
 - compute: a training step whose hook returns each gradient bucket at once (no communication);
 - all-reduce: the same buckets averaged through the Communicator alone, as the hook does
@@ -17,6 +18,7 @@ __future__ import annotations`: DDP checks that a hook's `bucket` annotation *is
 """
 
 import argparse
+import copy
 import os
 
 # numpy's OpenBLAS keeps worker threads spinning for a while after it starts; on two cores they take
@@ -49,19 +51,23 @@ def no_communication(state: object, bucket: dist.GradBucket) -> torch.futures.Fu
     return future
 
 
-def median_seconds(steps: int, step: Callable[[], None]) -> float:
-    step()  # warm up
-    times = []
+def interleaved_medians(steps: int, measured: dict[str, Callable[[], None]]) -> dict[str, float]:
+    """Median seconds of each callable, timed in turn (one of each per round), so that a change in the
+    machine's load during the run weighs on all of them alike."""
+    for call in measured.values():
+        call()  # warm up
+    times: dict[str, list[float]] = {name: [] for name in measured}
     for _ in range(steps):
-        started = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        for name, call in measured.items():
+            started = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - started)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--width", type=int, default=1024)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--batch", type=int, default=256)
@@ -93,7 +99,9 @@ def main() -> int:
                 return no_communication(state, bucket)
 
             def trainer(hook: Callable, state: object) -> Callable[[], None]:  # type: ignore[type-arg]
-                model = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=args.bucket_mb)
+                model = torch.nn.parallel.DistributedDataParallel(
+                    copy.deepcopy(net), bucket_cap_mb=args.bucket_mb
+                )
                 model.register_comm_hook(state, hook)
                 optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
 
@@ -116,9 +124,15 @@ def main() -> int:
                 for handle in [comm.allreduce_async(g, op="avg") for g in grads]:
                     handle.wait()
 
-            compute = median_seconds(args.steps, trainer(no_communication, None))
-            communication = median_seconds(args.steps, allreduce_alone)
-            step = median_seconds(args.steps, trainer(p4reduce_hook, P4ReduceState(comm)))
+            medians = interleaved_medians(
+                args.steps,
+                {
+                    "compute": trainer(no_communication, None),
+                    "all-reduce": allreduce_alone,
+                    "step": trainer(p4reduce_hook, P4ReduceState(comm)),
+                },
+            )
+            compute, communication, step = medians["compute"], medians["all-reduce"], medians["step"]
         dist.destroy_process_group()
     finally:
         reflector.terminate()

@@ -1,6 +1,7 @@
 """The native packet engine against a plain Python UDP loop and a native sendmmsg/recvmmsg loop, in one run.
 
     python benchmarks/bench_hostlib.py [--packets N] [--window W] [--repeat R]
+    python benchmarks/bench_hostlib.py --sweep 16,32,64,128,256,512,1024 [--packets N] [--repeat R]
 
 All three talk to the native reflector (hostlib/csrc/reflector.c, `python -m hostlib.reflector
 --native`), which runs in its own process and answers every DATA at once, as a one-worker
@@ -96,11 +97,26 @@ def spread(values: list[float]) -> str:
     return f"median {statistics.median(values):.2f}x (spread {min(values):.2f}..{max(values):.2f}x)"
 
 
+def sweep(address: tuple[str, int], packets: int, windows: list[int], repeat: int) -> None:
+    """The engine alone, by window (pool = 2W), the windows alternating within each repeat."""
+    rates: dict[int, list[float]] = {w: [] for w in windows}
+    for _ in range(repeat):
+        for window in windows:
+            rates[window].append(engine(address, packets, window))
+    print(f"{'window':>6} {'pool':>6} {'median':>12} {'spread':>25}  engine packets/s")
+    for window, values in rates.items():
+        print(
+            f"{window:>6} {2 * window:>6} {statistics.median(values):>12,.0f} "
+            f"{min(values):>12,.0f}..{max(values):<12,.0f}"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packets", type=int, default=200_000)
     parser.add_argument("--window", type=int, default=128, help="datagrams in flight (the engine's pool: 2W)")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--sweep", metavar="W,W,...", help="instead: the engine alone at each window")
     args = parser.parse_args()
     reflector = subprocess.Popen(
         [sys.executable, "-m", "hostlib.reflector", "--native"], stdout=subprocess.PIPE, text=True, cwd=ROOT
@@ -109,6 +125,11 @@ def main() -> int:
     try:
         host, port = reflector.stdout.readline().strip().rsplit(":", 1)  # type: ignore[union-attr]
         address = (host, int(port))
+        if args.sweep:
+            print(f"load average {os.getloadavg()[0]:.2f}; {args.packets} packets per call, K = {K}")
+            sweep(address, args.packets, [int(w) for w in args.sweep.split(",")], args.repeat)
+            print(f"load average after: {os.getloadavg()[0]:.2f}")
+            return 0
         print(
             f"load average {os.getloadavg()[0]:.2f}; {args.packets} packets, {args.window} in flight, K = {K}"
         )
