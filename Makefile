@@ -6,6 +6,8 @@
 #   make test      the test suite
 #   make lab       Mininet lab (root): WORKERS=4 SWITCH=soft|bmv2
 #   make bench     benchmarks
+#   make asan      the native engine's tests under AddressSanitizer + UBSan
+#   make fuzz      fuzz the native engine's receive path (FUZZ_SECONDS=60)
 #   make experiments  the performance report's experiments (root): CSV, PNG, TXT in $(OUT)
 #                  one at a time: make exp-gloo | exp-workers | exp-loss | exp-switch; QUICK=1 for tiny sizes
 #   make stop      (root) remove what an interrupted lab or experiment left: daemons, host shells, links
@@ -16,7 +18,7 @@ PYTHON_BASE ?= /usr/bin/python3
 VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
-APT_PACKAGES := python3-venv python3-pip mininet iproute2 ethtool tcpdump iputils-ping
+APT_PACKAGES := python3-venv python3-pip build-essential python3-dev mininet iproute2 ethtool tcpdump iputils-ping
 BUILD := build
 P4_MAIN := p4src/v1model/p4reduce.p4
 P4_SOURCES := $(shell find p4src -name '*.p4' 2>/dev/null)
@@ -25,12 +27,13 @@ SWITCH ?= soft
 OUT ?= results
 EXPERIMENTS := gloo workers loss switch
 EXP_FLAGS := --out $(OUT) $(if $(QUICK),--quick)
+NATIVE_SOURCES := $(wildcard hostlib/csrc/*.c hostlib/csrc/*.h)
 
-.PHONY: install build demo torch-ddp torch-fsdp test lab bench stop clean lint experiments $(addprefix exp-,$(EXPERIMENTS))
+.PHONY: install build demo torch-ddp torch-fsdp test lab bench stop clean lint asan fuzz experiments $(addprefix exp-,$(EXPERIMENTS))
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed $(VENV)/.native
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	@if [ "$$(id -u)" = 0 ]; then \
 	  missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	  if [ -n "$$missing" ]; then echo "==> apt-get install$$missing"; \
@@ -38,6 +41,9 @@ $(VENV)/.installed: pyproject.toml
 	else \
 	  for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo "note: Debian package $$p is missing; as root run: apt-get install $(APT_PACKAGES)"; done; \
 	fi
+	@# hostlib's native engine is C, compiled by pip install -e below (setup.py).
+	@command -v cc >/dev/null && [ -f "$$($(PYTHON_BASE) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] \
+	  || { echo "error: hostlib's native engine needs a C compiler and Python's headers; as root run: apt-get install build-essential python3-dev"; exit 1; }
 	@# --system-site-packages: Debian's mininet module lives in dist-packages.
 	@[ -x $(PY) ] || $(PYTHON_BASE) -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -46,6 +52,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,torch,experiments]' --config-settings editable_mode=compat
 	@# p4runtime-shell pins protobuf < 3.21: its own venv, for `p4reduce-ctl shell` and the interop tests.
 	bash scripts/p4runtime-shell.sh >/dev/null
+	@touch $@
+
+# The native engine again whenever its C sources change (pip install -e built it the first time).
+$(VENV)/.native: $(NATIVE_SOURCES) setup.py $(VENV)/.installed
+	$(PY) setup.py -q build_ext --inplace
 	@touch $@
 
 build: install
@@ -69,6 +80,8 @@ bench: install
 	$(PY) benchmarks/bench_pipeline.py
 	$(PY) benchmarks/bench_switch.py
 	$(PY) benchmarks/bench_hostlib.py
+	$(PY) benchmarks/bench_allreduce.py
+	$(PY) benchmarks/bench_ddp_overlap.py
 	$(BIN)/p4reduce-bench --sizes 64K,1M --dtypes float32,int32 --drop-rate 0.01 --baseline gloo
 
 experiments: $(addprefix exp-,$(EXPERIMENTS))
@@ -78,6 +91,12 @@ $(addprefix exp-,$(EXPERIMENTS)): exp-%: install
 
 lab: install
 	$(PY) mininet/lab.py --workers $(WORKERS) --switch $(SWITCH)
+
+asan: install
+	bash scripts/native-checks.sh asan
+
+fuzz: install
+	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),60) bash scripts/native-checks.sh fuzz
 
 lint: install
 	$(BIN)/ruff check softswitch controller hostlib mininet tests benchmarks experiments examples
