@@ -6,10 +6,12 @@
 #   make test      the test suite
 #   make lab       Mininet lab (root): WORKERS=4 SWITCH=soft|bmv2
 #   make bench     benchmarks
-#   make asan      the native engine's tests under AddressSanitizer + UBSan
-#   make fuzz      fuzz the native engine's receive path (FUZZ_SECONDS=60)
+#   make asan      native code's tests under AddressSanitizer: the host engine's (asan-host) and the switch's C backend (asan-switch)
+#   make fuzz      fuzz every native parser: the host engine's receive path (fuzz-host) and the switch's data plane (fuzz-switch);
+#                  FUZZ_SECONDS per target (default 20)
 #   make experiments  the performance report's experiments (root): CSV, PNG, TXT in $(OUT)
 #                  one at a time: make exp-gloo | exp-workers | exp-loss | exp-switch; QUICK=1 for tiny sizes
+#   make test-python-backend  the switch, lab and protocol tests again with the Python backend
 #   make stop      (root) remove what an interrupted lab or experiment left: daemons, host shells, links
 #   make clean     remove build/, logs/, pcaps/, results/
 
@@ -18,7 +20,7 @@ PYTHON_BASE ?= /usr/bin/python3
 VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
-APT_PACKAGES := python3-venv python3-pip build-essential python3-dev mininet iproute2 ethtool tcpdump iputils-ping
+APT_PACKAGES := python3-venv python3-pip build-essential python3-dev clang mininet iproute2 ethtool tcpdump iputils-ping
 BUILD := build
 P4_MAIN := p4src/v1model/p4reduce.p4
 P4_SOURCES := $(shell find p4src -name '*.p4' 2>/dev/null)
@@ -29,7 +31,15 @@ EXPERIMENTS := gloo workers loss switch
 EXP_FLAGS := --out $(OUT) $(if $(QUICK),--quick)
 NATIVE_SOURCES := $(wildcard hostlib/csrc/*.c hostlib/csrc/*.h)
 
-.PHONY: install build demo torch-ddp torch-fsdp test lab bench stop clean lint asan fuzz experiments $(addprefix exp-,$(EXPERIMENTS))
+FUZZ_SECONDS ?= 20
+# The C backend's tests, for asan-switch: every program and packet loop test that builds C.
+ASAN_TESTS := tests/executor tests/test_scenarios.py tests/tutorials tests/switch/test_switch_ports.py \
+	tests/switch/test_switch_packet_io.py
+# What `make test` runs on the default (C) backend and test-python-backend runs again on the Python one.
+BACKEND_TESTS := tests/switch tests/lab tests/hostlib/test_through_switch.py
+
+.PHONY: install build demo torch-ddp torch-fsdp test lab bench stop clean lint experiments \
+	asan asan-host asan-switch fuzz fuzz-host fuzz-switch test-python-backend $(addprefix exp-,$(EXPERIMENTS))
 
 install: $(VENV)/.installed $(VENV)/.native
 
@@ -76,6 +86,17 @@ torch-ddp torch-fsdp: torch-%: install
 test: install
 	$(BIN)/pytest -q
 
+test-python-backend: install
+	P4REDUCE_SWITCH_BACKEND=python $(BIN)/pytest -q $(BACKEND_TESTS)
+
+fuzz-switch: install
+	$(PY) tests/fuzz/fuzz_switch.py --seconds $(FUZZ_SECONDS)
+
+# Objects built with ASan need its runtime first in the process: the compiler's libasan, preloaded.
+asan-switch: install
+	P4REDUCE_SANITIZE=address P4REDUCE_CACHE_DIR=$(BUILD)/asan-cache ASAN_OPTIONS=detect_leaks=0 \
+	  LD_PRELOAD=$$($${CC:-cc} -print-file-name=libasan.so) $(BIN)/pytest -q -p no:cacheprovider $(ASAN_TESTS)
+
 bench: install
 	$(PY) benchmarks/bench_pipeline.py
 	$(PY) benchmarks/bench_switch.py
@@ -92,11 +113,15 @@ $(addprefix exp-,$(EXPERIMENTS)): exp-%: install
 lab: install
 	$(PY) mininet/lab.py --workers $(WORKERS) --switch $(SWITCH)
 
-asan: install
+asan: asan-host asan-switch
+
+fuzz: fuzz-host fuzz-switch
+
+asan-host: install
 	bash scripts/native-checks.sh asan
 
-fuzz: install
-	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),60) bash scripts/native-checks.sh fuzz
+fuzz-host: install
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/native-checks.sh fuzz
 
 lint: install
 	$(BIN)/ruff check softswitch controller hostlib mininet tests benchmarks experiments examples
