@@ -2,12 +2,17 @@
 #   make install   create .venv (and, as root, install Debian packages); idempotent
 #   make build     compile p4src/ with p4reduce-p4c (always) and p4c (when on PATH)
 #   make demo      the main job: 4 workers all-reduce through the embedded switch
+#   make torch-ddp  DDP training under torchrun on the p4reduce backend (own switch + controller); torch-fsdp: FSDP2
 #   make test      the test suite
 #   make lab       Mininet lab (root): WORKERS=4 SWITCH=soft|bmv2
 #   make bench     benchmarks
+#   make asan      native code's tests under AddressSanitizer: the host engine's (asan-host) and the switch's C backend (asan-switch)
+#   make fuzz      fuzz every native parser: the host engine's receive path (fuzz-host) and the switch's data plane (fuzz-switch);
+#                  FUZZ_SECONDS per target (default 20)
 #   make experiments  the performance report's experiments (root): CSV, PNG, TXT in $(OUT)
 #                  one at a time: make exp-gloo | exp-workers | exp-loss | exp-switch; QUICK=1 for tiny sizes
 #   make reliability  the reliability suite's long variants; figures in $(OUT)/reliability.jsonl
+#   make test-python-backend  the switch, lab and protocol tests again with the Python backend
 #   make stop      (root) remove what this checkout's interrupted labs or experiments left (.lab-state.json)
 #   make clean     remove build/, logs/, pcaps/, results/
 
@@ -16,7 +21,7 @@ PYTHON_BASE ?= /usr/bin/python3
 VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
-APT_PACKAGES := python3-venv python3-pip mininet iproute2 ethtool tcpdump iputils-ping
+APT_PACKAGES := python3-venv python3-pip build-essential python3-dev clang mininet iproute2 ethtool tcpdump iputils-ping
 BUILD := build
 P4_MAIN := p4src/v1model/p4reduce.p4
 P4_SOURCES := $(shell find p4src -name '*.p4' 2>/dev/null)
@@ -25,12 +30,21 @@ SWITCH ?= soft
 OUT ?= results
 EXPERIMENTS := gloo workers loss switch
 EXP_FLAGS := --out $(OUT) $(if $(QUICK),--quick)
+NATIVE_SOURCES := $(wildcard hostlib/csrc/*.c hostlib/csrc/*.h)
 
-.PHONY: install build demo test lab bench stop clean lint reliability experiments $(addprefix exp-,$(EXPERIMENTS))
+FUZZ_SECONDS ?= 20
+# The C backend's tests, for asan-switch: every program and packet loop test that builds C.
+ASAN_TESTS := tests/executor tests/test_scenarios.py tests/tutorials tests/switch/test_switch_ports.py \
+	tests/switch/test_switch_packet_io.py
+# What `make test` runs on the default (C) backend and test-python-backend runs again on the Python one.
+BACKEND_TESTS := tests/switch tests/lab tests/hostlib/test_through_switch.py
 
-install: $(VENV)/.installed
+.PHONY: install build demo torch-ddp torch-fsdp test lab bench stop clean lint experiments \
+	asan asan-host asan-switch fuzz fuzz-host fuzz-switch test-python-backend reliability $(addprefix exp-,$(EXPERIMENTS))
 
-$(VENV)/.installed: pyproject.toml
+install: $(VENV)/.installed $(VENV)/.native
+
+$(VENV)/.installed: pyproject.toml setup.py
 	@if [ "$$(id -u)" = 0 ]; then \
 	  missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	  if [ -n "$$missing" ]; then echo "==> apt-get install$$missing"; \
@@ -38,6 +52,9 @@ $(VENV)/.installed: pyproject.toml
 	else \
 	  for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo "note: Debian package $$p is missing; as root run: apt-get install $(APT_PACKAGES)"; done; \
 	fi
+	@# hostlib's native engine is C, compiled by pip install -e below (setup.py).
+	@command -v cc >/dev/null && [ -f "$$($(PYTHON_BASE) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] \
+	  || { echo "error: hostlib's native engine needs a C compiler and Python's headers; as root run: apt-get install build-essential python3-dev"; exit 1; }
 	@# --system-site-packages: Debian's mininet module lives in dist-packages.
 	@[ -x $(PY) ] || $(PYTHON_BASE) -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -46,6 +63,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,torch,experiments]' --config-settings editable_mode=compat
 	@# p4runtime-shell pins protobuf < 3.21: its own venv, for `p4reduce-ctl shell` and the interop tests.
 	bash scripts/p4runtime-shell.sh >/dev/null
+	@touch $@
+
+# The native engine again whenever its C sources change (pip install -e built it the first time).
+$(VENV)/.native: $(NATIVE_SOURCES) setup.py $(VENV)/.installed
+	$(PY) setup.py -q build_ext --inplace
 	@touch $@
 
 build: install
@@ -59,13 +81,29 @@ build: install
 demo: install
 	$(PY) -m hostlib.demo
 
+torch-ddp torch-fsdp: torch-%: install
+	$(PY) -m hostlib.torch.launch --nproc-per-node $(WORKERS) examples/train_$*.py
+
 test: install
 	$(BIN)/pytest -q
+
+test-python-backend: install
+	P4REDUCE_SWITCH_BACKEND=python $(BIN)/pytest -q $(BACKEND_TESTS)
+
+fuzz-switch: install
+	$(PY) tests/fuzz/fuzz_switch.py --seconds $(FUZZ_SECONDS)
+
+# Objects built with ASan need its runtime first in the process: the compiler's libasan, preloaded.
+asan-switch: install
+	P4REDUCE_SANITIZE=address P4REDUCE_CACHE_DIR=$(BUILD)/asan-cache ASAN_OPTIONS=detect_leaks=0 \
+	  LD_PRELOAD=$$($${CC:-cc} -print-file-name=libasan.so) $(BIN)/pytest -q -p no:cacheprovider $(ASAN_TESTS)
 
 bench: install
 	$(PY) benchmarks/bench_pipeline.py
 	$(PY) benchmarks/bench_switch.py
 	$(PY) benchmarks/bench_hostlib.py
+	$(PY) benchmarks/bench_allreduce.py
+	$(PY) benchmarks/bench_ddp_overlap.py
 	$(BIN)/p4reduce-bench --sizes 64K,1M --dtypes float32,int32 --drop-rate 0.01 --baseline gloo
 
 reliability: install
@@ -80,8 +118,18 @@ $(addprefix exp-,$(EXPERIMENTS)): exp-%: install
 lab: install
 	$(PY) mininet/lab.py --workers $(WORKERS) --switch $(SWITCH)
 
+asan: asan-host asan-switch
+
+fuzz: fuzz-host fuzz-switch
+
+asan-host: install
+	bash scripts/native-checks.sh asan
+
+fuzz-host: install
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/native-checks.sh fuzz
+
 lint: install
-	$(BIN)/ruff check softswitch controller hostlib mininet tests benchmarks experiments
+	$(BIN)/ruff check softswitch controller hostlib mininet tests benchmarks experiments examples
 
 clean:
 	rm -rf $(BUILD) logs pcaps results

@@ -24,7 +24,7 @@ from controller.errors import ConfigError
 
 DEFAULT_LISTEN = "127.0.0.1:50051"
 DEFAULT_LEASE_SECONDS = 30.0
-DEFAULT_POOL_SIZE = 64
+DEFAULT_POOL_SIZE = 256  # 128 slots in flight per call: the native engine needs them (docs/performance.md)
 MIN_POOL_SIZE = 2  # a call uses half of its job's pool (docs/protocol.md, *Host rules*)
 MAX_POOL_SIZE = SLOT_MASK + 1  # the 15-bit slot field
 DEFAULT_JOIN_TIMEOUT = 60.0

@@ -54,8 +54,8 @@ from hostlib.calls import (
     Op,
 )
 from hostlib.controller_link import ControllerLink
-from hostlib.engine import EngineStats, Membership, PacketEngine
-from hostlib.reduction import Plan, RefusedPlan, plan_for
+from hostlib.engine import EngineStats, Membership
+from hostlib.native import NativePlan, PacketEngine, native_plan, refused_plan
 
 __all__ = ["Communicator", "Handle", "JobSpec", "JoinError"]
 
@@ -225,12 +225,32 @@ class Communicator:
         *,
         op: Literal["sum", "avg"] = "sum",
         nonfinite: Literal["propagate", "raise"] = "propagate",
+        logical_dtype: Literal["bfloat16"] | None = None,
     ) -> Handle:
         """Start summing (or averaging) `array` over all ranks; the input is copied before this returns.
 
         Wrong arguments raise here, and this rank still takes part in the call with a refused
         contribution, so that its peers fail at once instead of waiting for it.
+
+        `logical_dtype="bfloat16"` is for callers whose tensors numpy cannot hold (hostlib.torch): they
+        pass bfloat16 values widened to float32 (exact), the call travels as float32, but its descriptor
+        names bfloat16, so that a rank calling with real float32 is refused as a mismatch. The result is
+        float32; the caller rounds it back.
         """
+        return self._submit(array, out, op, nonfinite, logical_dtype, copy=True)
+
+    def _submit(
+        self,
+        array: np.ndarray,
+        out: np.ndarray | None,
+        op: str,
+        nonfinite: str,
+        logical_dtype: str | None,
+        *,
+        copy: bool,
+    ) -> Handle:
+        """Queue one all-reduce. `copy=False` reads `array` in place while the call runs: for callers
+        that wait for the result before they can touch it again (allreduce)."""
         if self._closed:
             raise RuntimeError("the communicator is closed")
         array = np.asarray(array)
@@ -242,24 +262,37 @@ class Communicator:
                 raise TypeError(f"allreduce supports {names}; got {array.dtype} (cast it first)")
             if out is not None and (out.shape != array.shape or out.dtype != array.dtype):
                 raise ValueError(f"out must have shape {array.shape} and dtype {array.dtype}")
+            dtype = _logical(DTYPES[array.dtype], logical_dtype)
         except (TypeError, ValueError):
             self._executor.submit(self._refuse)
             raise
-        flat = np.array(array.reshape(-1), copy=True)
-        calls = list(self._split(flat, DTYPES[array.dtype], operation, mode))
+        if copy or (out is not None and np.may_share_memory(array, out)):
+            flat = np.array(array.reshape(-1), copy=True)
+        else:
+            flat = np.ascontiguousarray(array.reshape(-1))
+        calls = list(self._split(flat, dtype, operation, mode))
 
         def run() -> np.ndarray:
             target = out if out is not None else np.empty(array.shape, dtype=array.dtype)
-            view = target.reshape(-1)
+            # The native plans write results straight into a C-contiguous buffer: the target itself
+            # unless it is a strided view.
+            direct = target.flags.c_contiguous
+            destination = target if direct else np.empty(array.shape, dtype=array.dtype)
+            view = destination.reshape(-1)
             for done, (start, piece, descriptor) in enumerate(calls):
-                plan = plan_for(piece, descriptor, self.job.values_per_packet, self.job.world_size)
+                section = view[start : start + piece.size]
+                plan = native_plan(
+                    piece, section, descriptor, self.job.values_per_packet, self.job.world_size
+                )
                 try:
                     self._run(plan, descriptor)
                 except AllreduceError:
                     with self._lock:  # the pieces not sent are calls every rank skips alike
                         self._calls_begun += len(calls) - done - 1
                     raise
-                np.copyto(view[start : start + piece.size], plan.result(), casting="unsafe")
+                plan.result()  # NonFiniteError under nonfinite="raise"
+            if not direct:
+                np.copyto(target, destination)
             self.engine.stats.tensor_bytes += array.nbytes
             return target
 
@@ -272,13 +305,16 @@ class Communicator:
         *,
         op: Literal["sum", "avg"] = "sum",
         nonfinite: Literal["propagate", "raise"] = "propagate",
+        logical_dtype: Literal["bfloat16"] | None = None,
     ) -> np.ndarray:
         """The element-wise sum (or average) of `array` over all ranks, same shape and dtype.
 
         A NaN or Inf in any rank's input comes back in its block on every rank (nonfinite="propagate",
         as Gloo and NCCL do), or makes every rank raise NonFiniteError (nonfinite="raise").
+        `logical_dtype`: see `allreduce_async`.
         """
-        return self.allreduce_async(array, out, op=op, nonfinite=nonfinite).wait()
+        # The caller waits for the result, so the input needs no copy: the call reads it in place.
+        return self._submit(array, out, op, nonfinite, logical_dtype, copy=False).wait()
 
     def _split(
         self, flat: np.ndarray, dtype: DType, op: Op, mode: NonFinite
@@ -291,7 +327,7 @@ class Communicator:
             piece = flat[start : start + per_call]
             yield start, piece, Descriptor(dtype, op, mode, piece.size)
 
-    def _run(self, plan: Plan, descriptor: Descriptor) -> None:
+    def _run(self, plan: NativePlan, descriptor: Descriptor) -> None:
         if self._link is not None and self._link.pending():
             self._resume(self._link)
         with self._lock:
@@ -320,7 +356,7 @@ class Communicator:
         """Take part in the next call with a refused descriptor; the caller already has its error."""
         try:
             self._run(
-                RefusedPlan(self.job.values_per_packet),
+                refused_plan(self.job.values_per_packet, self.job.world_size),
                 Descriptor(DType.REFUSED, Op.SUM, NonFinite.PROPAGATE, 0),
             )
         except AllreduceError:
@@ -363,6 +399,19 @@ def _choice(kind: type[_Choice], value: str, name: str) -> _Choice:
     except (KeyError, AttributeError):
         options = ", ".join(repr(member.name.lower()) for member in kind)
         raise ValueError(f"{name} must be one of {options}, not {value!r}") from None
+
+
+def _logical(carried: DType, logical: str | None) -> DType:
+    """The dtype a call's descriptor names: the array's own, or bfloat16 carried as float32."""
+    if logical is None:
+        return carried
+    if logical != "bfloat16":
+        raise ValueError(f"logical_dtype must be None or 'bfloat16', not {logical!r}")
+    if carried != DType.FLOAT32:
+        raise TypeError(
+            f"logical_dtype='bfloat16' takes bfloat16 values widened to float32, not {carried.name}"
+        )
+    return DType.BFLOAT16
 
 
 def _check_source_address(ip: str) -> None:

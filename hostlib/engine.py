@@ -3,9 +3,11 @@
 `Engine` is the protocol, with no I/O: `begin` a call, feed it every
 datagram (`receive`) and the clock (`poll`), send what they return, and
 `finish` when `done`. Time is an argument, so the same sequence of inputs
-always gives the same packets out: this is the executable specification the
-native engine is tested against, packet for packet. `PacketEngine` drives it
-over one connected UDP socket.
+always gives the same packets out. This is the executable specification:
+the runtime is the native engine (hostlib/csrc/, driven by
+hostlib.native.PacketEngine), which has the same step methods and is tested
+against this one packet for packet, counter for counter and bit for bit
+(tests/hostlib/test_native_engine.py). The errors both raise are built here.
 
 A call is a sequence of U slot *uses*; use u goes to slot `base + u mod W`
 on set `(u div W) mod 2`, with `seq` = call number : u. W slots of one half
@@ -38,9 +40,7 @@ from __future__ import annotations
 
 import heapq
 import math
-import socket
 import struct
-import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
@@ -71,7 +71,8 @@ RTO_SRTT_MULTIPLE = 3  # the timer never fires sooner than this many smoothed ro
 FAST_RETRANSMIT_AFTER = 3  # results of later sends that mark an unanswered transmission lost
 SUPPRESS_RTTS = 1.5  # a rank that is not the use's prober waits this many round trips before resending
 REMEMBERED_ABORTS = 64  # aborts of calls this rank has not started yet
-WAKE_INTERVAL = 0.1  # the socket driver looks at the engine at least this often (Engine.fail)
+QUESTION_BACKOFFS = 6  # an unanswered question's wait doubles at most this many times
+RTT_SAMPLES = 10_000  # EngineStats keeps the first this many round-trip samples
 _USE_MASK = (1 << USE_BITS) - 1
 
 
@@ -259,8 +260,8 @@ class Engine:
 
     def fail(self, error: AllreduceError) -> None:
         """Fail the call in flight and every later call with `error`: the job is gone (deleted, a peer's
-        lease expired), as the controller says. Safe from another thread; the driver sees it at its next
-        step (PacketEngine wakes within WAKE_INTERVAL)."""
+        lease expired), as the controller says. Safe from another thread (the native driver is woken at
+        once)."""
         self._broken = str(error)
         call = self._call
         if call is not None and call.error is None:
@@ -280,10 +281,7 @@ class Engine:
             self.half ^= 1
             self.stats.calls += 1 if error is None else 0
         if isinstance(error, AllreduceTimeout):
-            self._broken = (
-                f"this communicator stopped after a timeout (call #{call.number}): its ranks are no longer "
-                "known to be in step; join the job again"
-            )
+            self._broken = stopped_message(call.number)
         if error is not None:
             raise error
 
@@ -406,7 +404,7 @@ class Engine:
         """How long to wait for the switch's answer to a question (or for a use it said is collecting):
         three round trips of a question, doubled per unanswered one, within [RTO_MIN, RTO_MAX]."""
         base = max(RTO_SRTT_MULTIPLE * self._question_rtt(), RTO_MIN)
-        return min(base * 2 ** min(max(asks - 1, 0), 6), RTO_MAX)
+        return min(base * 2 ** min(max(asks - 1, 0), QUESTION_BACKOFFS), RTO_MAX)
 
     def _question_rtt(self) -> float:
         """The switch answers a QUERY at once, so its round trip is the network's, without the wait for
@@ -535,10 +533,7 @@ class Engine:
     def _stale(self, held: int) -> None:
         call = self._call
         assert call is not None
-        call.error = AllreduceAborted(
-            f"call #{call.number} of job {self.member.job_id} was abandoned by the other ranks: the switch's "
-            f"slot has moved on to call #{held >> USE_BITS} (an abort this rank did not hear of)"
-        )
+        call.error = abandoned_error(call.number, self.member.job_id, held)
 
     def _abort(self, seq: int, abort: _Abort) -> None:
         number = seq >> USE_BITS
@@ -558,17 +553,8 @@ class Engine:
     def _mismatch(self, abort: _Abort) -> AllreduceMismatch:
         call = self._call
         assert call is not None
-        mine = describe_word(call.descriptor)
-        if abort.held:
-            detail = (
-                f"rank {abort.rank} called {describe_word(abort.offender)}, but the call's first "
-                f"contribution was {describe_word(abort.held)}"
-            )
-        else:
-            detail = "the ranks' calls differ (the other ranks' errors say how)"
-        return AllreduceMismatch(
-            f"call #{call.number} of job {self.member.job_id} aborted by the switch: {detail}; this rank "
-            f"(rank {self.member.rank}) called {mine}"
+        return mismatch_error(
+            call.number, self.member, call.descriptor, abort.rank, abort.offender, abort.held
         )
 
     def _sample_rtt(self, rtt: float) -> None:
@@ -583,7 +569,7 @@ class Engine:
         # waits while a peer recovers its previous one. Fast retransmission recovers loss mid-call,
         # so the timer can afford to be late: never under RTO_SRTT_MULTIPLE round trips.
         self.rto = min(max(self._srtt + 4 * self._rttvar, RTO_SRTT_MULTIPLE * self._srtt, RTO_MIN), RTO_MAX)
-        if len(self.stats.rtt_samples) < 10_000:
+        if len(self.stats.rtt_samples) < RTT_SAMPLES:
             self.stats.rtt_samples.append(rtt)
 
     def _emit(self, buffer: bytearray) -> None:
@@ -598,74 +584,63 @@ class Engine:
     def _stall_message(self, idle: float) -> str:
         call = self._call
         assert call is not None
-        message = (
-            f"no progress for {idle:.1f} s: {call.outstanding} of {call.uses} packet(s) of call "
-            f"#{call.number} still unanswered (job {self.member.job_id}, rank {self.member.rank}, "
-            f"{self.stats.retransmissions} retransmissions so far)"
+        return stall_message(
+            idle, call.outstanding, call.uses, call.number, self.member, self.stats.retransmissions,
+            self.stats.refused,
+        )  # fmt: skip
+
+
+# ---------------------------------------------------------------------- errors (both engines raise these)
+
+
+def mismatch_error(
+    number: int, member: Membership, descriptor: int, rank: int, offender: int, held: int
+) -> AllreduceMismatch:
+    """An ABORT for call `number`: rank `rank` called `offender`, the slot held `held` (0: not carried)."""
+    if held:
+        detail = (
+            f"rank {rank} called {describe_word(offender)}, but the call's first contribution was "
+            f"{describe_word(held)}"
         )
-        if self.stats.refused:
-            return (
-                message + "; the switch's address refused datagrams (ICMP port unreachable): is it running?"
-            )
-        return message + "; a peer may have died, or the job's entries are gone from the switch"
+    else:
+        detail = "the ranks' calls differ (the other ranks' errors say how)"
+    return AllreduceMismatch(
+        f"call #{number} of job {member.job_id} aborted by the switch: {detail}; this rank "
+        f"(rank {member.rank}) called {describe_word(descriptor)}"
+    )
 
 
-class PacketEngine:
-    """Drives an `Engine` over one UDP socket connected to the switch's aggregation address."""
+def abandoned_error(number: int, job_id: int, held: int) -> AllreduceAborted:
+    """A STALE for an outstanding use: the slot holds `held`, a later call's use."""
+    return AllreduceAborted(
+        f"call #{number} of job {job_id} was abandoned by the other ranks: the switch's "
+        f"slot has moved on to call #{held >> USE_BITS} (an abort this rank did not hear of)"
+    )
 
-    def __init__(
-        self,
-        sock: socket.socket,
-        switch_address: tuple[str, int],
-        member: Membership,
-        progress_timeout: float = 10.0,
-    ) -> None:
-        self.sock = sock
-        self.switch = switch_address
-        # Connected: the kernel then delivers only the switch's datagrams, and reports ICMP port
-        # unreachable (no switch listening) as ECONNREFUSED instead of dropping it silently.
-        sock.connect(switch_address)
-        self.engine = Engine(member, progress_timeout)
-        self._receive = bytearray(payload_bytes(member.values_per_packet) + 64)
 
-    @property
-    def stats(self) -> EngineStats:
-        return self.engine.stats
+def stall_message(
+    idle: float,
+    outstanding: int,
+    uses: int,
+    number: int,
+    member: Membership,
+    retransmissions: int,
+    refused: int,
+) -> str:
+    """Why a call made no progress, with what the socket saw (ICMP port unreachable or silence)."""
+    message = (
+        f"no progress for {idle:.1f} s: {outstanding} of {uses} packet(s) of call "
+        f"#{number} still unanswered (job {member.job_id}, rank {member.rank}, "
+        f"{retransmissions} retransmissions so far)"
+    )
+    if refused:
+        return message + "; the switch's address refused datagrams (ICMP port unreachable): is it running?"
+    return message + "; a peer may have died, or the job's entries are gone from the switch"
 
-    def fail(self, error: AllreduceError) -> None:
-        """Fail the call in flight (within WAKE_INTERVAL) and every later one; see Engine.fail."""
-        self.engine.fail(error)
 
-    def run(self, plan: Plan, descriptor: int) -> None:
-        """Carry out one call; returns when every result arrived, or raises the call's error."""
-        engine, sock, buffer = self.engine, self.sock, self._receive
-        view = memoryview(buffer)
-        try:
-            self._send(engine.begin(plan, descriptor, time.perf_counter()))
-            while not engine.done:
-                now = time.perf_counter()
-                self._send(engine.poll(now))
-                if engine.done:
-                    break
-                sock.settimeout(min(max(engine.next_deadline() - now, 0.0005), WAKE_INTERVAL))
-                try:
-                    size = sock.recv_into(buffer)
-                except TimeoutError:
-                    continue
-                except ConnectionRefusedError:
-                    engine.stats.refused += 1
-                    continue
-                self._send(engine.receive(view[:size], time.perf_counter()))
-        finally:
-            engine.finish(time.perf_counter())
-
-    def _send(self, packets: list[bytes]) -> None:
-        for packet in packets:
-            try:
-                self.sock.send(packet)
-            except ConnectionRefusedError:
-                self.engine.stats.refused += 1  # an earlier datagram bounced off a closed port; once more
-                try:
-                    self.sock.send(packet)
-                except ConnectionRefusedError:
-                    self.engine.stats.refused += 1
+def stopped_message(number: int) -> str:
+    """Why a communicator refuses calls after a timeout."""
+    return (
+        f"this communicator stopped after a timeout (call #{number}): its ranks are no longer "
+        "known to be in step; join the job again"
+    )

@@ -97,23 +97,33 @@ class FloatPlan:
     def result(self) -> np.ndarray:
         blocks = self.nonfinite_blocks()
         if blocks.size and self.nonfinite == NonFinite.RAISE:
-            first = int(blocks[0]) * self.k
-            raise NonFiniteError(
-                f"{blocks.size} block(s) of {self.k} elements held NaN or Inf on some rank, the first "
-                f"at elements {first}..{min(first + self.k, self.size) - 1}; every rank raises "
-                "(nonfinite='raise')"
-            )
+            raise nonfinite_error(blocks.size, int(blocks[0]), self.k, self.size)
         sums = q.dequantize(self.sums, self.agreed, self.world_size)
         if self.op == Op.AVG:
             sums /= self.world_size
         return sums.reshape(-1)[: self.size]
 
     def error_bound(self) -> np.ndarray:
-        """Per element, the largest absolute error the quantization allows (docs/protocol.md)."""
-        bounds = np.array([q.error_bound(int(e), self.world_size) for e in self.agreed])
-        if self.op == Op.AVG:
-            bounds /= self.world_size
-        return np.repeat(bounds, self.k)[: self.size]
+        return error_bounds(self.agreed, self.world_size, self.op, self.k, self.size)
+
+
+def nonfinite_error(blocks: int, first_block: int, k: int, size: int) -> NonFiniteError:
+    """What every rank raises with nonfinite='raise' when `blocks` blocks were agreed non-finite."""
+    first = first_block * k
+    return NonFiniteError(
+        f"{blocks} block(s) of {k} elements held NaN or Inf on some rank, the first "
+        f"at elements {first}..{min(first + k, size) - 1}; every rank raises "
+        "(nonfinite='raise')"
+    )
+
+
+def error_bounds(agreed: np.ndarray, world_size: int, op: Op, k: int, size: int) -> np.ndarray:
+    """Per element, the largest absolute error the quantization allows (docs/protocol.md), from the
+    wire exponent each block was sent with."""
+    bounds = np.array([q.error_bound(int(e), world_size) for e in agreed], dtype=np.float64)
+    if op == Op.AVG:
+        bounds /= world_size
+    return np.repeat(bounds, k)[:size]
 
 
 class RefusedPlan:

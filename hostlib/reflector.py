@@ -4,21 +4,27 @@ A 1-worker job's RESULT is its DATA with the RESULT type, and a QUERY is
 answered with the last RESULT of that use (a replay) or, if its DATA never
 arrived, with a MISSING that names no contributor: that is all a 1-worker
 switch does (docs/protocol.md). It stands in for the switch where the
-switch must not be the bottleneck (benchmarks/bench_hostlib.py) or where
-loss must be exact rather than random (the engine's unit tests):
-`drop_every=n` leaves every n-th DATA unanswered, `duplicate=True` answers
-twice. Run in a thread (`Reflector`) or as its own process
-(`python -m hostlib.reflector --bind 127.0.0.1:PORT`).
+switch must not be the bottleneck (benchmarks/) or where loss must be exact
+rather than random (the engine's unit tests): `drop_every=n` leaves every
+n-th DATA unanswered, `duplicate=True` answers twice.
+
+`NativeReflector` is the same in C (hostlib/csrc/reflector.c), without the
+GIL, for the benchmarks: with `workers=N` it sums the DATA of N ranks of one
+job and multicasts each RESULT as the switch does. Run either in a thread or
+as its own process: `python -m hostlib.reflector --bind 127.0.0.1:PORT
+[--native [--workers N]]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import threading
 from types import TracebackType
 
 from contracts.protocol import HEADER_BYTES, MsgType
+from hostlib import _reflector
 
 
 class Reflector:
@@ -86,12 +92,55 @@ class Reflector:
         self.sock.close()
 
 
+class NativeReflector:
+    """The reflector in C: answers as a switch does for one job of `workers` ranks, until closed."""
+
+    def __init__(self, bind: tuple[str, int] = ("127.0.0.1", 0), workers: int = 1) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
+        self.sock.bind(bind)
+        self.address: tuple[str, int] = self.sock.getsockname()
+        self.workers = workers
+        self.counts: tuple[int, int] = (0, 0)  # datagrams received and sent, once stopped
+        self._stop_read, self._stop_write = os.pipe()
+        self._thread: threading.Thread | None = None
+
+    def serve(self) -> None:
+        """Answer until `stop` (from another thread) or the end of the process."""
+        self.counts = _reflector.serve(self.sock.fileno(), self._stop_read, self.workers)
+
+    def stop(self) -> None:
+        os.write(self._stop_write, b"x")
+
+    def __enter__(self) -> NativeReflector:
+        self._thread = threading.Thread(target=self.serve, name="native-reflector", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+        if self._thread is not None:
+            self._thread.join()
+        self.sock.close()
+        os.close(self._stop_read)
+        os.close(self._stop_write)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m hostlib.reflector", description=__doc__.splitlines()[0])
     parser.add_argument("--bind", default="127.0.0.1:0", help="IP:PORT to listen on")
+    parser.add_argument("--native", action="store_true", help="the C reflector (hostlib/csrc/reflector.c)")
+    parser.add_argument("--workers", type=int, default=1, help="ranks of the job (--native only)")
     args = parser.parse_args()
     host, port = args.bind.rsplit(":", 1)
-    reflector = Reflector((host, int(port)))
+    if args.workers != 1 and not args.native:
+        parser.error("--workers needs --native")
+    reflector = (
+        NativeReflector((host, int(port)), args.workers) if args.native else Reflector((host, int(port)))
+    )
     print(f"{reflector.address[0]}:{reflector.address[1]}", flush=True)
     try:
         reflector.serve()

@@ -13,6 +13,7 @@ cannot be opened) end it with one line on stderr and exit status 2 or 1.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -142,6 +143,14 @@ def parser() -> argparse.ArgumentParser:
         help="at exit, write the packet loop's counters (rx, tx, dropped_fault_in, ...) to FILE as JSON",
     )
     p.add_argument(
+        "--backend",
+        choices=("auto", "c", "python"),
+        default=None,
+        help="how programs run: c (compiled to C with the system compiler, native speed), python (the "
+        "reference, no compiler needed) or auto (default: c when a C compiler is present, else python "
+        "with a one-line notice; $P4REDUCE_SWITCH_BACKEND changes the default)",
+    )
+    p.add_argument(
         "--conformance",
         choices=("spec", "bmv2"),
         default="spec",
@@ -256,7 +265,8 @@ def setup_logging(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Start everything, serve until SIGINT/SIGTERM, stop everything."""
-    from softswitch.backends.loader import load_pipeline
+    from softswitch.backends.common import UnsupportedError
+    from softswitch.backends.loader import compiler_notice, default_backend, load_pipeline
     from softswitch.p4runtime.conformance import Conformance
     from softswitch.p4runtime.errors import P4RuntimeError
     from softswitch.p4runtime.server import P4RuntimeService, serve
@@ -269,8 +279,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--device-id must be >= 0")
     if args.max_streams < 1:
         raise UsageError("--max-streams must be at least 1")
+    try:
+        backend = args.backend or default_backend()
+    except UnsupportedError as error:
+        raise UsageError(str(error)) from None
+    notice = compiler_notice() if backend in ("auto", "c") else None
+    if notice is not None and backend == "c":
+        raise UsageError("--backend c: no C compiler found (install build-essential, or --backend python)")
     config = startup_config(args)
     setup_logging(args)
+    if notice is not None:
+        print(f"p4reduce-switch: notice: {notice}", file=sys.stderr)
     for flag in ("thrift_port", "nanolog"):
         if getattr(args, flag) is not None:
             log.warning("--%s is accepted for compatibility and ignored", flag.replace("_", "-"))
@@ -279,9 +298,19 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--pcap {args.pcap}: directory does not exist (create it first)")
     ports = open_ports(args)
     pcap = PcapDirectory(args.pcap) if args.pcap is not None else None
-    dataplane = Dataplane(ports, args.cpu_port, faults, pcap)
+    # The native loop runs unless the Python backend was asked for, or there is no compiler, or per-packet
+    # debug logs were (those only the Python loop writes).
+    native = backend != "python" and notice is None and LEVELS[args.log_level] > logging.DEBUG
+    if native:
+        from softswitch.dataplane.native import NativeDataplane
+
+        dataplane: Dataplane | NativeDataplane = NativeDataplane(ports, args.cpu_port, faults, pcap)
+    else:
+        dataplane = Dataplane(ports, args.cpu_port, faults, pcap)
+    log.info("packet loop: %s", "native (C, without the GIL)" if native else "Python")
+    loader = functools.partial(load_pipeline, backend=backend)
     service = P4RuntimeService(
-        args.device_id, dataplane, load_pipeline, Conformance(args.conformance), args.max_streams
+        args.device_id, dataplane, loader, Conformance(args.conformance), args.max_streams
     )
     try:
         if config is not None:

@@ -1,4 +1,4 @@
-"""Every packet scenario of docs/protocol.md, run on the real P4 program in the embedded switch.
+"""Every packet scenario of docs/protocol.md, run on the real P4 program on both of the switch's backends.
 
 The program is compiled once by the front end; each scenario gets a fresh
 pipeline (empty tables, zeroed registers), driven through P4Info names.
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from softswitch.backends.python.executor import Pipeline
+from softswitch.backends.loader import new_pipeline
 from softswitch.frontend import compile_file
 from softswitch.p4info import build_p4info
 from tests.executor.pipeline_driver import PipelineDriver
@@ -26,6 +26,6 @@ def compiled():
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
-def test_scenario(compiled, scenario: Scenario) -> None:
+def test_scenario(compiled, scenario: Scenario, backend: str) -> None:
     program, info = compiled
-    run_scenario(PipelineDriver(Pipeline(program, info), info), scenario)
+    run_scenario(PipelineDriver(new_pipeline(program, info, backend), info), scenario)

@@ -2,20 +2,29 @@
 
 This is the contract between the two halves of the embedded switch: the
 P4Runtime server (`softswitch.p4runtime.server`) writes and reads it by P4Info id,
-and the compiled pipeline (`softswitch.backends.python.executor`) looks entries up and
+and the compiled pipeline (a backend under `softswitch.backends`) looks entries up and
 updates registers and counters while packets flow. All values are plain
 Python ints (unsigned, already masked to the field's width); the server
 converts P4Runtime bytestrings at the boundary so the packet path never does.
 
-Lookups are tuned for the packet path: a table whose keys are all `exact`
-is a dict; any other table is a list kept sorted best-match-first and
-scanned with precomputed (value, mask) pairs.
+Lookups are tuned for the Python backend's packet path: a table whose keys
+are all `exact` is a dict; any other table is a list kept sorted
+best-match-first and scanned with precomputed (value, mask) pairs.
+
+A backend that keeps its own (native) copy binds it here, so that the
+server's contract does not change: a table's `mirror` is told of every
+insert, modify, delete and default action before the call returns; a
+register's `values`, a counter's `packets`/`bytes` and an entry's direct
+counter `cell` may be views of the backend's memory (any mutable sequence
+of ints); `PacketReplication.mirror` is told of every group change. Writes
+take effect at once and reads come back from the backend's memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, MutableSequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 EXACT = "exact"
 LPM = "lpm"
@@ -61,20 +70,81 @@ class KeyField:
     width: int
 
 
-@dataclass(slots=True)
 class Entry:
-    """One table entry. `packets`/`bytes` are its direct counter, if any."""
+    """One table entry. `packets`/`bytes` are its direct counter, if any, kept in `cell`."""
 
-    match: tuple[FieldMatch, ...]
-    priority: int
-    action: ActionCall
-    metadata: bytes = b""
-    is_const: bool = False
-    packets: int = 0
-    bytes: int = 0
-    # Precomputed for the scan: per field (value, mask) or a (low, high) range.
-    _tests: tuple[tuple[str, int, int], ...] = ()
-    _rank: tuple[int, int] = (0, 0)
+    __slots__ = ("match", "priority", "action", "metadata", "is_const", "cell", "handle", "_tests", "_rank")
+
+    def __init__(
+        self,
+        match: tuple[FieldMatch, ...],
+        priority: int,
+        action: ActionCall,
+        metadata: bytes = b"",
+        is_const: bool = False,
+        packets: int = 0,
+        bytes: int = 0,  # noqa: A002 - the P4Runtime name
+    ) -> None:
+        self.match = match
+        self.priority = priority
+        self.action = action
+        self.metadata = metadata
+        self.is_const = is_const
+        # The direct counter [packets, bytes]: a list, or a view of a backend's memory while bound.
+        self.cell: MutableSequence[int] = [packets, bytes]
+        self.handle = -1  # where a mirror keeps this entry (-1: not bound)
+        # Precomputed for the scan: per field (value, mask) or a (low, high) range.
+        self._tests: tuple[tuple[str, int, int], ...] = ()
+        self._rank: tuple[int, int] = (0, 0)
+
+    @property
+    def packets(self) -> int:
+        return self.cell[0]
+
+    @packets.setter
+    def packets(self, value: int) -> None:
+        self.cell[0] = value
+
+    @property
+    def bytes(self) -> int:
+        return self.cell[1]
+
+    @bytes.setter
+    def bytes(self, value: int) -> None:
+        self.cell[1] = value
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Entry):
+            return NotImplemented
+        return self._identity() == other._identity()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _identity(self) -> tuple[object, ...]:
+        counts = (self.packets, self.bytes)
+        return (self.match, self.priority, self.action, self.metadata, self.is_const, *counts)
+
+    def __repr__(self) -> str:
+        return (
+            f"Entry(match={self.match!r}, priority={self.priority}, action={self.action!r}, "
+            f"packets={self.packets}, bytes={self.bytes})"
+        )
+
+
+class TableMirror(Protocol):
+    """A backend's own copy of a table, kept equal to it (softswitch.backends.c.state)."""
+
+    def add(self, entry: Entry) -> None:
+        """Hold `entry` (raises StateError when it cannot); may bind `entry.cell` and `entry.handle`."""
+        ...
+
+    def update(self, entry: Entry) -> None: ...
+
+    def remove(self, entry: Entry) -> None:
+        """Forget `entry`; a bound `entry.cell` must become a plain list again."""
+        ...
+
+    def set_default(self, action: ActionCall) -> None: ...
 
 
 def _full(width: int) -> int:
@@ -102,7 +172,8 @@ class Table:
         self.name = name
         self.keys = keys
         self.size = size
-        self.default_action = default_action
+        self.mirror: TableMirror | None = None
+        self._default_action = default_action
         self.initial_default_action = default_action
         self.default_is_const = default_is_const
         self.has_direct_counter = has_direct_counter
@@ -113,6 +184,23 @@ class Table:
         self._entries: dict[tuple[tuple[FieldMatch, ...], int], Entry] = {}
         self._exact: dict[tuple[int, ...], Entry] = {}
         self._scan: list[Entry] = []
+
+    @property
+    def default_action(self) -> ActionCall:
+        return self._default_action
+
+    @default_action.setter
+    def default_action(self, action: ActionCall) -> None:
+        if self.mirror is not None:
+            self.mirror.set_default(action)
+        self._default_action = action
+
+    def bind(self, mirror: TableMirror) -> None:
+        """Let a backend's copy follow this table from now on, starting with what it holds."""
+        for entry in self._entries.values():
+            mirror.add(entry)
+        mirror.set_default(self._default_action)
+        self.mirror = mirror
 
     # ----------------------------------------------------------- packet path
     def lookup(self, key: tuple[int, ...]) -> Entry | None:
@@ -148,6 +236,8 @@ class Table:
         if len(self._entries) >= self.size:
             raise StateError("RESOURCE_EXHAUSTED", f"{self.name}: table is full ({self.size} entries)")
         self._prepare(entry)
+        if self.mirror is not None:
+            self.mirror.add(entry)
         self._entries[ident] = entry
         self._reindex()
 
@@ -157,16 +247,24 @@ class Table:
         entry = self._existing(match, priority)
         entry.action = action
         entry.metadata = metadata
+        if self.mirror is not None:
+            self.mirror.update(entry)
         return entry
 
     def delete(self, match: tuple[FieldMatch, ...], priority: int) -> Entry:
         entry = self._existing(match, priority)
         del self._entries[(entry.match, entry.priority)]
+        if self.mirror is not None:
+            self.mirror.remove(entry)
         self._reindex()
         return entry
 
     def clear(self) -> None:
         """Remove all non-const entries and restore the initial default action."""
+        if self.mirror is not None:
+            for entry in self._entries.values():
+                if not entry.is_const:
+                    self.mirror.remove(entry)
         self._entries = {k: e for k, e in self._entries.items() if e.is_const}
         self.default_action = self.initial_default_action
         self._reindex()
@@ -245,7 +343,7 @@ class Register:
     name: str
     width: int
     size: int
-    values: list[int] = field(default_factory=list)
+    values: MutableSequence[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.values:
@@ -263,8 +361,8 @@ class Counter:
     name: str
     unit: str
     size: int
-    packets: list[int] = field(default_factory=list)
-    bytes: list[int] = field(default_factory=list)
+    packets: MutableSequence[int] = field(default_factory=list)
+    bytes: MutableSequence[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.packets:
@@ -286,15 +384,88 @@ class Replica:
     port_bytes: int = field(default=0, compare=False)
 
 
+Replicas = tuple[Replica, ...]
+
+
+class GroupMirror(Protocol):
+    """A backend's own copy of the multicast groups."""
+
+    def set_group(self, group: int, replicas: Replicas) -> None:
+        """Replace a group's replicas; () deletes it."""
+        ...
+
+
+class _Groups(dict[int, Replicas]):
+    """The multicast groups; every change is also made in the backend's copy, if one is bound."""
+
+    def __init__(self, owner: PacketReplication, items: Iterable[tuple[int, Replicas]] = ()) -> None:
+        super().__init__()
+        self._owner = owner
+        for key, value in items:
+            self[key] = value
+
+    def __setitem__(self, group: int, replicas: Replicas) -> None:
+        if self._owner.mirror is not None:
+            self._owner.mirror.set_group(group, replicas)
+        super().__setitem__(group, replicas)
+
+    def __delitem__(self, group: int) -> None:
+        super().__delitem__(group)
+        if self._owner.mirror is not None:
+            self._owner.mirror.set_group(group, ())
+
+    def clear(self) -> None:
+        for group in list(self):
+            del self[group]
+
+    def pop(self, group: int, *default: Replicas) -> Replicas:  # type: ignore[override]
+        if group not in self:
+            if default:
+                return default[0]
+            raise KeyError(group)
+        value = self[group]
+        del self[group]
+        return value
+
+    def update(self, *args: object, **kwargs: object) -> None:  # type: ignore[override]
+        for key, value in dict(*args, **kwargs).items():  # type: ignore[call-overload]
+            self[key] = value
+
+    def setdefault(self, group: int, default: Replicas = ()) -> Replicas:  # type: ignore[override]
+        if group not in self:
+            self[group] = default
+        return self[group]
+
+    def popitem(self) -> tuple[int, Replicas]:
+        group = next(reversed(self))
+        return group, self.pop(group)
+
+
 class PacketReplication:
     """Multicast groups and clone sessions (the v1model traffic manager's tables)."""
 
     def __init__(self) -> None:
-        self.groups: dict[int, tuple[Replica, ...]] = {}
+        self.mirror: GroupMirror | None = None
+        self._groups = _Groups(self)
         self.clone_sessions: dict[int, tuple[Replica, ...]] = {}
 
+    @property
+    def groups(self) -> dict[int, Replicas]:
+        return self._groups
+
+    @groups.setter
+    def groups(self, groups: dict[int, Replicas]) -> None:
+        """Replace every group (RECONCILE_AND_COMMIT carries them over this way)."""
+        self._groups.clear()
+        self._groups.update(groups)
+
+    def bind(self, mirror: GroupMirror) -> None:
+        for group, replicas in self._groups.items():
+            mirror.set_group(group, replicas)
+        self.mirror = mirror
+
     def replicas(self, group: int) -> tuple[Replica, ...]:
-        return self.groups.get(group, ())
+        return self._groups.get(group, ())
 
 
 @dataclass

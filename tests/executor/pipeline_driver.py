@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from finsy.proto import p4i
 
-from softswitch.backends.python.executor import Pipeline
 from softswitch.runtime import state as st
+from softswitch.runtime.pipeline import Pipeline
 
 
 class PipelineDriver:

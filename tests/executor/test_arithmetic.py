@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from softswitch.backends.python.executor import Pipeline
+from softswitch.backends.loader import new_pipeline
 from softswitch.frontend import compile_file
 from softswitch.p4info import build_p4info
+from tests.executor.differential import EXPRESSIONS
 
 INPUT = bytes([200, 100, 0x9C, 50, 0x12, 0x34])
 
@@ -54,30 +55,10 @@ CASES = [
     ("(bit<8>) (bit<1>) (a > b)", "bit<8>", 1),  # bool -> bit<1> -> bit<8>
 ]
 
-TEMPLATE = """
-#include <core.p4>
-#include <v1model.p4>
-header in_t {{ bit<8> a; bit<8> b; int<8> c; int<8> d; bit<16> w; }}
-header out_t {{ {fields} }}
-struct headers_t {{ in_t i; out_t o; }}
-struct meta_t {{ }}
-parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {{
-    state start {{ pkt.extract(hdr.i); transition accept; }}
-}}
-control VC(inout headers_t hdr, inout meta_t meta) {{ apply {{ }} }}
-control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {{
-    apply {{
-        bit<8> a = hdr.i.a; bit<8> b = hdr.i.b; int<8> c = hdr.i.c; int<8> d = hdr.i.d; bit<16> w = hdr.i.w;
-        hdr.o.setValid();
-{assignments}
-        sm.egress_spec = 1;
-    }}
-}}
-control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {{ apply {{ }} }}
-control CC(inout headers_t hdr, inout meta_t meta) {{ apply {{ }} }}
-control D(packet_out pkt, in headers_t hdr) {{ apply {{ pkt.emit(hdr.i); pkt.emit(hdr.o); }} }}
-V1Switch(P(), VC(), I(), E(), CC(), D()) main;
-"""
+INPUTS = "bit<8> a; bit<8> b; int<8> c; int<8> d; bit<16> w;"
+LOCALS = (
+    "bit<8> a = hdr.i.a; bit<8> b = hdr.i.b; int<8> c = hdr.i.c; int<8> d = hdr.i.d; bit<16> w = hdr.i.w;"
+)
 
 
 def _width(type_name: str) -> int:
@@ -85,13 +66,17 @@ def _width(type_name: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def outputs(tmp_path_factory: pytest.TempPathFactory) -> list[int]:
+def program(tmp_path_factory: pytest.TempPathFactory):
     fields = " ".join(f"{t} r{i};" for i, (_, t, _) in enumerate(CASES))
     assignments = "\n".join(f"        hdr.o.r{i} = {expr};" for i, (expr, _, _) in enumerate(CASES))
     path: Path = tmp_path_factory.mktemp("arith") / "arith.p4"
-    path.write_text(TEMPLATE.format(fields=fields, assignments=assignments))
-    program = compile_file(path)
-    [(port, frame)] = Pipeline(program, build_p4info(program)).process(0, INPUT)
+    path.write_text(EXPRESSIONS.format(inputs=INPUTS, outputs=fields, locals=LOCALS, assignments=assignments))
+    return compile_file(path)
+
+
+@pytest.fixture
+def outputs(program, backend: str) -> list[int]:
+    [(port, frame)] = new_pipeline(program, build_p4info(program), backend).process(0, INPUT)
     assert port == 1 and frame[: len(INPUT)] == INPUT
     values, offset = [], len(INPUT)
     for _, type_name, _ in CASES:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from softswitch.backends.python.executor import Pipeline
+from softswitch.backends.loader import new_pipeline
 from softswitch.frontend.diagnostics import CompileError
 from softswitch.p4c import compile_program
 
@@ -116,10 +116,10 @@ ACCEPTED_NOW = [
 
 @pytest.mark.parametrize(("what", "parts"), ACCEPTED_NOW, ids=[c[0] for c in ACCEPTED_NOW])
 def test_valid_programs_that_used_to_be_refused_compile_and_run(
-    tmp_path: Path, what: str, parts: dict[str, str]
+    tmp_path: Path, what: str, parts: dict[str, str], backend: str
 ) -> None:
     program_ir, info = compile_program(program(tmp_path, **parts))
-    assert Pipeline(program_ir, info).process(1, bytes([7, 0x12, 0x34]) + b"payload")
+    assert new_pipeline(program_ir, info, backend).process(1, bytes([7, 0x12, 0x34]) + b"payload")
 
 
 EXIT_COPY_OUT = """
@@ -127,17 +127,17 @@ EXIT_COPY_OUT = """
 """
 
 
-def test_exit_inside_an_action_still_copies_out_its_arguments(tmp_path: Path) -> None:
+def test_exit_inside_an_action_still_copies_out_its_arguments(tmp_path: Path, backend: str) -> None:
     # P4_16 6.8.1: exit ends the control, but the action's inout arguments are copied back first.
     path = program(tmp_path, local=EXIT_COPY_OUT, body="bump(hdr.h.a); hdr.h.a = 99;")
     program_ir, info = compile_program(path)
-    ((port, frame),) = Pipeline(program_ir, info).process(1, bytes([7, 0, 0]))
+    ((port, frame),) = new_pipeline(program_ir, info, backend).process(1, bytes([7, 0, 0]))
     assert frame[0] == 8  # bumped, and the assignment after exit never ran
 
 
-def test_exit_from_a_nested_action_copies_out_at_every_level(tmp_path: Path) -> None:
+def test_exit_from_a_nested_action_copies_out_at_every_level(tmp_path: Path, backend: str) -> None:
     local = EXIT_COPY_OUT + "    action outer(inout bit<8> y) { y = y + 10; bump(y); y = 0; }\n"
     path = program(tmp_path, local=local, body="outer(hdr.h.a); hdr.h.a = 99;")
     program_ir, info = compile_program(path)
-    ((port, frame),) = Pipeline(program_ir, info).process(1, bytes([7, 0, 0]))
+    ((port, frame),) = new_pipeline(program_ir, info, backend).process(1, bytes([7, 0, 0]))
     assert frame[0] == 18

@@ -5,8 +5,11 @@ run is a pure function of its inputs and its fault script, and a test can
 say exactly which packet is lost, duplicated, delayed or reordered. The
 switch is p4src/v1model/p4reduce.p4 itself, compiled by the embedded
 switch's front end and run by its Python backend, with the controller's
-entries written through P4Info names (the scenario table's job layout);
-the hosts are `hostlib.engine.Engine`, the executable specification.
+entries written through P4Info names (the scenario table's job layout).
+The hosts are `engine="spec"`: hostlib.engine.Engine, the executable
+specification; `"native"`: hostlib.native.NativeEngine, the runtime's
+engine, stepped the same way; or `"twin"`: both in lockstep, every packet,
+counter and result compared as it happens (tests/hostlib/twin.py).
 """
 
 from __future__ import annotations
@@ -19,17 +22,20 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from contracts.protocol import UDP_PORT, MsgType
 from hostlib.calls import AllreduceError, Descriptor, DType, NonFinite, Op
 from hostlib.engine import Engine, Membership
-from hostlib.reduction import Plan, plan_for
+from hostlib.native import NativeEngine, native_plan
+from hostlib.reduction import plan_for
 from softswitch.backends.python.executor import Pipeline
 from softswitch.frontend import compile_file
 from softswitch.p4info import build_p4info
 from tests.executor.pipeline_driver import PipelineDriver
+from tests.hostlib.twin import Twin, TwinPlan, native_output
 from tests.protocol_scenarios import (
     HOSTS,
     SWITCH_IP,
@@ -98,6 +104,28 @@ class Packet:
         return int.from_bytes(self.payload[8:12], "big")
 
 
+ENGINES = ("spec", "native", "twin")
+
+
+def make_engine(
+    kind: str, member: Membership, progress_timeout: float = 10.0
+) -> Engine | NativeEngine | Twin:
+    """One rank's engine of the given kind (see the module's docstring)."""
+    engines = {"spec": Engine, "native": NativeEngine, "twin": Twin}
+    if kind not in engines:
+        raise ValueError(f"engine kind {kind!r} is not one of {', '.join(engines)}")
+    return engines[kind](member, progress_timeout)
+
+
+def make_plan(kind: str, flat: np.ndarray, descriptor: Descriptor, k: int, world: int):  # type: ignore[no-untyped-def]
+    """A call's plan for an engine of the given kind."""
+    if kind == "spec":
+        return plan_for(flat, descriptor, k, world)
+    if kind == "native":
+        return native_plan(flat, native_output(flat), descriptor, k, world)
+    return TwinPlan(flat, descriptor, k, world)
+
+
 # A fault decides what happens to one packet: a list of extra delays, one per copy delivered
 # ([] drops it, [0.0] delivers it normally, [0.0, 0.004] duplicates it with the copy 4 ms late).
 Fault = Callable[[Packet], list[float]]
@@ -134,6 +162,7 @@ class Fabric:
     progress_timeout: float = 10.0
     switch_time: float = 0.0  # seconds the switch spends per DATA, one at a time (0: infinitely fast)
     query_time: float = 0.0  # seconds it spends per QUERY (no values to add: a fraction of a DATA's)
+    engine: str = "spec"
     keys: tuple[int, ...] = ()
     now: float = 0.0
     log: list[tuple[float, Packet, int]] = field(default_factory=list)  # (time, packet, copies delivered)
@@ -152,7 +181,8 @@ class Fabric:
         for step in (standard_setup()[0], job_install(self.job)):
             install(self.driver, step)
         self.engines = [
-            Engine(
+            make_engine(
+                self.engine,
                 Membership(self.job.job_id, r, self.keys[r], self.world, self.pool, self.k),
                 self.progress_timeout,
             )
@@ -204,18 +234,23 @@ class Fabric:
                 self._transmit(True, rank, reply)
 
     # ------------------------------------------------------------------ calls
-    def plans(self, inputs: Sequence[np.ndarray], **options: object) -> list[tuple[Plan, int]]:
+    def plans(self, inputs: Sequence[np.ndarray], **options: object) -> list[tuple[Any, int]]:
         out = []
         for array in inputs:
-            dtype = {np.dtype(np.int32): DType.INT32, np.dtype(np.float32): DType.FLOAT32}[array.dtype]
+            dtype = {
+                np.dtype(np.int32): DType.INT32,
+                np.dtype(np.float32): DType.FLOAT32,
+                np.dtype(np.float16): DType.FLOAT16,
+            }[array.dtype]
             descriptor = Descriptor(
                 dtype, options.get("op", Op.SUM), options.get("nonfinite", NonFinite.PROPAGATE), array.size
             )  # type: ignore[arg-type]
-            out.append((plan_for(array, descriptor, self.k, self.world), descriptor.encode()))
+            plan = make_plan(self.engine, array, descriptor, self.k, self.world)
+            out.append((plan, descriptor.encode()))
         return out
 
     def run(
-        self, calls: Sequence[tuple[Plan, int] | None], *, limit: float = 60.0
+        self, calls: Sequence[tuple[Any, int] | None], *, limit: float = 60.0
     ) -> list[np.ndarray | AllreduceError]:
         """Every rank with a plan begins its call now; events run until each is done (None: sits out)."""
         active = []

@@ -17,17 +17,28 @@ import pytest
 from contracts.protocol import HEADER_BYTES, SET_BIT, MsgType, seq_of
 from hostlib import AllreduceMismatch, AllreduceTimeout, Communicator, JobSpec
 from hostlib.calls import AllreduceAborted, AllreduceError, Descriptor, DType, NonFinite, Op
-from hostlib.engine import HEADER, Engine, EngineStats, Membership, Overtaking
-from hostlib.reduction import IntPlan
+from hostlib.engine import HEADER, EngineStats, Membership, Overtaking
 from hostlib.reflector import Reflector
-from tests.hostlib.fabric import Fabric, Packet, random_faults
+from tests.hostlib.fabric import ENGINES, Fabric, Packet, make_engine, make_plan, random_faults
 
 K = 64
+
+
+@pytest.fixture(params=ENGINES)
+def kind(request: pytest.FixtureRequest) -> str:
+    """Which engine the protocol tests run on: the specification, the native engine, or both in lockstep."""
+    return request.param
 
 
 def ints(world: int, size: int, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     return [rng.integers(-(2**31), 2**31, size, dtype=np.int64).astype(np.int32) for _ in range(world)]
+
+
+def one_packet(kind: str, world: int) -> tuple[object, int]:
+    """A call of K ones (int32): one packet, for an engine of the given kind."""
+    descriptor = Descriptor(DType.INT32, Op.SUM, NonFinite.PROPAGATE, K)
+    return make_plan(kind, np.ones(K, dtype=np.int32), descriptor, K, world), descriptor.encode()
 
 
 def exact_sum(inputs: list[np.ndarray]) -> np.ndarray:
@@ -37,8 +48,8 @@ def exact_sum(inputs: list[np.ndarray]) -> np.ndarray:
 # ------------------------------------------------------------------------------------------ the protocol
 
 
-def test_a_call_alternates_sets_per_round_and_calls_alternate_halves() -> None:
-    fabric = Fabric(world=2, pool=8)
+def test_a_call_alternates_sets_per_round_and_calls_alternate_halves(kind: str) -> None:
+    fabric = Fabric(engine=kind, world=2, pool=8)
     first = ints(2, 6 * K)
     assert all(np.array_equal(r, exact_sum(first)) for r in fabric.run(fabric.plans(first)))
     headers = [HEADER.unpack_from(p.payload) for p in fabric.sent() if p.rank == 0]
@@ -58,8 +69,8 @@ def test_a_call_alternates_sets_per_round_and_calls_alternate_halves() -> None:
     ]
 
 
-def test_every_rank_gets_the_exact_int32_sum_and_floats_within_the_bound() -> None:
-    fabric = Fabric(world=4, pool=16)
+def test_every_rank_gets_the_exact_int32_sum_and_floats_within_the_bound(kind: str) -> None:
+    fabric = Fabric(engine=kind, world=4, pool=16)
     data = ints(4, 5000)
     assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
     rng = np.random.default_rng(7)
@@ -73,7 +84,7 @@ def test_every_rank_gets_the_exact_int32_sum_and_floats_within_the_bound() -> No
     assert all(np.array_equal(results[0], r) for r in results), "every rank decodes the same sum"
 
 
-def test_a_lost_data_is_resent_by_its_rank_alone_after_one_query_and_a_missing() -> None:
+def test_a_lost_data_is_resent_by_its_rank_alone_after_one_query_and_a_missing(kind: str) -> None:
     lost = set()
 
     def lose_rank2_first_use(packet: Packet) -> list[float]:
@@ -82,7 +93,7 @@ def test_a_lost_data_is_resent_by_its_rank_alone_after_one_query_and_a_missing()
             return []
         return [0.0]
 
-    fabric = Fabric(world=4, pool=2, fault=lose_rank2_first_use)
+    fabric = Fabric(engine=kind, world=4, pool=2, fault=lose_rank2_first_use)
     data = ints(4, K)  # one use: nothing overtakes it, the timer finds it
     assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
     # (rank + use) mod 4 = 0: rank 0 asks, the switch multicasts MISSING, rank 2 alone resends its DATA.
@@ -93,11 +104,11 @@ def test_a_lost_data_is_resent_by_its_rank_alone_after_one_query_and_a_missing()
     assert sum(e.stats.suppressed for e in fabric.engines) == 2  # ranks 1 and 3 did not ask
 
 
-def test_a_lost_result_is_replayed_to_that_rank_alone() -> None:
+def test_a_lost_result_is_replayed_to_that_rank_alone(kind: str) -> None:
     def lose_result_to_rank1(packet: Packet) -> list[float]:
         return [] if not packet.upstream and packet.rank == 1 and packet.number == 0 else [0.0]
 
-    fabric = Fabric(world=3, pool=2, fault=lose_result_to_rank1)
+    fabric = Fabric(engine=kind, world=3, pool=2, fault=lose_result_to_rank1)
     data = ints(3, K)
     assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
     assert [p.rank for p in fabric.sent(msg_type=MsgType.QUERY)] == [1]  # a question, not its DATA again
@@ -105,8 +116,8 @@ def test_a_lost_result_is_replayed_to_that_rank_alone() -> None:
     assert fabric.counter("MyIngress.job_replays") == 1
 
 
-def test_only_lost_data_is_resent_under_random_loss() -> None:
-    fabric = Fabric(world=4, pool=64, fault=random_faults(3, drop=0.05))
+def test_only_lost_data_is_resent_under_random_loss(kind: str) -> None:
+    fabric = Fabric(engine=kind, world=4, pool=64, fault=random_faults(3, drop=0.05))
     data = ints(4, 400 * K, seed=2)
     for _ in range(2):
         assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
@@ -120,19 +131,19 @@ def test_only_lost_data_is_resent_under_random_loss() -> None:
     assert queries <= 2 * fabric.dropped(), (queries, fabric.dropped())
 
 
-def test_a_late_duplicate_of_an_earlier_use_is_never_added() -> None:
+def test_a_late_duplicate_of_an_earlier_use_is_never_added(kind: str) -> None:
     def duplicate_everything_late(packet: Packet) -> list[float]:
         return [0.0, 0.003] if packet.upstream else [0.0]
 
-    fabric = Fabric(world=2, pool=4, fault=duplicate_everything_late)
+    fabric = Fabric(engine=kind, world=2, pool=4, fault=duplicate_everything_late)
     for seed in range(4):
         data = ints(2, 20 * K, seed=seed)
         assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
     assert fabric.counter("MyIngress.ingress_drops", 9) > 0  # STALE: duplicates that met a later use
 
 
-def test_a_call_mismatch_fails_every_rank_and_the_next_call_is_exact() -> None:
-    fabric = Fabric(world=3, pool=8)
+def test_a_call_mismatch_fails_every_rank_and_the_next_call_is_exact(kind: str) -> None:
+    fabric = Fabric(engine=kind, world=3, pool=8)
     a, b = ints(3, 1000), ints(3, 1001)
     plans = fabric.plans(a)
     plans[2] = fabric.plans([b[2]])[0]  # rank 2 sums 1001 elements: 16 packets, like 1000
@@ -146,8 +157,8 @@ def test_a_call_mismatch_fails_every_rank_and_the_next_call_is_exact() -> None:
     assert [(e.call_number, e.half) for e in fabric.engines] == [(2, 1)] * 3
 
 
-def test_dtype_and_operation_mismatches_are_named() -> None:
-    fabric = Fabric(world=2, pool=4)
+def test_dtype_and_operation_mismatches_are_named(kind: str) -> None:
+    fabric = Fabric(engine=kind, world=2, pool=4)
     floats = np.ones(64, dtype=np.float32)
     results = fabric.run([fabric.plans([floats])[0], fabric.plans([np.ones(64, dtype=np.int32)])[0]])
     assert all(isinstance(r, AllreduceMismatch) for r in results)
@@ -159,8 +170,8 @@ def test_dtype_and_operation_mismatches_are_named() -> None:
     )
 
 
-def test_an_abort_for_a_call_a_rank_has_not_started_is_remembered() -> None:
-    fabric = Fabric(world=3, pool=4)
+def test_an_abort_for_a_call_a_rank_has_not_started_is_remembered(kind: str) -> None:
+    fabric = Fabric(engine=kind, world=3, pool=4)
     plans = fabric.plans(ints(3, 64))
     plans[1] = fabric.plans([np.ones(65, dtype=np.int32)])[0]
     results = fabric.run([plans[0], plans[1], None])  # rank 2 is late
@@ -170,8 +181,8 @@ def test_an_abort_for_a_call_a_rank_has_not_started_is_remembered() -> None:
     assert isinstance(late[0], AllreduceMismatch) and not fabric.sent(msg_type=MsgType.DATA)[-1].rank == 2
 
 
-def test_one_ranks_nan_comes_back_in_its_block_on_every_rank_and_the_rest_is_exact() -> None:
-    fabric = Fabric(world=4, pool=8)
+def test_one_ranks_nan_comes_back_in_its_block_on_every_rank_and_the_rest_is_exact(kind: str) -> None:
+    fabric = Fabric(engine=kind, world=4, pool=8)
     rng = np.random.default_rng(11)
     data = [rng.standard_normal(10 * K).astype(np.float32) for _ in range(4)]
     data[1][3 * K + 5] = np.nan
@@ -188,8 +199,8 @@ def test_one_ranks_nan_comes_back_in_its_block_on_every_rank_and_the_rest_is_exa
     assert all(np.array_equal(results[0], r, equal_nan=True) for r in results)
 
 
-def test_nonfinite_raise_mode_makes_every_rank_raise() -> None:
-    fabric = Fabric(world=3, pool=4)
+def test_nonfinite_raise_mode_makes_every_rank_raise(kind: str) -> None:
+    fabric = Fabric(engine=kind, world=3, pool=4)
     data = [np.ones(200, dtype=np.float32) for _ in range(3)]
     data[0][150] = np.nan
     results = fabric.run(fabric.plans(data, nonfinite=NonFinite.RAISE))
@@ -198,8 +209,8 @@ def test_nonfinite_raise_mode_makes_every_rank_raise() -> None:
     assert all(np.array_equal(r, np.full(200, 3.0, np.float32)) for r in again)
 
 
-def test_a_forged_result_without_the_key_changes_nothing() -> None:
-    fabric = Fabric(world=2, pool=2)
+def test_a_forged_result_without_the_key_changes_nothing(kind: str) -> None:
+    fabric = Fabric(engine=kind, world=2, pool=2)
     engine = fabric.engines[0]
     data = ints(2, K)
     plans = fabric.plans(data)
@@ -212,11 +223,10 @@ def test_a_forged_result_without_the_key_changes_nothing() -> None:
     assert engine.stats.forged == 1
 
 
-def test_a_stale_notice_for_an_outstanding_use_aborts_the_call() -> None:
+def test_a_stale_notice_for_an_outstanding_use_aborts_the_call(kind: str) -> None:
     member = Membership(job_id=4, rank=0, key=7, world_size=2, pool_size=4, values_per_packet=K)
-    engine = Engine(member)
-    plan = IntPlan(np.ones(K, dtype=np.int32), K, 2, Op.SUM)
-    descriptor = Descriptor(DType.INT32, Op.SUM, NonFinite.PROPAGATE, K).encode()
+    engine = make_engine(kind, member)
+    plan, descriptor = one_packet(kind, world=2)
     (data,) = engine.begin(plan, descriptor, 0.0)
     stale = bytearray(data[:HEADER_BYTES])
     stale[0] = MsgType.STALE
@@ -227,11 +237,10 @@ def test_a_stale_notice_for_an_outstanding_use_aborts_the_call() -> None:
     assert engine.half == 0 and engine.call_number == 1  # an aborted call's half is used again
 
 
-def test_after_a_timeout_the_engine_refuses_further_calls() -> None:
+def test_after_a_timeout_the_engine_refuses_further_calls(kind: str) -> None:
     member = Membership(job_id=4, rank=0, key=7, world_size=2, pool_size=4, values_per_packet=K)
-    engine = Engine(member, progress_timeout=0.5)
-    plan = IntPlan(np.ones(K, dtype=np.int32), K, 2, Op.SUM)
-    descriptor = Descriptor(DType.INT32, Op.SUM, NonFinite.PROPAGATE, K).encode()
+    engine = make_engine(kind, member, progress_timeout=0.5)
+    plan, descriptor = one_packet(kind, world=2)
     engine.begin(plan, descriptor, 0.0)
     now = 0.0
     while not engine.done:
@@ -291,15 +300,14 @@ def test_results_of_resent_uses_overtake_nothing() -> None:
 # ------------------------------------------------------------------------------------------ the timer
 
 
-def test_a_timeout_backs_off_the_data_timer_and_unanswered_questions_back_off_on_their_own() -> None:
+def test_a_timeout_backs_off_the_data_timer_and_unanswered_questions_back_off_on_their_own(kind: str) -> None:
     # RFC 6298 5.5 and 5.7 for the data timer: Karn's rule keeps retransmitted (slow) uses out of the
     # estimate, so without the back-off a queue building behind a large window keeps the timer below
     # the RTT. A question (QUERY) the switch leaves unanswered doubles its own wait instead.
     member = Membership(job_id=4, rank=0, key=7, world_size=1, pool_size=2, values_per_packet=K)
-    engine = Engine(member)
+    engine = make_engine(kind, member)
     engine.rto = 0.02
-    plan = IntPlan(np.ones(K, dtype=np.int32), K, 1, Op.SUM)
-    engine.begin(plan, Descriptor(DType.INT32, Op.SUM, NonFinite.PROPAGATE, K).encode(), 1.0)
+    engine.begin(*one_packet(kind, world=1), 1.0)
     [asked] = engine.poll(1.02)  # rank 0 of 1 is the use's prober: it asks at once
     assert asked[0] == MsgType.QUERY and len(asked) == HEADER_BYTES
     assert engine.rto == 0.04  # the data timer backed off
@@ -312,10 +320,12 @@ def test_a_timeout_backs_off_the_data_timer_and_unanswered_questions_back_off_on
     assert engine.rto == pytest.approx(0.006)  # a valid sample sets it again: three round trips
 
 
-def test_steady_round_trips_keep_the_timer_at_three_of_them() -> None:
+def test_steady_round_trips_keep_the_timer_at_three_of_them(kind: str) -> None:
     # A queue makes round trips steady, so the deviation term vanishes; a use that waits a little
     # longer (behind a peer's recovery) must not be resent for nothing.
-    engine = Engine(Membership(job_id=4, rank=0, key=7, world_size=1, pool_size=2, values_per_packet=K))
+    engine = make_engine(
+        kind, Membership(job_id=4, rank=0, key=7, world_size=1, pool_size=2, values_per_packet=K)
+    )
     for _ in range(200):
         engine._sample_rtt(0.012)
     assert engine.rto == pytest.approx(0.036)
@@ -378,6 +388,7 @@ def test_stats_are_a_snapshot_to_subtract(reflector: Reflector) -> None:
         before = comm.stats()
         comm.allreduce(np.ones(640, dtype=np.int32))
         after = comm.stats()
+
         def data(stats: EngineStats) -> int:  # DATA sent the first time, whatever the machine's load
             return stats.packets_sent - stats.queries - stats.retransmissions
 

@@ -10,6 +10,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is an optional extra (pip install 'p4reduce[torch]')")
 
 from hostlib.launch import ROOT, free_port, services  # noqa: E402
+from tests import torch_overflow  # noqa: E402
 
 STEPS, WORLD = 15, 2
 
@@ -68,9 +69,6 @@ def test_ddp_through_the_switch_follows_gloo(tmp_path: Path) -> None:
             assert ours == pytest.approx(theirs, rel=1e-4, abs=1e-6)
 
 
-AMP_STEPS, POISONED_STEP = 8, 3
-
-
 def train_with_scaler(
     rank: int, controller: str | None, port: int, job: str
 ) -> tuple[list[float], list[float]]:
@@ -79,26 +77,11 @@ def train_with_scaler(
 
     net, model, comm, x, y = ddp_setup(rank, controller, port, job, 70)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10, growth_interval=1000)
-    step = 0
-
-    def overflow(grad: torch.Tensor) -> torch.Tensor:
-        return grad * float("inf") if rank == 1 and step == POISONED_STEP else grad
-
-    net[0].weight.register_hook(overflow)
-    scales, losses = [], []
-    for step in range(AMP_STEPS):  # noqa: B007 (read by the hook)
-        optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        scales.append(scaler.get_scale())
-        losses.append(loss.item())
+    result = torch_overflow.train_with_scaler(net, model, optimizer, x, y, rank)
     if comm is not None:
         comm.close()
     dist.destroy_process_group()
-    return scales, losses
+    return result
 
 
 def test_grad_scaler_skips_an_overflowing_step_on_every_rank_as_with_gloo(tmp_path: Path) -> None:
@@ -110,11 +93,22 @@ def test_grad_scaler_skips_an_overflowing_step_on_every_rank_as_with_gloo(tmp_pa
     port = free_port()
     with ctx.Pool(WORLD) as pool:
         gloo = pool.starmap(train_with_scaler, [(r, None, port, "") for r in range(WORLD)])
-    for rank in range(WORLD):
-        scales, losses = switch[rank]
-        # The overflow reached every rank: each skipped that step and halved its scale, then went on.
-        assert scales[POISONED_STEP] == scales[POISONED_STEP - 1] / 2, scales
-        assert scales == gloo[rank][0], "the same steps skipped as with Gloo"
-        assert losses[-1] < losses[0], "training continued after the skipped step"
-        for ours, theirs in zip(losses, gloo[rank][1]):
-            assert ours == pytest.approx(theirs, rel=1e-4, abs=1e-6)
+    torch_overflow.check_against_gloo(switch, gloo)
+
+
+def test_a_hook_error_reaches_backward_as_itself() -> None:
+    """DDP meets the hook's future in C++: its error must arrive as an error, not as a value to cast."""
+    import torch.distributed as dist
+
+    from hostlib.torch import P4ReduceState, p4reduce_hook
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    try:
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1).double())
+        model.register_comm_hook(P4ReduceState(comm=None), p4reduce_hook)  # type: ignore[arg-type]
+        with pytest.raises(RuntimeError) as raised:
+            model(torch.ones(2, 4, dtype=torch.float64)).sum().backward()
+        assert "TypeError: p4reduce_hook handles float32 and float16, not torch.float64" in str(raised.value)
+        assert "Unable to cast" not in str(raised.value)
+    finally:
+        dist.destroy_process_group()

@@ -112,6 +112,7 @@ def test_help_explains_every_flag() -> None:
         "--seed",
         "--conformance",
         "--max-streams",
+        "--backend",
     ):
         assert flag in result.stdout
 
@@ -133,6 +134,7 @@ def test_help_explains_every_flag() -> None:
         (["--no-p4", "--pcap", "/no/such/folder"], "directory does not exist"),  # as bmv2
         (["--no-p4", "--conformance", "pi"], "invalid choice"),
         (["--no-p4", "--max-streams", "0"], "--max-streams must be at least 1"),
+        (["--no-p4", "--backend", "rust"], "invalid choice"),
     ],
 )
 def test_user_mistakes_give_one_error_line_and_a_nonzero_exit(args: list[str], message: str) -> None:
@@ -142,6 +144,38 @@ def test_user_mistakes_give_one_error_line_and_a_nonzero_exit(args: list[str], m
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("p4reduce-switch: error:"), (
         result.stderr
     )
+
+
+def test_without_a_c_compiler_backend_c_is_one_error_line(tmp_path: Path) -> None:
+    env = environment() | {"CC": str(tmp_path / "no-cc"), "PATH": str(tmp_path)}
+    result = subprocess.run(
+        command("--no-p4", "--backend", "c"), capture_output=True, text=True, timeout=30, env=env
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "p4reduce-switch: error: --backend c: no C compiler found "
+        "(install build-essential, or --backend python)"
+    )
+
+
+def test_without_a_c_compiler_the_default_says_so_in_one_line_and_runs_python(tmp_path: Path) -> None:
+    env = environment() | {"CC": str(tmp_path / "no-cc"), "PATH": str(tmp_path)}
+    env.pop("P4REDUCE_SWITCH_BACKEND", None)
+    address = f"127.0.0.1:{free_tcp_port()}"
+    process = subprocess.Popen(
+        command("--no-p4", "--grpc-server-addr", address), stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        wait_for_grpc(address, process)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=10)
+    notices = [line for line in stderr.splitlines() if "notice" in line]
+    assert process.returncode == 0
+    assert notices == [
+        "p4reduce-switch: notice: no C compiler found (cc): running the Python backend, tens of times slower "
+        "(install build-essential)"
+    ]
 
 
 def test_a_busy_udp_port_is_a_clear_error() -> None:

@@ -28,10 +28,10 @@ from softswitch.p4runtime.arbitration import uint128
 
 
 @pytest.fixture
-def wired() -> Iterator[tuple[Server, UdpPort, StreamClient]]:
+def wired(dataplane_class: type) -> Iterator[tuple[Server, UdpPort, StreamClient]]:
     """Server + packet loop with UDP port 3 on 127.0.0.1, test pipeline pushed, primary connected."""
     port = UdpPort(3, "127.0.0.1", 0)
-    dataplane = Dataplane([port], cpu_port=CPU_PORT)
+    dataplane = dataplane_class([port], cpu_port=CPU_PORT)
     server = start_server(dataplane)
     stop = threading.Event()
     loop = threading.Thread(target=dataplane.run, args=(stop,), daemon=True)

@@ -97,8 +97,8 @@ def test_frames_that_are_not_ipv4_udp_cannot_leave_a_udp_port(udp_port: UdpPort,
     assert udp_port.send(frame) is False
 
 
-def test_the_packet_loop_counts_what_it_cannot_deliver(udp_port: UdpPort) -> None:
-    dataplane = Dataplane([udp_port], cpu_port=None)
+def test_the_packet_loop_counts_what_it_cannot_deliver(udp_port: UdpPort, dataplane_class: type) -> None:
+    dataplane = dataplane_class([udp_port], cpu_port=None)
     dataplane.inject(4, b"\x04" + b"\x00" * 40)  # no pipeline yet
     dataplane.pipeline = Echo()
     dataplane.inject(4, b"\x09" + b"\x00" * 40)  # no port 9
@@ -110,8 +110,10 @@ def test_the_packet_loop_counts_what_it_cannot_deliver(udp_port: UdpPort) -> Non
     assert dataplane.stats["dropped_pipeline_error"] == 1
 
 
-def dropped_indices(seed: int, rate_in: float, rate_out: float) -> tuple[list[int], dict[str, int]]:
-    dataplane = Dataplane([], cpu_port=200, faults=Faults(rate_in, rate_out, seed))
+def dropped_indices(
+    seed: int, rate_in: float, rate_out: float, dataplane_class: type = Dataplane
+) -> tuple[list[int], dict[str, int]]:
+    dataplane = dataplane_class([], cpu_port=200, faults=Faults(rate_in, rate_out, seed))
     dataplane.pipeline = Echo()
     seen: list[int] = []
     dataplane.packet_in = lambda frame: seen.append(frame[1])
@@ -120,21 +122,23 @@ def dropped_indices(seed: int, rate_in: float, rate_out: float) -> tuple[list[in
     return [i for i in range(200) if i not in seen], dict(dataplane.stats)
 
 
-def test_fault_injection_is_reproducible_with_a_seed() -> None:
-    first, stats = dropped_indices(42, 0.2, 0.1)
-    second, _ = dropped_indices(42, 0.2, 0.1)
-    other, _ = dropped_indices(43, 0.2, 0.1)
+def test_fault_injection_is_reproducible_with_a_seed(dataplane_class: type) -> None:
+    first, stats = dropped_indices(42, 0.2, 0.1, dataplane_class)
+    second, _ = dropped_indices(42, 0.2, 0.1, dataplane_class)
+    other, _ = dropped_indices(43, 0.2, 0.1, dataplane_class)
     assert first == second and first != other
     assert stats["dropped_fault_in"] + stats["dropped_fault_out"] == len(first)
     assert 20 < stats["dropped_fault_in"] < 60 and 5 < stats["dropped_fault_out"] < 40
-    assert dropped_indices(1, 0.0, 0.0)[0] == []
+    assert dropped_indices(1, 0.0, 0.0, dataplane_class)[0] == []
     with pytest.raises(ValueError, match="between 0 and 1"):
         Faults(-0.1)
 
 
-def test_captures_hold_every_frame_per_port_and_direction(tmp_path: Path, udp_port: UdpPort) -> None:
+def test_captures_hold_every_frame_per_port_and_direction(
+    tmp_path: Path, udp_port: UdpPort, dataplane_class: type
+) -> None:
     pcap = PcapDirectory(tmp_path)
-    dataplane = Dataplane([udp_port], faults=Faults(), pcap=pcap)
+    dataplane = dataplane_class([udp_port], faults=Faults(), pcap=pcap)
     dataplane.pipeline = Echo()
     stop = threading.Event()
     loop = threading.Thread(target=dataplane.run, args=(stop,), daemon=True)
@@ -155,3 +159,15 @@ def test_captures_hold_every_frame_per_port_and_direction(tmp_path: Path, udp_po
     assert inbound.endswith(b"x" * 10) and Ether(inbound)[IP].src == "127.0.0.9"
     assert dataplane.stats["dropped_no_port"] == 1  # port 2 does not exist: nothing captured going out
     assert not (tmp_path / "2_out.pcap").exists()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 42, 2**40 + 7, -5])
+def test_both_loops_drop_the_same_frames_for_the_same_seed(seed: int) -> None:
+    pytest.importorskip("softswitch.dataplane.native")
+    from tests.conftest import NO_COMPILER
+
+    if NO_COMPILER:
+        pytest.skip("no C compiler (cc): the native loop cannot run")
+    from softswitch.dataplane.native import NativeDataplane
+
+    assert dropped_indices(seed, 0.3, 0.2, NativeDataplane) == dropped_indices(seed, 0.3, 0.2, Dataplane)

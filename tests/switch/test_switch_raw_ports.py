@@ -52,9 +52,9 @@ for word in (b"one", b"two", b"three"):
 """
 
 
-def test_hosts_in_two_namespaces_talk_udp_through_raw_ports() -> None:
+def test_hosts_in_two_namespaces_talk_udp_through_raw_ports(dataplane_class: type) -> None:
     with two_hosts() as (ends, hosts):
-        dataplane = Dataplane([RawPort(1, ends[0]), RawPort(2, ends[1])])
+        dataplane = dataplane_class([RawPort(1, ends[0]), RawPort(2, ends[1])])
         dataplane.pipeline = Wire()
         stop = threading.Event()
         loop = threading.Thread(target=dataplane.run, args=(stop,), daemon=True)

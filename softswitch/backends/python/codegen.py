@@ -35,6 +35,21 @@ from typing import Any
 from finsy.proto import p4i
 
 from softswitch import ir
+from softswitch.backends.common import (
+    DROP_PORT,
+    STD_ROOT,
+    V1MODEL_BLOCKS,
+    CallDispatch,
+    UnsupportedError,
+    all_actions,
+    all_instances,
+    block_roots,
+    contains,
+    contains_apply,
+    may_exit,
+    packet_types,
+    switch_arms,
+)
 from softswitch.backends.python.layout import (
     Path,
     build_layout,
@@ -46,12 +61,7 @@ from softswitch.backends.python.layout import (
 )
 from softswitch.runtime import state as st
 
-DROP_PORT = 511  # bmv2's default drop port (egress_spec value of mark_to_drop)
-STD_ROOT = "standard_metadata"
-
-
-class UnsupportedError(Exception):
-    """The program uses a construct this executor does not implement."""
+__all__ = ["DROP_PORT", "Compiler", "UnsupportedError"]
 
 
 # ----------------------------------------------------------------- helpers used by generated code
@@ -121,7 +131,7 @@ class Block:
     std: str | None  # the name of the standard_metadata parameter, if any
 
 
-class Compiler:
+class Compiler(CallDispatch):
     """Writes the Python source of one program; `compile()` returns the namespace with the functions."""
 
     def __init__(self, program: ir.Program, info: p4i.P4Info, runtime: st.RuntimeState) -> None:
@@ -131,21 +141,13 @@ class Compiler:
             p.preamble.name: p.preamble.id
             for p in (*info.tables, *info.actions, *info.registers, *info.counters)
         }
-        self.actions = {a.fq_name: a for a in program.actions}
-        self.tables: dict[str, ir.TableDecl] = {}
-        self.instances: dict[str, ir.InstanceDecl] = {i.fq_name: i for i in program.instances}
-        for block in (*program.controls, *program.parsers):
-            self.instances.update({i.fq_name: i for i in block.instances})
-        for control in program.controls:
-            self.actions.update({a.fq_name: a for a in control.actions})
-            self.tables.update({t.fq_name: t for t in control.tables})
+        self.actions = all_actions(program)
+        self.tables: dict[str, ir.TableDecl] = {t.fq_name: t for c in program.controls for t in c.tables}
+        self.instances: dict[str, ir.InstanceDecl] = all_instances(program)
         self.errors = {name: code for code, name in enumerate(program.errors)}
         self.enums = {e.name: e for e in program.enums}
         std_type = ir.StructType("standard_metadata_t")
-        p, ig = program.block("p"), program.block("ig")
-        hdr_type, meta_type = p.params[1].type, p.params[2].type
-        if ig.params[1].type != meta_type or ig.params[0].type != hdr_type:
-            raise UnsupportedError("ingress and parser disagree on the headers/metadata types")
+        hdr_type, meta_type = packet_types(program)
         roots: list[tuple[Path, ir.Type]] = [
             (("hdr",), hdr_type),
             (("meta",), meta_type),
@@ -165,19 +167,10 @@ class Compiler:
 
     # ------------------------------------------------------------------ entry
     def compile(self) -> dict[str, Any]:
-        v1 = {
-            "p": ("parse", 1),
-            "vr": ("verify_checksum", 0),
-            "ig": ("ingress", 0),
-            "eg": ("egress", 0),
-            "ck": ("compute_checksum", 0),
-            "dep": ("deparse", 1),
-        }
         for binding in self.program.main.blocks:
-            fn, first = v1[binding.param]
+            fn, first = V1MODEL_BLOCKS[binding.param]
             decl = self.program.block(binding.param)
-            roots = ["hdr", "meta", STD_ROOT]
-            params = {prm.name: roots[i] for i, prm in enumerate(decl.params[first:]) if i < 3}
+            params = block_roots(decl, first)
             std = next((n for n, r in params.items() if r == STD_ROOT), None)
             self.block = Block(decl.name, params, std)
             self.owners = [decl.name]
@@ -385,51 +378,22 @@ class Compiler:
         subject = self.expr(s.expr, depth)
         name = self.tmp("sw")
         self.emit(depth, f"{name} = {subject}")
-        pending: list[str] = []
-        first = True
-        for case in s.cases:
-            for label in case.labels:
-                if isinstance(label, ir.ActionRef):
-                    pending.append(str(self.ids[label.action]))
-                else:
-                    pending.append(self.expr(label, depth))
-            if case.body is None:
-                continue
-            if case.is_default:
-                self.emit(depth, "else:" if not first else "if True:")
+        for i, (labels, body) in enumerate(switch_arms(s.cases, lambda e: self._label(e, depth))):
+            if labels is None:
+                self.emit(depth, "else:" if i else "if True:")
             else:
-                keyword = "if" if first else "elif"
-                self.emit(depth, f"{keyword} {name} in ({', '.join(pending)},):")
-            self._block(depth + 1, case.body)
-            pending = []
-            first = False
+                self.emit(depth, f"{'elif' if i else 'if'} {name} in ({', '.join(labels)},):")
+            self._block(depth + 1, body)
+
+    def _label(self, label: ir.Expr, depth: int) -> str:
+        return str(self.ids[label.action]) if isinstance(label, ir.ActionRef) else self.expr(label, depth)
 
     # ------------------------------------------------------------------ calls
-    def _call(self, depth: int, call: ir.Expr) -> None:
-        if isinstance(call, ir.TableApply):
-            self._apply(depth, call.table)
-        elif isinstance(call, ir.ActionCall):
-            self._inline_action(depth, self.actions[call.action], call.args, None)
-        elif isinstance(call, ir.ExternMethodCall):
-            self._extern_method(depth, call)
-        elif isinstance(call, ir.ExternFunctionCall):
-            self._extern_function(depth, call)
-        elif isinstance(call, ir.HeaderMethod):
-            valid = self._valid(call.header, depth)
-            if call.method == "setValid":
-                self.emit(depth, f"V[{valid}] = True")
-            elif call.method == "setInvalid":
-                self.emit(depth, f"V[{valid}] = False")
-            else:
-                raise UnsupportedError(f"header method {call.method} as a statement at {call.pos}")
-        elif isinstance(call, ir.StackOp):
-            self._stack_op(depth, call)
-        elif isinstance(call, ir.Extract):
-            self._extract(depth, call)
-        elif isinstance(call, ir.Emit):
-            self._emit_header(depth, call)
-        else:
-            raise UnsupportedError(f"call {type(call).__name__} at {call.pos}")
+    def _set_valid(self, depth: int, header: ir.Expr, valid: bool) -> None:
+        self.emit(depth, f"V[{self._valid(header, depth)}] = {valid}")
+
+    def _action_call(self, depth: int, call: ir.ActionCall) -> None:
+        self._inline_action(depth, self.actions[call.action], call.args, None)
 
     def _apply(self, depth: int, table_name: str) -> tuple[str, str]:
         """Emit a table application; returns (hit variable, action id variable)."""
@@ -450,8 +414,8 @@ class Compiler:
         self.emit(depth + 1, f"{action} = {entry}.action")
         self.emit(depth + 1, f"{hit} = True")
         if runtime.has_direct_counter:
-            self.emit(depth + 1, f"{entry}.packets += 1")
-            self.emit(depth + 1, f"{entry}.bytes += plen")
+            self.emit(depth + 1, f"{entry}.cell[0] += 1")
+            self.emit(depth + 1, f"{entry}.cell[1] += plen")
         aid = self.tmp("aid")
         self.emit(depth, f"{aid} = {action}.action_id")
         first = True
@@ -502,8 +466,8 @@ class Compiler:
                 for py, value in zip(names, args[len(directional) :]):
                     self.emit(depth, f"{py} = {self.expr(value, depth)}")
         self.env.append(scope)
-        has_return = _contains(decl.body, ir.Return)
-        has_exit = self._may_exit(decl.fq_name)
+        has_return = contains(decl.body, ir.Return)
+        has_exit = may_exit(self.actions, decl.fq_name)
         saved = self._in_action_loop
         flag = None
         if has_exit:
@@ -538,13 +502,6 @@ class Compiler:
         name = self.tmp("i")
         self.emit(depth, f"{name} = {code}")
         return name
-
-    def _may_exit(self, action: str, seen: frozenset[str] = frozenset()) -> bool:
-        """Whether `action` or an action it calls executes `exit`."""
-        decl = self.actions[action]
-        if _contains(decl.body, ir.Exit):
-            return True
-        return any(self._may_exit(a, seen | {action}) for a in _calls(decl.body) if a not in seen)
 
     def _extern_method(self, depth: int, call: ir.ExternMethodCall) -> None:
         if call.extern == "register":
@@ -868,7 +825,7 @@ class Compiler:
 
     def _binary(self, e: ir.Binary, depth: int) -> str:
         op = e.op
-        if op in ("&&", "||") and _contains_apply(e.right):
+        if op in ("&&", "||") and contains_apply(e.right):
             raise UnsupportedError(f"table apply on the right of {op} at {e.pos}")
         a, b = self.expr(e.left, depth), self.expr(e.right, depth)
         if op == "&&":
@@ -937,44 +894,8 @@ def _mask(width: int) -> int:
     return (1 << width) - 1
 
 
-def _contains(node: Any, kind: type) -> bool:
-    """Whether a statement of `kind` occurs in `node` (not counting actions it calls)."""
-    if isinstance(node, kind):
-        return True
-    if isinstance(node, ir.Block):
-        return any(_contains(s, kind) for s in node.stmts)
-    if isinstance(node, ir.If):
-        return _contains(node.then, kind) or (node.else_ is not None and _contains(node.else_, kind))
-    if isinstance(node, ir.Switch):
-        return any(c.body is not None and _contains(c.body, kind) for c in node.cases)
-    return False
-
-
-def _calls(node: Any) -> list[str]:
-    """The actions `node` calls directly."""
-    if isinstance(node, ir.CallStmt) and isinstance(node.call, ir.ActionCall):
-        return [node.call.action]
-    if isinstance(node, ir.Block):
-        return [a for s in node.stmts for a in _calls(s)]
-    if isinstance(node, ir.If):
-        return _calls(node.then) + (_calls(node.else_) if node.else_ is not None else [])
-    if isinstance(node, ir.Switch):
-        return [a for c in node.cases if c.body is not None for a in _calls(c.body)]
-    return []
-
-
 def _from_bits(source: str, width: int, t: ir.Type) -> str:
     """A field's value from the low `width` bits of `source` (bool fields hold Python bools)."""
     if isinstance(t, ir.BoolType):
         return f"({source} & 1 != 0)"
     return f"{source} & {_mask(width)}"
-
-
-def _contains_apply(node: Any) -> bool:
-    if isinstance(node, ir.ApplyResultMember | ir.TableApply):
-        return True
-    if isinstance(node, ir.Binary):
-        return _contains_apply(node.left) or _contains_apply(node.right)
-    if isinstance(node, ir.Unary | ir.Cast):
-        return _contains_apply(node.expr)
-    return False

@@ -23,11 +23,15 @@ from __future__ import annotations
 from finsy.proto import p4i
 
 from softswitch import ir
-from softswitch.backends.python.codegen import DROP_PORT, Compiler, UnsupportedError
+from softswitch.backends.common import (
+    DROP_PORT,
+    INSTANCE_TYPE_REPLICATION,
+    UnsupportedError,
+    check_v1model,
+    initial_state,
+)
+from softswitch.backends.python.codegen import Compiler
 from softswitch.runtime import state as st
-from softswitch.runtime.build import build_state
-
-INSTANCE_TYPE_REPLICATION = 5
 
 __all__ = ["Pipeline", "UnsupportedError"]
 
@@ -36,13 +40,10 @@ class Pipeline:
     """A loaded program; `state` is what the P4Runtime server reads and writes."""
 
     def __init__(self, program: ir.Program, p4info: p4i.P4Info, state: st.RuntimeState | None = None) -> None:
-        if program.arch != "v1model":
-            raise UnsupportedError(
-                f"architecture {program.arch!r}: the embedded switch runs v1model programs"
-            )
+        check_v1model(program)
         self.program = program
         self.p4info = p4info
-        self.state = state if state is not None else _initial_state(program, p4info)
+        self.state = state if state is not None else initial_state(program, p4info)
         compiler = Compiler(program, p4info, self.state)
         namespace = compiler.compile()
         self.source: str = namespace["__source__"]
@@ -102,65 +103,3 @@ class Pipeline:
             parts.append(payload)
             out.append((copy[self._egress_port], b"".join(parts)))
         return out
-
-
-def _initial_state(program: ir.Program, info: p4i.P4Info) -> st.RuntimeState:
-    """Runtime state with the program's default actions and const entries resolved to P4Info ids."""
-    action_ids = {a.preamble.name: a.preamble.id for a in info.actions}
-    table_ids = {t.preamble.name: t.preamble.id for t in info.tables}
-    defaults: dict[int, st.ActionCall] = {}
-    const_entries: dict[int, list[st.Entry]] = {}
-    for control in program.controls:
-        for table in control.tables:
-            if table.fq_name not in table_ids:  # never applied: p4c drops it, nothing looks it up
-                continue
-            table_id = table_ids[table.fq_name]
-            default = table.default_action
-            defaults[table_id] = st.ActionCall(action_ids[default.action], _const_args(default.args))
-            entries = []
-            for entry in table.entries:
-                match = tuple(
-                    _keyset(k, key.match_kind, ir.width_of(key.expr.type))
-                    for k, key in zip(entry.keysets, table.keys)
-                )
-                needs_priority = any(
-                    key.match_kind in (st.TERNARY, st.RANGE, st.OPTIONAL) for key in table.keys
-                )
-                # P4_16: without @priority, earlier const entries win; P4Runtime: higher wins.
-                priority = entry.priority or (len(table.entries) - len(entries)) if needs_priority else 0
-                action = st.ActionCall(action_ids[entry.action.action], _const_args(entry.action.args))
-                entries.append(st.Entry(match, priority, action))
-            if entries:
-                const_entries[table_id] = entries
-    return build_state(info, defaults, const_entries)
-
-
-def _const_args(args: tuple[ir.Expr, ...]) -> tuple[int, ...]:
-    values = []
-    for arg in args:
-        if not isinstance(arg, ir.Const):
-            raise UnsupportedError(f"non-constant action argument at {getattr(arg, 'pos', None)}")
-        width = ir.width_of(arg.type) if isinstance(arg.type, ir.BitType | ir.BoolType) else None
-        values.append(int(arg.value) & ((1 << width) - 1) if width else int(arg.value))
-    return tuple(values)
-
-
-def _keyset(keyset: ir.Keyset, kind: str, width: int) -> st.FieldMatch:
-    full = (1 << width) - 1
-    if isinstance(keyset, ir.KeysetDefault):
-        return None
-    if isinstance(keyset, ir.KeysetValue):
-        value = keyset.value & full
-        if kind == st.LPM:
-            return (value, width)
-        if kind == st.TERNARY:
-            return (value, full)
-        if kind == st.RANGE:
-            return (value, value)
-        return value
-    if isinstance(keyset, ir.KeysetMask):
-        if kind == st.LPM:
-            prefix = bin(keyset.mask & full).count("1")
-            return (keyset.value & keyset.mask & full, prefix) if prefix else None
-        return (keyset.value & keyset.mask & full, keyset.mask & full) if keyset.mask & full else None
-    return (keyset.lo, keyset.hi)

@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from hostlib.communicator import Communicator, Handle
+from hostlib.torch.outcome import Outcome
 
 
 @dataclass
@@ -33,22 +34,23 @@ class P4ReduceState:
 def p4reduce_hook(state: P4ReduceState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """Average the bucket over all ranks through the switch, in the background."""
     tensor = bucket.buffer()
-    future: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+    outcome: Outcome[torch.Tensor] = Outcome()  # DDP re-raises its error in backward()
     if tensor.dtype not in (torch.float32, torch.float16):
-        future.set_exception(TypeError(f"p4reduce_hook handles float32 and float16, not {tensor.dtype}"))
-        return future
+        outcome.fail(TypeError(f"p4reduce_hook handles float32 and float16, not {tensor.dtype}"))
+        return outcome.future
     try:
         handle = state.comm.allreduce_async(tensor.detach().cpu().numpy(), op="avg")
-    except Exception as error:  # DDP re-raises it in backward()
-        future.set_exception(error)
-        return future
+    except Exception as error:
+        outcome.fail(error)
+        return outcome.future
 
     def done(finished: Handle) -> None:
         try:
             tensor.copy_(torch.from_numpy(finished.wait()))
-            future.set_result(tensor)
         except Exception as error:
-            future.set_exception(error)
+            outcome.fail(error)
+        else:
+            outcome.succeed(tensor)
 
     handle.add_done_callback(done)
-    return future
+    return outcome.future

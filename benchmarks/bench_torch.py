@@ -1,0 +1,99 @@
+"""Step time of the training examples on p4reduce (embedded switch) against Gloo, on this machine.
+
+    python benchmarks/bench_torch.py --example ddp --runs 5
+
+Runs the example alternately on Gloo and on p4reduce (one switch and
+controller for all runs), each run a fresh torchrun; per run, the median
+step time of rank 0 over the steps after the first. Prints every run with
+the machine's load average, then per backend the median over runs and the
+spread (min-max), and the ratio p4reduce/Gloo: the machine is shared, so
+only figures measured side by side in one session compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from hostlib.launch import ROOT, services
+from hostlib.torch.launch import torchrun_command
+from hostlib.torch.options import ENV_CONTROLLER
+
+BACKENDS = ("gloo", "p4reduce")
+
+
+def one_run(example: str, backend: str, args: argparse.Namespace, controller: str, out: Path) -> float:
+    """Rank 0's median step time (s) of one torchrun of the example."""
+    prefix = out / f"{backend}"
+    command = torchrun_command(
+        [
+            f"--nproc-per-node={args.world}",
+            str(ROOT / "examples" / f"train_{example}.py"),
+            f"--backend={backend}",
+            f"--steps={args.steps}",
+            f"--width={args.width}",
+            f"--json={prefix}",
+        ]
+    )
+    environment = dict(os.environ, **{ENV_CONTROLLER: controller})
+    done = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True)
+    record = Path(f"{prefix}-0.json")
+    if not record.exists():  # the run itself failed (a nonzero exit after the record is written is torch's)
+        sys.exit(f"{backend} run failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    steps = json.loads(record.read_text())["step_seconds"][1:]
+    return statistics.median(steps)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--example", choices=("ddp", "fsdp"), default="ddp")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--world", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--width", type=int, default=256)
+    args = parser.parse_args()
+    times: dict[str, list[float]] = {backend: [] for backend in BACKENDS}
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        services(Path(scratch) / "logs", ROOT / "build", switch_ip="127.0.41.1", pool_size=64) as svc,
+    ):
+        print(
+            f"{args.example}, {args.world} ranks, {args.steps} steps, width {args.width}; "
+            f"{os.cpu_count()} cores"
+        )
+        print(
+            f"{'run':>3} {'gloo ms':>8} {'p4reduce ms':>12} {'ratio':>6}  load average (1 min) before/after"
+        )
+        for run in range(args.runs):
+            before = os.getloadavg()[0]
+            for backend in BACKENDS:
+                out = Path(scratch) / f"{run}"
+                out.mkdir(exist_ok=True)
+                times[backend].append(one_run(args.example, backend, args, svc.controller, out))
+            gloo, ours = times["gloo"][-1], times["p4reduce"][-1]
+            print(
+                f"{run:>3} {gloo * 1e3:>8.1f} {ours * 1e3:>12.1f} {ours / gloo:>6.1f}  "
+                f"{before:.2f}/{os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
+    ratios = [ours / gloo for gloo, ours in zip(times["gloo"], times["p4reduce"])]
+    for backend in BACKENDS:
+        values = times[backend]
+        print(
+            f"{backend:>8}: median {statistics.median(values) * 1e3:.1f} ms per step "
+            f"(spread {min(values) * 1e3:.1f}-{max(values) * 1e3:.1f} ms over {len(values)} runs)"
+        )
+    print(
+        f"p4reduce/gloo: median {statistics.median(ratios):.1f}x "
+        f"(spread {min(ratios):.1f}-{max(ratios):.1f}x)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""What the two training examples share: the model, synthetic data, options, and the end-of-run report.
+
+The task is a teacher-student regression: a fixed random "teacher" MLP
+labels Gaussian inputs, and the student, the same shape, learns to imitate
+it. No dataset to download, the same data on every run, a loss that falls
+steadily: what is needed to see that p4reduce trains exactly like Gloo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+import hostlib.torch  # noqa: F401  (registers the "p4reduce" backend; torch's entry point does too)
+from hostlib.torch.report import switch_report
+
+INPUTS = 64
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--backend", default="p4reduce", help="p4reduce (default) or gloo")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=64, help="samples per rank and step")
+    parser.add_argument("--width", type=int, default=256, help="hidden width (the model has ~width² weights)")
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--json", type=Path, help="write each rank's losses and timings to JSON-{rank}.json")
+    return parser
+
+
+def model(width: int, seed: int = 0) -> torch.nn.Sequential:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(
+        torch.nn.Linear(INPUTS, width),
+        torch.nn.Tanh(),
+        torch.nn.Linear(width, width),
+        torch.nn.Tanh(),
+        torch.nn.Linear(width, 1),
+    )
+
+
+class Data:
+    """Each rank's batches: its own inputs per step, labelled by the teacher."""
+
+    def __init__(self, width: int, batch: int, rank: int) -> None:
+        self.teacher = model(width, seed=1234).requires_grad_(False)
+        self.batch, self.rank = batch, rank
+
+    def __call__(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        generator = torch.Generator().manual_seed(1000 * step + self.rank)
+        x = torch.randn(self.batch, INPUTS, generator=generator)
+        return x, self.teacher(x)
+
+
+class Log:
+    """Loss, step time and communication time per step; rank 0 prints, every rank can write JSON."""
+
+    def __init__(self, args: argparse.Namespace, what: str) -> None:
+        self.args, self.rank = args, dist.get_rank()
+        self.losses: list[float] = []
+        self.step_seconds: list[float] = []
+        self.comm_seconds: list[float] = []
+        if self.rank == 0:
+            print(
+                f"{what} on backend {dist.get_backend()}, {dist.get_world_size()} ranks, {args.steps} steps"
+                f"\n{'step':>4} {'loss (rank 0)':>14} {'step ms':>8} {'comm ms':>8}",
+                flush=True,
+            )
+
+    def step(self, loss: float, seconds: float, comm: float) -> None:
+        self.losses.append(loss)
+        self.step_seconds.append(seconds)
+        self.comm_seconds.append(comm)
+        if self.rank == 0:
+            print(
+                f"{len(self.losses) - 1:>4} {loss:>14.6f} {seconds * 1e3:>8.1f} {comm * 1e3:>8.1f}",
+                flush=True,
+            )
+
+    def finish(self, comm_meaning: str, **extra: object) -> None:
+        """Medians (the first step warms up), the switch's proof, and the JSON file; exit 1 without proof."""
+        steady = slice(1, None) if len(self.losses) > 1 else slice(None)
+        if self.rank == 0:
+            print(
+                f"median step {statistics.median(self.step_seconds[steady]) * 1e3:.1f} ms, "
+                f"median communication {statistics.median(self.comm_seconds[steady]) * 1e3:.1f} ms "
+                f"({comm_meaning})",
+                flush=True,
+            )
+        proof: dict[str, object] = {}
+        if dist.get_backend() == "p4reduce":
+            report = switch_report()
+            proof = {
+                "consistent": report.consistent,
+                "uses": report.uses,
+                "switch": report.switch,
+                "collectives": {f"{route}:{name}": n for (route, name), n in report.collectives.items()},
+            }
+            if self.rank == 0:
+                print("\n".join(report.lines()), flush=True)
+        if self.args.json is not None:
+            path = Path(f"{self.args.json}-{self.rank}.json")
+            record = {
+                "losses": self.losses,
+                "step_seconds": self.step_seconds,
+                "comm_seconds": self.comm_seconds,
+                "switch": proof,
+                **extra,
+            }
+            path.write_text(json.dumps(record))
+        if proof and not proof["consistent"]:
+            raise SystemExit("the switch's counters do not account for this rank's sums")

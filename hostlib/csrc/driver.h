@@ -1,0 +1,33 @@
+/* The socket loop: one call of a p4r_engine over a connected UDP socket, with no Python in it.
+ *
+ * Datagrams move in batches (udp.h: recvmmsg with UDP GRO, sendmmsg of UDP GSO runs); ppoll
+ * sleeps until a datagram, the engine's next deadline, or a write to wake_fd (Engine.fail from
+ * another thread), whichever comes first. The caller releases the GIL around p4r_drive. */
+#ifndef P4R_DRIVER_H
+#define P4R_DRIVER_H
+
+#include "clock.h"
+#include "engine.h"
+#include "udp.h"
+
+/* What a socket loop keeps between calls: its buffers. */
+struct p4r_transport {
+    struct p4r_udp_receiver receiver;
+    struct p4r_udp_sender sender;
+    const uint8_t **packets; /* the engine's output as a list, for p4r_udp_send */
+    size_t capacity;
+};
+
+int p4r_transport_init(struct p4r_transport *t); /* 0, or -1 out of memory */
+void p4r_transport_free(struct p4r_transport *t);
+
+/* Feeds the engine one receive buffer: `length` bytes holding datagrams of `segment` bytes each (the
+ * last may be shorter), as UDP GRO hands them over; segment = length for a single datagram. */
+void p4r_receive_buffer(struct p4r_engine *e, const uint8_t *buffer, size_t length, size_t segment, double now);
+
+/* Runs the call begun on e until it is done. *pending_fail (read atomically) is set by
+ * another thread to 1 (or 2 for an AllreduceAborted) to fail the call. Returns 0 or the errno
+ * of a socket error the protocol cannot recover from. */
+int p4r_drive(struct p4r_engine *e, struct p4r_transport *t, int fd, int wake_fd, int *pending_fail);
+
+#endif

@@ -1,0 +1,498 @@
+/* The protocol state machine (engine.h), line for line the rules of hostlib/engine.py. */
+#include "engine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double lesser(double a, double b) { return b < a ? b : a; }
+
+/* ------------------------------------------------------------------ memory */
+
+static int out_reserve(struct p4r_out *out, size_t count) {
+    if (count <= out->capacity) return 0;
+    size_t capacity = out->capacity ? out->capacity : 64;
+    while (capacity < count) capacity *= 2;
+    uint8_t *data = realloc(out->data, capacity * out->frame);
+    if (data == NULL) return -1;
+    out->data = data;
+    uint16_t *length = realloc(out->length, capacity * sizeof *length);
+    if (length == NULL) return -1;
+    out->length = length;
+    out->capacity = capacity;
+    return 0;
+}
+
+void p4r_out_clear(struct p4r_out *out) { out->count = 0; }
+
+int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_t key, int world_size,
+                    int pool_size, int k, double progress_timeout) {
+    memset(e, 0, sizeof *e);
+    e->job_id = job_id;
+    e->rank = rank;
+    e->key = key;
+    e->world_size = world_size;
+    e->pool_size = pool_size;
+    e->k = k;
+    e->half_slots = pool_size / 2;
+    e->frame = (size_t)p4r_payload_bytes(k);
+    e->progress_timeout = progress_timeout;
+    e->rto = P4R_RTO_INITIAL;
+    e->out.frame = e->frame;
+    size_t w = (size_t)e->half_slots;
+    struct p4r_call *c = &e->call;
+    c->current = malloc(w * sizeof *c->current);
+    c->sent_at = malloc(w * sizeof(double));
+    c->last_data = malloc(w * sizeof(double));
+    c->deadline = malloc(w * sizeof(double));
+    c->probe_at = malloc(w * sizeof(double));
+    c->retries = malloc(w * sizeof *c->retries);
+    c->asked_at = malloc(w * sizeof(double));
+    c->asks = malloc(w * sizeof *c->asks);
+    c->buffers = malloc(w * e->frame);
+    c->lost = malloc(w * sizeof *c->lost);
+    c->expired = malloc(w * sizeof *c->expired);
+    if (!c->current || !c->sent_at || !c->last_data || !c->deadline || !c->probe_at || !c->retries ||
+        !c->asked_at || !c->asks ||
+        !c->buffers || !c->lost || !c->expired || p4r_overtaking_init(&c->overtaking, e->half_slots) ||
+        out_reserve(&e->out, 2 * w + 8)) {
+        p4r_engine_free(e);
+        return -1;
+    }
+    return 0;
+}
+
+void p4r_engine_free(struct p4r_engine *e) {
+    struct p4r_call *c = &e->call;
+    free(c->current);
+    free(c->sent_at);
+    free(c->last_data);
+    free(c->deadline);
+    free(c->probe_at);
+    free(c->retries);
+    free(c->asked_at);
+    free(c->asks);
+    free(c->buffers);
+    free(c->lost);
+    free(c->expired);
+    p4r_overtaking_free(&c->overtaking);
+    free(e->out.data);
+    free(e->out.length);
+    memset(c, 0, sizeof *c);
+    memset(&e->out, 0, sizeof e->out);
+}
+
+static void out_of_memory(struct p4r_engine *e) {
+    if (e->active) e->call.error.kind = P4R_ERR_MEMORY;
+}
+
+/* ------------------------------------------------------------------ sending */
+
+static void emit(struct p4r_engine *e, const uint8_t *packet, size_t size) {
+    struct p4r_out *out = &e->out;
+    if (out_reserve(out, out->count + 1)) {
+        out_of_memory(e);
+        return;
+    }
+    memcpy(out->data + out->count * out->frame, packet, size);
+    out->length[out->count++] = (uint16_t)size;
+    e->stats.packets_sent += 1;
+    e->stats.bytes_sent += size;
+}
+
+static void set_deadline(struct p4r_engine *e, int slot, double at) {
+    e->call.deadline[slot] = at;
+    e->wake = lesser(e->wake, at);
+}
+
+static void set_probe(struct p4r_engine *e, int slot, double at) {
+    e->call.probe_at[slot] = at;
+    e->wake = lesser(e->wake, at);
+}
+
+/* The switch answers a QUERY at once, so its round trip is the network's, without the wait for the
+ * slowest rank that data round trips include. */
+static double question_rtt(const struct p4r_engine *e) {
+    if (e->have_qsrtt) return e->qsrtt;
+    return e->have_srtt ? e->srtt : P4R_RTO_INITIAL / P4R_RTO_SRTT_MULTIPLE;
+}
+
+/* How long to wait for the switch's answer to a question (or for a use it said is collecting): three
+ * question round trips, doubled per unanswered one, within [RTO_MIN, RTO_MAX]. */
+static double question_timeout(const struct p4r_engine *e, uint32_t asks) {
+    double base = P4R_RTO_SRTT_MULTIPLE * question_rtt(e);
+    if (P4R_RTO_MIN > base) base = P4R_RTO_MIN;
+    int doublings = asks > 1 ? (int)(asks - 1) : 0;
+    if (doublings > P4R_QUESTION_BACKOFFS) doublings = P4R_QUESTION_BACKOFFS;
+    return lesser(ldexp(base, doublings), P4R_RTO_MAX);
+}
+
+/* How long an answer to another rank's question may take to reach this one: a question round trip
+ * and its deviation (RFC 6298's form), at least 1.5 round trips. */
+static double question_wait(const struct p4r_engine *e) {
+    double rtt = question_rtt(e), a = rtt + 4 * e->qrttvar, b = P4R_SUPPRESS_RTTS * rtt;
+    return b > a ? b : a;
+}
+
+/* RFC 6298's smoothing of one round-trip sample into a mean and a deviation. */
+static void smooth(int *have, double *srtt, double *rttvar, double sample) {
+    if (!*have) {
+        *have = 1;
+        *srtt = sample;
+        *rttvar = sample / 2;
+    } else {
+        *rttvar = 0.75 * *rttvar + 0.25 * fabs(*srtt - sample);
+        *srtt = 0.875 * *srtt + 0.125 * sample;
+    }
+}
+
+/* The switch answered a question about the slot's use: a round-trip sample if unambiguous. */
+static void answered(struct p4r_engine *e, int slot, double now) {
+    struct p4r_call *c = &e->call;
+    if (c->asks[slot] == 1) smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, now - c->asked_at[slot]);
+    c->asks[slot] = 0;
+}
+
+static void sent(struct p4r_engine *e, int slot) {
+    if (p4r_overtaking_sent(&e->call.overtaking, slot)) out_of_memory(e);
+}
+
+static void send_use(struct p4r_engine *e, int slot, long use, uint8_t agreed_exp, double now) {
+    struct p4r_call *c = &e->call;
+    uint8_t *buffer = c->buffers + (size_t)slot * e->frame;
+    struct p4r_header h = {
+        .msg_type = P4R_DATA,
+        .rank = e->rank,
+        .job_id = e->job_id,
+        .set_slot = (uint16_t)(((use / c->width) % 2 ? P4R_SET_BIT : 0) | (unsigned)(c->base + slot)),
+        .exp = p4r_plan_payload(c->plan, use, agreed_exp, buffer + P4R_HEADER_BYTES),
+        .flags = 0,
+        .seq = (c->number % P4R_CALL_NUMBERS) << P4R_USE_BITS | (uint32_t)use,
+        .key = e->key,
+        .call = c->descriptor,
+        .aux = 0,
+    };
+    p4r_write_header(buffer, &h);
+    c->current[slot] = use;
+    c->sent_at[slot] = c->last_data[slot] = now;
+    c->retries[slot] = c->asks[slot] = 0;
+    set_deadline(e, slot, now + e->rto);
+    c->probe_at[slot] = INFINITY;
+    sent(e, slot);
+    emit(e, buffer, e->frame);
+}
+
+/* A second (third, ...) transmission about a slot's use: Karn's rule for the data round trip, and a
+ * question timer that doubles with every question the switch leaves unanswered. */
+static void again(struct p4r_engine *e, int slot, const uint8_t *packet, size_t size, double now) {
+    struct p4r_call *c = &e->call;
+    c->retries[slot] += 1;
+    c->asks[slot] += 1;
+    c->asked_at[slot] = now;
+    c->probe_at[slot] = INFINITY;
+    set_deadline(e, slot, now + question_timeout(e, c->asks[slot]));
+    sent(e, slot);
+    emit(e, packet, size);
+}
+
+static void resend(struct p4r_engine *e, int slot, double now) {
+    struct p4r_call *c = &e->call;
+    c->last_data[slot] = now;
+    e->stats.retransmissions += 1;
+    again(e, slot, c->buffers + (size_t)slot * e->frame, e->frame, now);
+}
+
+static void query(struct p4r_engine *e, int slot, double now) {
+    uint8_t packet[P4R_HEADER_BYTES];
+    memcpy(packet, e->call.buffers + (size_t)slot * e->frame, P4R_HEADER_BYTES);
+    packet[0] = P4R_QUERY;
+    e->stats.queries += 1;
+    again(e, slot, packet, sizeof packet, now);
+}
+
+static void suspect(struct p4r_engine *e, int slot, double now, int fast) {
+    struct p4r_call *c = &e->call;
+    long use = c->current[slot];
+    if (use < 0 || c->probe_at[slot] != INFINITY) return;
+    long position = (e->rank + use) % e->world_size; /* the prober asks at once, position p after p waits */
+    if (position == 0) {
+        e->stats.fast_retransmissions += (uint64_t)fast;
+        query(e, slot, now);
+    } else {
+        set_probe(e, slot, now + (double)position * question_wait(e));
+        c->deadline[slot] = INFINITY;
+    }
+}
+
+/* ------------------------------------------------------------------ calls */
+
+void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t descriptor, double now) {
+    struct p4r_call *c = &e->call;
+    int width = p4r_plan_width(plan, e->half_slots);
+    p4r_plan_start(plan, width);
+    c->number = e->call_number;
+    c->descriptor = descriptor;
+    c->plan = plan;
+    c->base = e->half * e->half_slots;
+    c->width = width;
+    c->uses = plan->uses;
+    c->outstanding = width;
+    memset(&c->error, 0, sizeof c->error);
+    for (int s = 0; s < width; s++) {
+        c->current[s] = -1;
+        c->sent_at[s] = c->last_data[s] = 0.0;
+        c->retries[s] = c->asks[s] = 0;
+        c->asked_at[s] = 0.0;
+        c->deadline[s] = c->probe_at[s] = INFINITY;
+    }
+    p4r_overtaking_reset(&c->overtaking, width);
+    e->wake = INFINITY;
+    e->active = 1;
+    e->started = e->last_progress = now;
+    for (int i = 0; i < e->abort_count; i++) {
+        if (e->aborts[i].number == c->number) { /* an ABORT for this call came before it began */
+            struct p4r_abort_seen known = e->aborts[i];
+            memmove(&e->aborts[i], &e->aborts[i + 1], (size_t)(e->abort_count - i - 1) * sizeof known);
+            e->abort_count -= 1;
+            c->error = (struct p4r_error){.kind = P4R_ERR_MISMATCH, .rank = known.rank,
+                                          .offender = known.offender, .held = known.held};
+            return;
+        }
+    }
+    if (c->uses == 0) {
+        c->outstanding = 0;
+        return;
+    }
+    for (int s = 0; s < width; s++) send_use(e, s, s, 0, now);
+}
+
+int p4r_engine_done(const struct p4r_engine *e) {
+    return !e->active || e->call.outstanding == 0 || e->call.error.kind != P4R_OK;
+}
+
+void p4r_engine_fail(struct p4r_engine *e, int aborted) {
+    if (e->active && e->call.error.kind == P4R_OK) {
+        e->call.error = (struct p4r_error){.kind = P4R_ERR_EXTERNAL, .aborted = aborted};
+    }
+}
+
+void p4r_engine_finish(struct p4r_engine *e, double now, struct p4r_error *error) {
+    memset(error, 0, sizeof *error);
+    if (!e->active) return;
+    e->active = 0;
+    struct p4r_call *c = &e->call;
+    e->stats.busy_seconds += now - e->started;
+    e->call_number = (c->number + 1) % P4R_CALL_NUMBERS;
+    *error = c->error;
+    int aborted = error->kind == P4R_ERR_MISMATCH || error->kind == P4R_ERR_ABANDONED ||
+                  (error->kind == P4R_ERR_EXTERNAL && error->aborted);
+    if (aborted) {
+        e->stats.aborted_calls += 1; /* the next call reuses the aborted call's half */
+    } else {
+        e->half ^= 1;
+        e->stats.calls += error->kind == P4R_OK;
+    }
+}
+
+/* ------------------------------------------------------------------ answers */
+
+void p4r_engine_sample_rtt(struct p4r_engine *e, double rtt) {
+    smooth(&e->have_srtt, &e->srtt, &e->rttvar, rtt);
+    /* Python's max(a, b, c) and min(x, RTO_MAX): the first of equals, the same value */
+    double a = e->srtt + 4 * e->rttvar, b = P4R_RTO_SRTT_MULTIPLE * e->srtt, floor = a;
+    if (b > floor) floor = b;
+    if (P4R_RTO_MIN > floor) floor = P4R_RTO_MIN;
+    e->rto = P4R_RTO_MAX < floor ? P4R_RTO_MAX : floor;
+    if (e->stats.rtt_count < P4R_RTT_SAMPLES) { /* the sample first, then the count that shows it */
+        e->stats.rtt_samples[e->stats.rtt_count] = rtt;
+        __atomic_store_n(&e->stats.rtt_count, e->stats.rtt_count + 1, __ATOMIC_RELEASE);
+    }
+}
+
+/* The call's slot whose outstanding use the packet names exactly, or -1. */
+static int outstanding_slot(const struct p4r_engine *e, uint32_t seq, uint16_t set_slot) {
+    const struct p4r_call *c = &e->call;
+    if (!e->active || seq >> P4R_USE_BITS != c->number) return -1;
+    long use = (long)(seq & P4R_USE_MASK);
+    int slot = (int)(set_slot & P4R_SLOT_MASK) - c->base;
+    if (slot < 0 || slot >= c->width || c->current[slot] != use) return -1;
+    if ((set_slot >> 15) != (use / c->width) % 2) return -1;
+    return slot;
+}
+
+static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_t exp, double now) {
+    struct p4r_call *c = &e->call;
+    long use = c->current[slot];
+    int first_send = c->retries[slot] == 0;
+    if (first_send) p4r_engine_sample_rtt(e, now - c->sent_at[slot]); /* Karn: only unambiguous samples */
+    if (c->probe_at[slot] != INFINITY) e->stats.suppressed += 1;
+    if (c->asks[slot]) answered(e, slot, now);
+    int lost = p4r_overtaking_answered(&c->overtaking, slot, first_send, c->lost);
+    p4r_plan_deliver(c->plan, use, values);
+    e->last_progress = now;
+    long following = use + c->width;
+    if (following < c->uses) {
+        send_use(e, slot, following, exp, now);
+    } else {
+        c->current[slot] = -1;
+        c->deadline[slot] = c->probe_at[slot] = INFINITY;
+        c->outstanding -= 1;
+    }
+    for (int i = 0; i < lost; i++) suspect(e, c->lost[i], now, 1);
+}
+
+static void missing(struct p4r_engine *e, int slot, uint32_t contributors, double now) {
+    struct p4r_call *c = &e->call;
+    e->stats.missing_received += 1;
+    if (c->asks[slot]) answered(e, slot, now);
+    if (!(contributors >> e->rank & 1)) {
+        /* Our DATA, if sent more than a question round trip ago, should have reached the switch before
+         * this MISSING left it: it was lost. A younger one may be on its way: ask again soon. */
+        if (now - c->last_data[slot] >= question_rtt(e)) {
+            e->stats.missing_resends += 1;
+            resend(e, slot, now);
+        } else {
+            c->probe_at[slot] = INFINITY;
+            set_deadline(e, slot, now + question_timeout(e, 1));
+        }
+        return;
+    }
+    if (c->probe_at[slot] != INFINITY) {
+        e->stats.suppressed += 1;
+        c->probe_at[slot] = INFINITY;
+    }
+    set_deadline(e, slot, now + question_timeout(e, c->asks[slot] + 1)); /* the missing rank resends now */
+}
+
+/* A MISSING for the use after this rank's outstanding one on a slot: its RESULT was lost. */
+static void missing_ahead(struct p4r_engine *e, uint32_t seq, uint16_t set_slot, uint32_t contributors,
+                          double now) {
+    struct p4r_call *c = &e->call;
+    if (!e->active || seq >> P4R_USE_BITS != c->number || contributors >> e->rank & 1) {
+        e->stats.ignored += 1;
+        return;
+    }
+    int slot = (int)(set_slot & P4R_SLOT_MASK) - c->base;
+    long outstanding = slot >= 0 && slot < c->width ? c->current[slot] : -1;
+    if (outstanding < 0 || (long)(seq & P4R_USE_MASK) != outstanding + c->width) {
+        e->stats.ignored += 1;
+        return;
+    }
+    e->stats.missing_received += 1;
+    if (c->probe_at[slot] != INFINITY || c->retries[slot] == 0) query(e, slot, now);
+}
+
+static void abort_seen(struct p4r_engine *e, uint32_t seq, struct p4r_abort_seen abort) {
+    uint32_t number = seq >> P4R_USE_BITS;
+    struct p4r_call *c = &e->call;
+    if (e->active && number == c->number) {
+        if (c->error.kind == P4R_OK) {
+            c->error = (struct p4r_error){.kind = P4R_ERR_MISMATCH, .rank = abort.rank,
+                                          .offender = abort.offender, .held = abort.held};
+        }
+        return;
+    }
+    uint32_t ahead = (number - e->call_number) % P4R_CALL_NUMBERS;
+    if ((!e->active && ahead == 0) || (ahead > 0 && ahead < P4R_CALL_NUMBERS / 2)) {
+        for (int i = 0; i < e->abort_count; i++) {
+            if (e->aborts[i].number == number) return; /* the first ABORT for a call is kept */
+        }
+        abort.number = number;
+        e->aborts[e->abort_count++] = abort;
+        if (e->abort_count > P4R_REMEMBERED_ABORTS) { /* forget the oldest */
+            memmove(&e->aborts[0], &e->aborts[1], (size_t)(e->abort_count - 1) * sizeof abort);
+            e->abort_count -= 1;
+        }
+    } else {
+        e->stats.ignored += 1; /* an old call's abort, duplicated or late */
+    }
+}
+
+void p4r_engine_receive(struct p4r_engine *e, const uint8_t *datagram, size_t size, double now) {
+    e->stats.packets_received += 1;
+    e->stats.bytes_received += size;
+    if (size < P4R_HEADER_BYTES) {
+        e->stats.ignored += 1;
+        return;
+    }
+    struct p4r_header h = p4r_parse_header(datagram);
+    if (h.job_id != e->job_id) {
+        e->stats.ignored += 1;
+        return;
+    }
+    if (h.key != e->key) {
+        e->stats.forged += 1;
+        return;
+    }
+    int notice = size == P4R_HEADER_BYTES;
+    if (h.msg_type == P4R_ABORT && notice) {
+        abort_seen(e, h.seq, (struct p4r_abort_seen){.rank = h.rank, .offender = h.call, .held = h.aux});
+        return;
+    }
+    int slot = outstanding_slot(e, h.seq, h.set_slot);
+    if (slot < 0) {
+        if (h.msg_type == P4R_MISSING && notice) {
+            missing_ahead(e, h.seq, h.set_slot, h.aux, now);
+        } else {
+            e->stats.ignored += 1;
+        }
+    } else if (h.msg_type == P4R_RESULT && size == e->frame) {
+        result(e, slot, datagram + P4R_HEADER_BYTES, h.exp, now);
+    } else if (h.msg_type == P4R_MISSING && notice) {
+        missing(e, slot, h.aux, now);
+    } else if (h.msg_type == P4R_STALE && notice) {
+        e->call.error = (struct p4r_error){.kind = P4R_ERR_ABANDONED, .held = h.aux};
+    } else {
+        e->stats.ignored += 1;
+    }
+}
+
+/* ------------------------------------------------------------------ timers */
+
+void p4r_engine_poll(struct p4r_engine *e, double now) {
+    if (p4r_engine_done(e)) return;
+    struct p4r_call *c = &e->call;
+    if (now >= e->wake) { /* else no deadline or probe time can have come */
+        int expired = 0;
+        for (int s = 0; s < c->width; s++) {
+            if (c->current[s] >= 0 && c->deadline[s] <= now) c->expired[expired++] = s;
+        }
+        if (expired) {
+            /* RFC 6298 5.5: the data timeout backs off and stays backed off until a fresh sample;
+             * questions that went unanswered back off on their own (question_timeout). */
+            int first_sends = 0;
+            for (int i = 0; i < expired; i++) first_sends |= c->retries[c->expired[i]] == 0;
+            if (first_sends) e->rto = lesser(e->rto * 2, P4R_RTO_MAX);
+            e->stats.timeouts += (uint64_t)expired;
+            for (int i = 0; i < expired; i++) suspect(e, c->expired[i], now, 0);
+        }
+        for (int s = 0; s < c->width; s++) {
+            if (c->probe_at[s] <= now) query(e, s, now);
+        }
+        double wake = INFINITY;
+        for (int s = 0; s < c->width; s++) wake = lesser(wake, lesser(c->deadline[s], c->probe_at[s]));
+        e->wake = wake;
+    }
+    if (now >= e->last_progress + e->progress_timeout) {
+        c->error = (struct p4r_error){.kind = P4R_ERR_TIMEOUT, .idle = now - e->last_progress,
+                                      .outstanding = c->outstanding,
+                                      .retransmissions = e->stats.retransmissions,
+                                      .refused = e->stats.refused};
+    }
+}
+
+double p4r_engine_next_deadline(const struct p4r_engine *e) {
+    if (p4r_engine_done(e)) return INFINITY;
+    const struct p4r_call *c = &e->call;
+    double deadline = INFINITY, probe = INFINITY;
+    for (int s = 0; s < c->width; s++) {
+        deadline = lesser(deadline, c->deadline[s]);
+        probe = lesser(probe, c->probe_at[s]);
+    }
+    return lesser(lesser(deadline, probe), e->last_progress + e->progress_timeout);
+}
+
+double p4r_engine_wake_time(const struct p4r_engine *e) {
+    if (p4r_engine_done(e)) return INFINITY;
+    return lesser(e->wake, e->last_progress + e->progress_timeout);
+}

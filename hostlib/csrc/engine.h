@@ -1,0 +1,117 @@
+/* The protocol state of one rank, with no I/O: the native twin of hostlib.engine.Engine.
+ *
+ * Same inputs (begin, receive, poll with explicit times), same packets out in the same order,
+ * same counters: tests/hostlib/test_native_engine.py runs both side by side on the same traces.
+ * Packets to send are appended to `out`; the caller sends and clears them. Errors are recorded
+ * as data (struct p4r_error) and turned into Python exceptions by the module, with the
+ * messages hostlib.engine builds, so both engines say the same thing. */
+#ifndef P4R_ENGINE_H
+#define P4R_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "overtaking.h"
+#include "plan.h"
+#include "protocol.h"
+
+enum p4r_error_kind {
+    P4R_OK = 0,
+    P4R_ERR_MISMATCH = 1,  /* AllreduceMismatch: an ABORT for this call */
+    P4R_ERR_ABANDONED = 2, /* AllreduceAborted: a STALE for an outstanding use */
+    P4R_ERR_TIMEOUT = 3,   /* AllreduceTimeout: no progress for progress_timeout */
+    P4R_ERR_EXTERNAL = 4,  /* Engine.fail: the error the caller gave */
+    P4R_ERR_MEMORY = 5,    /* out of memory */
+};
+
+struct p4r_error {
+    int kind;
+    int aborted;        /* EXTERNAL: the caller's error is an AllreduceAborted */
+    uint32_t rank, offender, held; /* MISMATCH: the ABORT's rank, call and aux; ABANDONED: held = aux */
+    double idle;        /* TIMEOUT: what the message reports */
+    int outstanding;
+    uint64_t retransmissions, refused;
+};
+
+struct p4r_stats {
+    uint64_t packets_sent, packets_received, bytes_sent, bytes_received;
+    uint64_t retransmissions, queries, fast_retransmissions, timeouts, missing_received;
+    uint64_t missing_resends, suppressed, ignored, forged, refused, calls, aborted_calls;
+    double busy_seconds;
+    size_t rtt_count;
+    double rtt_samples[P4R_RTT_SAMPLES];
+};
+
+struct p4r_abort_seen {
+    uint32_t number, rank, offender, held;
+};
+
+/* Packets to send, each copied at the moment the engine emits it. */
+struct p4r_out {
+    uint8_t *data; /* count frames of `frame` bytes */
+    uint16_t *length;
+    size_t count, capacity, frame;
+};
+
+struct p4r_call {
+    uint32_t number, descriptor;
+    struct p4r_plan *plan;
+    int base, width, outstanding;
+    long uses;
+    long *current; /* use outstanding on each slot, -1 when the slot is done */
+    double *sent_at, *last_data, *deadline, *probe_at;
+    double *asked_at; /* the latest QUERY (or resend) about the current use */
+    uint32_t *retries;
+    uint32_t *asks; /* QUERYs and resends about the current use since the switch last answered */
+    uint8_t *buffers; /* width DATA packets of `frame` bytes */
+    int *lost;        /* scratch for p4r_overtaking_answered */
+    int *expired;     /* scratch for poll */
+    struct p4r_overtaking overtaking;
+    struct p4r_error error;
+};
+
+struct p4r_engine {
+    uint16_t job_id;
+    uint8_t rank;
+    uint32_t key;
+    int world_size, pool_size, k, half_slots;
+    size_t frame;
+    double progress_timeout;
+    uint32_t call_number;
+    int half;
+    struct p4r_stats stats;
+    double rto, srtt, rttvar;
+    int have_srtt;
+    double qsrtt, qrttvar; /* smoothed round trip of a QUERY and its answer */
+    int have_qsrtt;
+    int active; /* a call is in flight (begun, not finished) */
+    struct p4r_call call;
+    double last_progress, started;
+    double wake; /* <= every slot's deadline and probe time: poll has nothing to do before it */
+    struct p4r_abort_seen aborts[P4R_REMEMBERED_ABORTS + 1];
+    int abort_count;
+    struct p4r_out out;
+};
+
+/* Returns 0, or -1 (out of memory). The membership is checked by the caller. */
+int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_t key, int world_size,
+                    int pool_size, int k, double progress_timeout);
+void p4r_engine_free(struct p4r_engine *e);
+
+/* Start the next call (the caller checks that none is active and that uses fit a call). */
+void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t descriptor, double now);
+void p4r_engine_receive(struct p4r_engine *e, const uint8_t *datagram, size_t size, double now);
+void p4r_engine_poll(struct p4r_engine *e, double now);
+double p4r_engine_next_deadline(const struct p4r_engine *e);
+/* A time at or before next_deadline, in O(1): when the socket driver must poll next. */
+double p4r_engine_wake_time(const struct p4r_engine *e);
+int p4r_engine_done(const struct p4r_engine *e);
+/* Engine.fail's effect on the call in flight. */
+void p4r_engine_fail(struct p4r_engine *e, int aborted);
+/* End the call: next call number and half, counters; *error receives the call's error. */
+void p4r_engine_finish(struct p4r_engine *e, double now, struct p4r_error *error);
+void p4r_engine_sample_rtt(struct p4r_engine *e, double rtt);
+
+void p4r_out_clear(struct p4r_out *out);
+
+#endif

@@ -1,0 +1,32 @@
+/* Which unanswered uses to take as lost: the native twin of hostlib.engine.Overtaking (RFC 6675's
+ * IsLost: a transmission older than the FAST_RETRANSMIT_AFTER-th newest one answered). */
+#ifndef P4R_OVERTAKING_H
+#define P4R_OVERTAKING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocol.h"
+
+struct p4r_sent {
+    uint64_t number; /* transmission number, 1, 2, ... */
+    int slot;
+};
+
+struct p4r_overtaking {
+    uint64_t *latest;       /* per slot: its last transmission's number; 0 once answered */
+    struct p4r_sent *order; /* ring buffer, oldest first */
+    size_t head, length, capacity;
+    uint64_t sent;
+    uint64_t newest[P4R_FAST_RETRANSMIT_AFTER]; /* the newest transmissions answered (a multiset) */
+};
+
+int p4r_overtaking_init(struct p4r_overtaking *o, int slots);
+void p4r_overtaking_reset(struct p4r_overtaking *o, int slots);
+void p4r_overtaking_free(struct p4r_overtaking *o);
+/* A transmission of the slot's current use; returns -1 when out of memory. */
+int p4r_overtaking_sent(struct p4r_overtaking *o, int slot);
+/* The slot's result arrived: writes the slots now taken as lost to `lost`, returns how many. */
+int p4r_overtaking_answered(struct p4r_overtaking *o, int slot, int first_send, int *lost);
+
+#endif

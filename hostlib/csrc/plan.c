@@ -1,0 +1,146 @@
+/* Plans (plan.h): IntPlan, FloatPlan and RefusedPlan of hostlib/reduction.py, fused with the buffers. */
+#include "plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocol.h"
+#include "quantize.h"
+
+int p4r_plan_init(struct p4r_plan *plan, int kind, int input, const void *in, int output, void *out,
+                  size_t size, int k, int world_size, int average, int raise_nonfinite) {
+    memset(plan, 0, sizeof *plan);
+    plan->kind = kind;
+    plan->input = input;
+    plan->output = output;
+    plan->in = in;
+    plan->out = out;
+    plan->size = kind == P4R_PLAN_REFUSED ? 0 : size;
+    plan->count = (plan->size + (size_t)k - 1) / (size_t)k;
+    plan->k = k;
+    plan->world_size = world_size;
+    plan->average = average;
+    plan->raise_nonfinite = raise_nonfinite;
+    if (kind == P4R_PLAN_REFUSED) {
+        plan->uses = 1;
+    } else if (kind == P4R_PLAN_INT) {
+        plan->uses = (long)plan->count;
+    } else if (plan->count) {
+        plan->local = malloc(plan->count);
+        plan->agreed = calloc(plan->count, 1);
+        if (plan->local == NULL || plan->agreed == NULL) {
+            p4r_plan_free(plan);
+            return -1;
+        }
+        for (size_t c = 0; c < plan->count; c++) {
+            size_t start = c * (size_t)k;
+            int n = (int)(plan->size - start < (size_t)k ? plan->size - start : (size_t)k);
+            plan->local[c] = input == P4R_FLOAT16 ? p4r_exponent_f16((const uint16_t *)in + start, n)
+                                                  : p4r_exponent_f32((const float *)in + start, n);
+        }
+    }
+    return 0;
+}
+
+void p4r_plan_free(struct p4r_plan *plan) {
+    free(plan->local);
+    free(plan->agreed);
+    plan->local = plan->agreed = NULL;
+}
+
+int p4r_plan_width(const struct p4r_plan *plan, int slots) {
+    if (plan->kind == P4R_PLAN_REFUSED) return 1;
+    return (size_t)slots < plan->count ? slots : (int)plan->count;
+}
+
+void p4r_plan_start(struct p4r_plan *plan, int width) {
+    if (plan->kind != P4R_PLAN_FLOAT) return;
+    plan->slots = width;
+    plan->uses = plan->count ? (long)plan->count + width : 0;
+}
+
+P4R_VECTORIZED static void int_to_wire(const int32_t *in, int n, int k, uint8_t *wire) {
+    for (int i = 0; i < n; i++) p4r_store32(wire + 4 * i, (uint32_t)in[i]);
+    memset(wire + 4 * n, 0, (size_t)(k - n) * 4);
+}
+
+/* Sums into int32; with `average` = N, op="avg": truncated towards zero, as NCCL (and
+ * reduction.IntPlan through float64). */
+P4R_VECTORIZED static void wire_to_int(const uint8_t *wire, int n, int average, int32_t *out) {
+    if (average) {
+        for (int i = 0; i < n; i++) out[i] = (int32_t)trunc((double)(int32_t)p4r_load32(wire + 4 * i) / average);
+    } else {
+        for (int i = 0; i < n; i++) out[i] = (int32_t)p4r_load32(wire + 4 * i);
+    }
+}
+
+/* Elements of chunk c that are real (the last chunk may be short; the rest is zero padding). */
+static int chunk_length(const struct p4r_plan *plan, size_t c) {
+    size_t start = c * (size_t)plan->k;
+    return plan->size - start < (size_t)plan->k ? (int)(plan->size - start) : plan->k;
+}
+
+uint8_t p4r_plan_payload(struct p4r_plan *plan, long use, uint8_t agreed_exp, uint8_t *values) {
+    int k = plan->k;
+    if (plan->kind == P4R_PLAN_REFUSED) {
+        memset(values, 0, (size_t)k * 4);
+        return P4R_EXP_NONE;
+    }
+    if (plan->kind == P4R_PLAN_INT) {
+        size_t start = (size_t)use * (size_t)k;
+        int n = chunk_length(plan, (size_t)use);
+        int_to_wire((const int32_t *)plan->in + start, n, k, values);
+        return P4R_EXP_NONE;
+    }
+    /* float: uses 0 .. W-1 prime the slots; use u >= W carries chunk u - W and announces chunk u */
+    size_t announce = (size_t)use;
+    if (use >= plan->slots) {
+        size_t c = (size_t)(use - plan->slots), start = c * (size_t)k;
+        int n = chunk_length(plan, c);
+        plan->agreed[c] = agreed_exp;
+        if (plan->input == P4R_FLOAT16) {
+            p4r_quantize_f16((const uint16_t *)plan->in + start, n, k, agreed_exp, plan->world_size, values);
+        } else {
+            p4r_quantize_f32((const float *)plan->in + start, n, k, agreed_exp, plan->world_size, values);
+        }
+        announce = c + (size_t)plan->slots;
+    } else {
+        memset(values, 0, (size_t)k * 4);
+    }
+    return announce < plan->count ? plan->local[announce] : P4R_EXP_NONE;
+}
+
+void p4r_plan_deliver(struct p4r_plan *plan, long use, const uint8_t *values) {
+    int k = plan->k;
+    if (plan->kind == P4R_PLAN_REFUSED || plan->out == NULL) return;
+    if (plan->kind == P4R_PLAN_INT) {
+        size_t start = (size_t)use * (size_t)k;
+        int n = chunk_length(plan, (size_t)use);
+        wire_to_int(values, n, plan->average ? plan->world_size : 0, (int32_t *)plan->out + start);
+        return;
+    }
+    if (use < plan->slots) return; /* a priming use carries no values */
+    size_t c = (size_t)(use - plan->slots), start = c * (size_t)k;
+    int n = chunk_length(plan, c);
+    uint8_t e = plan->agreed[c];
+    if (plan->output == P4R_FLOAT32) {
+        p4r_dequantize_f32(values, n, e, plan->world_size, plan->average, (float *)plan->out + start);
+    } else if (plan->output == P4R_FLOAT16) {
+        p4r_dequantize_f16(values, n, e, plan->world_size, plan->average, (uint16_t *)plan->out + start);
+    } else if (plan->output == P4R_FLOAT64) {
+        p4r_dequantize_f64(values, n, e, plan->world_size, plan->average, (double *)plan->out + start);
+    }
+}
+
+size_t p4r_plan_nonfinite_blocks(const struct p4r_plan *plan, size_t *first) {
+    size_t blocks = 0;
+    *first = 0;
+    if (plan->kind != P4R_PLAN_FLOAT) return 0;
+    for (size_t c = 0; c < plan->count; c++) {
+        if (plan->agreed[c] == P4R_EXP_NONFINITE) {
+            if (blocks++ == 0) *first = c;
+        }
+    }
+    return blocks;
+}

@@ -1,0 +1,244 @@
+"""The `p4reduce` torch.distributed backend: sums go through the switch, everything else through Gloo.
+
+`P4ReduceProcessGroup` is a Python subclass of torch's `ProcessGroup`, so
+that C++ callers (DDP's reducer, functional collectives) reach its Python
+methods. It owns two things per group:
+
+* a `Communicator` joined to a controller job of the group's ranks: all_reduce
+  and reduce_scatter with SUM or AVG on CPU tensors of float32, float16,
+  bfloat16 or int32 go through the switch;
+* a Gloo backend on the same store, registered as the group's CPU backend:
+  every other collective (broadcast, all_gather, barrier, send/recv, other
+  ops and dtypes) is torch's own ProcessGroup dispatching to it, so DDP,
+  FSDP and user code work unchanged.
+
+Calls into the switch run in the order they are made, on one thread per
+group, like Gloo's: every rank must make them in the same order.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import socket
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import PrefixStore, ProcessGroupGloo
+from torch.distributed.distributed_c10d import _DistributedBackendOptions
+
+from hostlib.communicator import Communicator, JoinError
+from hostlib.torch.options import P4ReduceOptions, Settings, resolve
+from hostlib.torch.registration import BACKEND
+from hostlib.torch.work import SwitchWork, failed_work
+
+__all__ = ["P4ReduceProcessGroup", "create_group"]
+
+SWITCH_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int32)
+_OPS = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.AVG: "avg"}
+_JOB_KEY = "p4reduce/job"
+
+
+class P4ReduceProcessGroup(dist.ProcessGroup):
+    def __init__(
+        self,
+        store: dist.Store,
+        rank: int,
+        size: int,
+        timeout: timedelta,
+        options: P4ReduceOptions | None = None,
+        group_id: str = "",
+    ) -> None:
+        super().__init__(rank, size)
+        self.options = options
+        self.settings = resolve(options, timeout.total_seconds())
+        self.collectives: Counter[tuple[str, str]] = Counter()  # (route, collective) -> calls
+        self._last: SwitchWork | None = None
+        self._gloo = ProcessGroupGloo(PrefixStore("p4reduce-gloo", store), rank, size, timeout)
+        self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
+        job = _agree_job_name(store, rank, self.settings, group_id)
+        try:
+            self.comm = Communicator.join(
+                self.settings.controller,
+                job,
+                rank,
+                size,
+                address=(self.settings.address, 0),
+                token=self.settings.token,
+                join_timeout=self.settings.join_timeout,
+                progress_timeout=self.settings.progress_timeout,
+            )
+        except (JoinError, OSError) as error:
+            self._gloo.shutdown()
+            raise dist.DistBackendError(
+                f"p4reduce: rank {rank} could not join job {job!r} at {self.settings.controller}: {error}"
+            ) from None
+
+    def getBackendName(self) -> str:  # noqa: N802 (torch's name for it)
+        return BACKEND
+
+    def name(self) -> str:
+        return BACKEND
+
+    @property
+    def job(self) -> str:
+        """The controller job this group's sums belong to (for GetCounters)."""
+        return self.comm.job.name
+
+    # ------------------------------------------------------------ through the switch
+    def allreduce(
+        self, tensors: list[torch.Tensor] | torch.Tensor, opts: dist.AllreduceOptions | None = None
+    ) -> dist.Work:
+        opts = opts if opts is not None else dist.AllreduceOptions()
+        tensors = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+        op = _switch_op(tensors, opts.reduceOp)
+        if op is None:
+            return self._delegate("all_reduce", self._gloo.allreduce, tensors, opts)
+        (tensor,) = tensors
+
+        def finish(result: np.ndarray) -> list[torch.Tensor]:
+            _write(tensor, result)
+            return [tensor]
+
+        return self._through_switch("all_reduce", tensor, op, finish)
+
+    def reduce_scatter_single(
+        self, output: torch.Tensor, input: torch.Tensor, opts: dist.ReduceScatterOptions | None = None
+    ) -> dist.Work:
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        op = self._scatter_op([output, input], opts.reduceOp)
+        if op is None or input.numel() != output.numel() * self.size():
+            return self._delegate("reduce_scatter", self._gloo._reduce_scatter_base, output, input, opts)
+        n, start = output.numel(), output.numel() * self.rank()
+
+        def finish(result: np.ndarray) -> list[torch.Tensor]:
+            _write(output, result[start : start + n])
+            return [output]
+
+        return self._through_switch("reduce_scatter", input, op, finish)
+
+    _reduce_scatter_base = reduce_scatter_single  # what torch called it before 2.13
+
+    def reduce_scatter(
+        self,
+        output_tensors: list[torch.Tensor],
+        input_tensors: list[list[torch.Tensor]],
+        opts: dist.ReduceScatterOptions | None = None,
+    ) -> dist.Work:
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        pieces = input_tensors[0] if len(input_tensors) == 1 else []
+        op = self._scatter_op([*output_tensors, *pieces], opts.reduceOp)
+        uniform = len(output_tensors) == 1 and len(pieces) == self.size()
+        if op is None or not uniform or pieces[self.rank()].numel() != output_tensors[0].numel():
+            return self._delegate(
+                "reduce_scatter", self._gloo.reduce_scatter, output_tensors, input_tensors, opts
+            )
+        (output,) = output_tensors
+        start = sum(piece.numel() for piece in pieces[: self.rank()])
+        joined = torch.cat([piece.reshape(-1) for piece in pieces])
+
+        def finish(result: np.ndarray) -> list[torch.Tensor]:
+            _write(output, result[start : start + output.numel()])
+            return [output]
+
+        return self._through_switch("reduce_scatter", joined, op, finish)
+
+    def _scatter_op(self, tensors: Sequence[torch.Tensor], op: dist.ReduceOp) -> str | None:
+        if self.settings.reduce_scatter != "switch":
+            return None
+        return _switch_op(tensors, op)
+
+    def _delegate(self, what: str, call: Callable[..., dist.Work], *args: object) -> dist.Work:
+        """Gloo computes it (it also explains arguments that are wrong for any backend)."""
+        self.collectives["gloo", what] += 1
+        return call(*args)
+
+    def _through_switch(
+        self, what: str, tensor: torch.Tensor, op: str, finish: Callable[[np.ndarray], list[torch.Tensor]]
+    ) -> dist.Work:
+        """Start `tensor`'s sum (or average) through the switch; `finish(result)` writes it back."""
+        flat = tensor.detach().reshape(-1)
+        logical = None
+        if flat.dtype == torch.bfloat16:  # numpy has no bfloat16: carried as float32 (exact), named bf16
+            flat, logical = flat.float(), "bfloat16"
+        label = f"{what} of {tensor.numel()} × {str(tensor.dtype).removeprefix('torch.')}"
+        self.collectives["switch", what] += 1
+        try:
+            handle = self.comm.allreduce_async(flat.numpy(), op=op, logical_dtype=logical)  # type: ignore[arg-type]
+        except Exception as error:
+            return failed_work(label, error)
+        self._last = SwitchWork(label, handle, finish)
+        return self._last
+
+    def flush(self) -> None:
+        """Return once every sum started so far has ended (they end in order); their errors are theirs."""
+        if self._last is not None:
+            self._last.ended.wait()
+
+    # ------------------------------------------------------------ ending
+    def shutdown(self) -> None:
+        """destroy_process_group: wait for queued sums, leave the job, close Gloo."""
+        self.comm.close()
+        self._gloo.shutdown()
+
+    def abort(self) -> None:
+        self.shutdown()
+
+
+def _write(target: torch.Tensor, values: np.ndarray) -> None:
+    """The switch's result into the caller's tensor (rounded to its dtype), as Gloo writes: not autograd's."""
+    with torch.no_grad():
+        target.copy_(torch.from_numpy(values).view(target.shape))
+
+
+def _switch_op(tensors: Sequence[torch.Tensor], op: dist.ReduceOp) -> str | None:
+    """'sum' or 'avg' when the switch can compute this collective, None to delegate it."""
+    name = next((value for key, value in _OPS.items() if op == key), None)
+    if name is None or not tensors:
+        return None
+    dtype = tensors[0].dtype
+    if dtype not in SWITCH_DTYPES or any(t.dtype != dtype or t.device.type != "cpu" for t in tensors):
+        return None
+    return name
+
+
+def _agree_job_name(store: dist.Store, rank: int, settings: Settings, group_id: str) -> str:
+    """The controller job of this group: the one given (suffixed for groups other than the world),
+    or one that rank 0 makes unique and hands the others through the store."""
+    default_group = not dist.is_initialized()  # the world group is being created
+    if settings.job is not None:
+        return settings.job if default_group else _job_safe(f"{settings.job}.{group_id}")
+    if rank == 0:
+        master = os.environ.get("MASTER_ADDR", socket.gethostname().split(".")[0])[:24]
+        port = os.environ.get("MASTER_PORT", "")[:5]
+        group = "" if default_group else f"-g{group_id[:12]}"
+        store.set(_JOB_KEY, _job_safe(f"torch-{master}-{port}{group}-{secrets.token_hex(4)}"))
+    return store.get(_JOB_KEY).decode()
+
+
+def _job_safe(name: str) -> str:
+    """A controller job name: letters, digits, '.', '_', '-', at most 64 characters."""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", name)[-64:].lstrip("._-") or "torch"
+
+
+def create_group(options: _DistributedBackendOptions, backend_options: object) -> P4ReduceProcessGroup:
+    """torch's hook (register_backend with extended_api): one group of `options.group_size` ranks.
+
+    new_group() passes no options of its own: a subgroup takes those the world group was given.
+    """
+    if backend_options is None and dist.is_initialized():
+        world = dist.group.WORLD
+        backend_options = world.options if isinstance(world, P4ReduceProcessGroup) else None
+    return P4ReduceProcessGroup(
+        options.store,
+        options.group_rank,
+        options.group_size,
+        options.timeout,
+        backend_options,  # type: ignore[arg-type]
+        str(options.group_id),
+    )

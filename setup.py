@@ -1,0 +1,33 @@
+"""The native parts of hostlib, built by `pip install -e .` (make install) with the system compiler.
+
+Everything else about the project is in pyproject.toml. -ffp-contract=off keeps every float64
+operation separately rounded, as numpy's, so the native quantization is bit-identical to
+hostlib/quantize.py; CFLAGS/LDFLAGS from the environment are added (make asan adds sanitizers).
+"""
+
+from setuptools import Extension, setup
+
+NATIVE = "hostlib/csrc"
+FLAGS = ["-std=gnu11", "-O3", "-ffp-contract=off", "-fno-strict-aliasing", "-Wall", "-Wextra",
+         "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Wno-cast-function-type"]  # fmt: skip
+ENGINE = ["quantize.c", "plan.c", "overtaking.c", "engine.c", "udp.c", "driver.c", "module.c"]
+
+setup(
+    ext_modules=[
+        Extension(
+            "hostlib._native",
+            sources=[f"{NATIVE}/{name}" for name in ENGINE],
+            depends=[f"{NATIVE}/{name}" for name in ("protocol.h", "quantize.h", "plan.h", "overtaking.h",
+                                                     "engine.h", "udp.h", "driver.h", "clock.h")],  # fmt: skip
+            extra_compile_args=FLAGS,
+            libraries=["m"],
+        ),
+        Extension(  # benchmarks' switch stand-in and native UDP loop (hostlib/reflector.py)
+            "hostlib._reflector",
+            sources=[f"{NATIVE}/reflector.c", f"{NATIVE}/udp.c"],
+            depends=[f"{NATIVE}/protocol.h", f"{NATIVE}/clock.h", f"{NATIVE}/udp.h"],
+            extra_compile_args=FLAGS,
+            libraries=["m"],
+        ),
+    ],
+)

@@ -1,0 +1,1313 @@
+"""Compile a checked v1model program (softswitch.ir) into one C translation unit.
+
+The unit follows the Python backend (`softswitch.backends.python.codegen`,
+the reference) construct by construct, so that both agree bit for bit; where
+Python inlines an action, C calls a named function with the same copy-in,
+body, copy-out order. What the C looks like:
+
+* **Types.** Every header is a flat struct (`hdr_ipv4_t`: a `valid` byte and
+  one unsigned field per P4 field, uint8/16/32/64 by width), structs nest,
+  a header stack is `{elements[N], next}`; `standard_metadata_t` fields are
+  64-bit, since a port number comes from outside the program. The packet is
+  `packet_t {hdr, meta, sm}`; a multicast replica is a struct copy.
+* **Values.** bit<W>/int<W> up to 64 bits are uint64_t bit patterns masked to
+  W, int<W> sign-extended only where the operation needs it (comparison,
+  right shift, saturation, widening cast), as in Python. Anything wider is
+  refused at load time, naming the construct (`UnsupportedError`).
+* **Blocks.** One function per parser (states are labels), control,
+  deparser, table (`table_<name>`: lookup, direct counter, action dispatch)
+  and action (`action_<name>`; it returns 1 when it executed `exit`, and
+  the caller copies its out/inout arguments back before leaving too, P4_16
+  6.8.1). Locals of a control, its actions included, are one struct `L`.
+* **State.** Tables, registers, counters and multicast groups live in the
+  context (`ctx_t`) that P4Runtime writes through the exported functions,
+  so every write is seen by the next packet. Every packet read is
+  bounds-checked: a frame shorter than a header is `PacketTooShort`.
+
+Each function carries a comment with the P4 source position it came from.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from finsy.proto import p4i
+
+from softswitch import ir
+from softswitch.backends.common import (
+    DROP_PORT,
+    INSTANCE_TYPE_REPLICATION,
+    STD_ROOT,
+    V1MODEL_BLOCKS,
+    CallDispatch,
+    UnsupportedError,
+    all_actions,
+    all_instances,
+    block_roots,
+    check_v1model,
+    contains_apply,
+    may_exit,
+    packet_types,
+    switch_arms,
+)
+
+GENERATOR_VERSION = 4  # bump whenever the generated code changes meaning: it is part of the cache key
+MAX_WIDTH = 64
+HINT = "(the C backend runs bit<W>/int<W> up to 64 bits; run this program with --backend python)"
+
+_C_KEYWORDS = frozenset(
+    "auto break case char const continue default do double else enum extern float for goto if inline int "
+    "long register restrict return short signed sizeof static struct switch typedef union unsigned void "
+    "volatile while".split()
+)
+_KIND_CODES = {"exact": 0, "lpm": 1, "ternary": 2, "range": 3, "optional": 4}
+
+
+def cname(name: str) -> str:
+    """A P4 name as a C identifier (P4 names are C-like; C keywords and our own names get a `_`)."""
+    clean = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+    if not clean or clean[0].isdigit() or clean in _C_KEYWORDS or clean.startswith("p4_"):
+        clean += "_"
+    return clean
+
+
+def _mask(width: int) -> int:
+    return (1 << width) - 1
+
+
+def _lit(value: int) -> str:
+    return f"UINT64_C({value:#x})" if value > 9 else str(value)
+
+
+def _storage(width: int) -> str:
+    for bits, ctype in ((8, "uint8_t"), (16, "uint16_t"), (32, "uint32_t")):
+        if width <= bits:
+            return ctype
+    return "uint64_t"
+
+
+def _pos(node: object) -> str:
+    pos = getattr(node, "pos", None)
+    return str(pos) if pos is not None else "?"
+
+
+@dataclass
+class TableInfo:
+    """Where a table lives in the context, for the Python side (P4Runtime)."""
+
+    index: int
+    table_id: int
+    nargs: int
+
+
+@dataclass
+class ArrayInfo:
+    """A register or counter array of the context: its index and the width of one cell.
+
+    Registers of the same size and cell type share a bank, interleaved: cell i of
+    the register in column c is `bank[i * stride + c]`, so a packet that touches
+    index i of many registers (ours: 64 value registers) touches a few cache lines.
+    """
+
+    index: int
+    object_id: int
+    width: int
+    size: int
+    bank: int = 0
+    column: int = 0
+    stride: int = 1
+
+
+@dataclass
+class Manifest:
+    """What the generated unit holds, so the loader can bind P4Runtime's state to it."""
+
+    tables: dict[str, TableInfo] = field(default_factory=dict)
+    registers: dict[str, ArrayInfo] = field(default_factory=dict)
+    counters: dict[str, ArrayInfo] = field(default_factory=dict)
+
+
+@dataclass
+class Func:
+    """One C function being written."""
+
+    name: str
+    signature: str
+    comment: str
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Scope:
+    """How names resolve inside the function being written."""
+
+    owner: str  # the parser/control whose locals struct `L` is, or a top-level action
+    params: dict[str, str]  # block parameter name -> packet root
+    action_params: dict[str, str] = field(default_factory=dict)  # P4 name -> C expression
+    in_action: bool = False
+    in_parser: bool = False
+
+
+class CCompiler(CallDispatch):
+    """Writes the C source of one program; `compile()` returns (source, manifest)."""
+
+    def __init__(self, program: ir.Program, info: p4i.P4Info) -> None:
+        check_v1model(program)
+        self.program = program
+        self.info = info
+        self.ids = {
+            p.preamble.name: p.preamble.id
+            for p in (*info.tables, *info.actions, *info.registers, *info.counters)
+        }
+        self.actions = all_actions(program)
+        self.top_actions = {a.fq_name for a in program.actions}
+        self.tables = {t.fq_name: t for c in program.controls for t in c.tables}
+        self.instances = all_instances(program)
+        self.errors = {name: code for code, name in enumerate(program.errors)}
+        self.enums = {e.name: e for e in program.enums}
+        self.headers = {h.name: h for h in program.headers}
+        self.structs = {s.name: s for s in program.structs}
+        self.hdr_type, self.meta_type = packet_types(program)
+        self.manifest = Manifest()
+        self.typedefs: list[str] = []
+        self.type_names: dict[ir.Type, str] = {}
+        self.funcs: dict[str, Func] = {}
+        self.func: Func | None = None
+        self.scope: Scope | None = None
+        self.counter = itertools.count()
+        self.direct_counted = {dc.direct_table_id for dc in info.direct_counters}
+        self.p4info_tables = {t.preamble.name: t for t in info.tables}
+        self.p4info_registers = {r.preamble.name: r for r in info.registers}
+        self.p4info_counters = {c.preamble.name: c for c in info.counters}
+        self.locals: dict[str, dict[str, ir.Type]] = {}
+        self.deparse_bound = 0
+        self.may_fail = False  # whether any code calls p4_fail (then p4_process sets up the failure exit)
+
+    # ================================================================ types
+    def scalar_type(self, t: ir.Type, where: str) -> str:
+        """The C storage type of a scalar field (checks the width)."""
+        if isinstance(t, ir.BoolType):
+            return "uint8_t"
+        if isinstance(t, ir.BitType | ir.EnumType) and ir.is_scalar(t):
+            width = ir.width_of(t)
+            if width > MAX_WIDTH:
+                raise UnsupportedError(f"{where} has type bit<{width}> {HINT}")
+            return _storage(width)
+        if isinstance(t, ir.ErrorType | ir.EnumType):
+            return "uint64_t"
+        raise UnsupportedError(f"{where} has type {type(t).__name__}, which the C backend cannot store")
+
+    def ctype(self, t: ir.Type, where: str) -> str:
+        """The C type of any storable type; struct typedefs are written on first use."""
+        if isinstance(t, ir.HeaderType | ir.StructType | ir.StackType):
+            return self.composite_type(t)
+        return self.scalar_type(t, where)
+
+    def composite_type(self, t: ir.HeaderType | ir.StructType | ir.StackType) -> str:
+        if t in self.type_names:
+            return self.type_names[t]
+        if isinstance(t, ir.HeaderType):
+            decl = self.headers[t.name]
+            name = f"hdr_{cname(t.name)}_t"
+            members = ["uint8_t valid;"]
+            for f in decl.fields:
+                members.append(f"{self.scalar_type(f.type, f'field {t.name}.{f.name}')} {cname(f.name)};")
+            comment = f"header {t.name} ({_pos(decl)})"
+        elif isinstance(t, ir.StructType):
+            decl_s = self.structs[t.name]
+            name = f"struct_{cname(t.name)}_t"
+            std = t.name == "standard_metadata_t"
+            members = []
+            for f in decl_s.fields:
+                where = f"field {t.name}.{f.name}"
+                ftype = "uint64_t" if std else self.ctype(f.type, where)
+                members.append(f"{ftype} {cname(f.name)};")
+            members = members or ["uint8_t unused_;"]
+            comment = f"struct {t.name} ({_pos(decl_s)})" + (
+                ": 64-bit fields, port numbers come from outside" if std else ""
+            )
+        else:
+            element = self.composite_type(t.element)
+            name = f"stack_{cname(t.element.name)}_{t.size}_t"
+            members = [f"{element} e[{t.size}];", "uint32_t next; /* the hidden nextIndex */"]
+            comment = f"header stack {t.element.name}[{t.size}]"
+        self.type_names[t] = name
+        body = "\n".join(f"    {m}" for m in members)
+        self.typedefs.append(f"/* {comment} */\ntypedef struct {{\n{body}\n}} {name};\n")
+        return name
+
+    # ================================================================ output
+    def emit(self, depth: int, line: str) -> None:
+        assert self.func is not None
+        self.func.lines.append("    " * depth + line)
+
+    def tmp(self, prefix: str = "t") -> str:
+        return f"{prefix}{next(self.counter)}"
+
+    def compile(self) -> tuple[str, Manifest]:
+        self.composite_type(self.hdr_type)  # type: ignore[arg-type]
+        self.composite_type(self.meta_type)  # type: ignore[arg-type]
+        std = self.composite_type(ir.StructType("standard_metadata_t"))
+        packet = (
+            "/* The state of one packet: the blocks' header, metadata and standard_metadata parameters. */\n"
+            f"typedef struct {{\n    {self.type_names[self.hdr_type]} hdr;\n"
+            f"    {self.type_names[self.meta_type]} meta;\n    {std} sm;\n}} packet_t;\n"
+        )
+        self._declare_objects()
+        blocks: dict[str, str] = {}
+        for binding in self.program.main.blocks:
+            fn, first = V1MODEL_BLOCKS[binding.param]
+            decl = self.program.block(binding.param)
+            params = block_roots(decl, first)
+            self.locals.setdefault(decl.name, {})
+            if isinstance(decl, ir.ParserDecl):
+                blocks[fn] = self._parser(decl, params)
+            elif binding.param == "dep":
+                blocks[fn] = self._deparser(decl, params)
+            else:
+                blocks[fn] = self._control(decl, params)
+        return self._assemble(packet, blocks), self.manifest
+
+    def _assemble(self, packet: str, blocks: dict[str, str]) -> str:
+        out = [
+            f"/* Generated by p4reduce's C backend (generator {GENERATOR_VERSION}) from "
+            f"{self.program.source}. Do not edit. */",
+            '#include "p4rt.h"',
+            "",
+            *self.typedefs,
+            packet,
+        ]
+        for owner, names in self.locals.items():
+            members = [f"    {self._local_ctype(t, owner, n)} {cname(n)};" for n, t in names.items()]
+            body = "\n".join(members) or "    uint8_t unused_;"
+            out.append(f"/* locals of {owner} */\ntypedef struct {{\n{body}\n}} locals_{cname(owner)}_t;\n")
+        out.append(self._context())
+        for func in self.funcs.values():
+            out.append(f"static {func.signature};")
+        out.append("")
+        for func in self.funcs.values():
+            out.append(f"/* {func.comment} */")
+            out.append(f"static {func.signature} {{")
+            out.extend(func.lines)
+            out.append("}\n")
+        out.append(self._process(blocks))
+        return "\n".join(out) + "\n"
+
+    def _local_ctype(self, t: ir.Type, owner: str, name: str) -> str:
+        if isinstance(t, ir.HeaderType | ir.StructType | ir.StackType):
+            return self.composite_type(t)
+        self.scalar_type(t, f"local {name} of {owner}")
+        return "uint64_t"
+
+    # ================================================================ context
+    def _declare_objects(self) -> None:
+        for name, table in self.p4info_tables.items():
+            decl = self.tables.get(name)
+            if decl is None:
+                continue
+            nargs = 0
+            for ref in decl.actions:
+                params = [p for p in self.actions[ref.action].params if not p.direction]
+                for p in params:
+                    self.scalar_type(p.type, f"parameter {p.name} of action {ref.action}")
+                nargs = max(nargs, len(params))
+            for key in decl.keys:
+                self.scalar_type(key.expr.type, f"key {key.name} of table {name}")
+            self.manifest.tables[name] = TableInfo(len(self.manifest.tables), table.preamble.id, nargs)
+        banks: dict[tuple[int, str], list[str]] = {}
+        for name, reg in self.p4info_registers.items():
+            width = reg.type_spec.bitstring.bit.bitwidth or reg.type_spec.bitstring.int.bitwidth
+            if width > MAX_WIDTH:
+                raise UnsupportedError(f"register {name} holds bit<{width}> {HINT}")
+            banks.setdefault((reg.size, _storage(width)), []).append(name)
+            info = ArrayInfo(len(self.manifest.registers), reg.preamble.id, width, reg.size)
+            self.manifest.registers[name] = info
+        self.banks = list(banks.items())
+        for bank, (_, names) in enumerate(self.banks):
+            for column, name in enumerate(names):
+                info = self.manifest.registers[name]
+                info.bank, info.column, info.stride = bank, column, len(names)
+        for name, ctr in self.p4info_counters.items():
+            info = ArrayInfo(len(self.manifest.counters), ctr.preamble.id, 64, ctr.size)
+            self.manifest.counters[name] = info
+
+    def _context(self) -> str:
+        m = self.manifest
+        lines = [
+            "/* Everything P4Runtime reads and writes, and what a packet needs beside its own state. */",
+            "typedef struct {",
+            "    p4_base_t base;",
+            f"    p4_table_t tables[{max(1, len(m.tables))}];",
+        ]
+        for bank, ((size, ctype), names) in enumerate(self.banks):
+            lines.append(f"    {ctype} *bank_{bank}; /* [{size}][{len(names)}]: {', '.join(names)} */")
+        for name, c in m.counters.items():
+            lines.append(f"    uint64_t *ctr_{cname(name)}; /* counter {name}[{c.size}]: packets, bytes */")
+        lines.append("} ctx_t;\n")
+        for name, t in m.tables.items():
+            decl = self.tables[name]
+            keys = ", ".join(
+                f"{{{_KIND_CODES[k.match_kind]}, {ir.width_of(k.expr.type)}}}" for k in decl.keys
+            )
+            lines.append(f"static const p4_key_t keys_{t.index}[] = {{{keys or '{0, 0}'}}}; /* {name} */")
+        lines.append("")
+        lines.append("P4_EXPORT void p4_destroy(ctx_t *ctx);")
+        lines.append("P4_EXPORT ctx_t *p4_create(void) {")
+        lines.append("    ctx_t *ctx = calloc(1, sizeof *ctx);")
+        lines.append("    if (!ctx) return NULL;")
+        lines.append("    int bad = !(ctx->base.groups = calloc(P4_GROUPS, sizeof *ctx->base.groups));")
+        for name, t in m.tables.items():
+            size = self.p4info_tables[name].size or 1024
+            lines.append(
+                f'    bad |= p4_table_init(&ctx->tables[{t.index}], "{name}", keys_{t.index}, '
+                f"{len(self.tables[name].keys)}, {t.nargs}, {size});"
+            )
+        for bank, ((size, _), names) in enumerate(self.banks):
+            cells = max(1, size) * len(names)
+            lines.append(f"    bad |= !(ctx->bank_{bank} = calloc({cells}, sizeof *ctx->bank_{bank}));")
+        for name, c in m.counters.items():
+            lines.append(f"    bad |= !(ctx->ctr_{cname(name)} = calloc({2 * max(1, c.size)}, 8));")
+        lines.append("    if (bad) { p4_destroy(ctx); return NULL; }")
+        lines.append("    return ctx;")
+        lines.append("}\n")
+        lines.append("P4_EXPORT void p4_destroy(ctx_t *ctx) {")
+        lines.append("    if (!ctx) return;")
+        for t in m.tables.values():
+            lines.append(f"    p4_table_free(&ctx->tables[{t.index}]);")
+        for bank in range(len(self.banks)):
+            lines.append(f"    free(ctx->bank_{bank});")
+        for name in m.counters:
+            lines.append(f"    free(ctx->ctr_{cname(name)});")
+        lines.append("    if (ctx->base.groups)")
+        lines.append(
+            "        for (uint32_t g = 0; g < P4_GROUPS; g++)\n"
+            "            if (ctx->base.groups[g].n) p4_groups_set(ctx->base.groups, g, 0, NULL, NULL);"
+        )
+        lines.append("    free(ctx->base.groups); free(ctx->base.outs); free(ctx->base.arena); free(ctx);")
+        lines.append("}\n")
+        lines.append("P4_EXPORT p4_table_t *p4_table(ctx_t *ctx, uint32_t i) {")
+        lines.append(f"    return i < {len(m.tables)} ? &ctx->tables[i] : NULL;")
+        lines.append("}\n")
+        lines.append("P4_EXPORT void *p4_register(ctx_t *ctx, uint32_t i) {")
+        lines.append("    switch (i) {")
+        for name, r in m.registers.items():
+            lines.append(f"    case {r.index}: return ctx->bank_{r.bank} + {r.column}; /* {name} */")
+        lines.append("    default: return NULL;\n    }\n}\n")
+        lines.append("P4_EXPORT uint64_t *p4_counter(ctx_t *ctx, uint32_t i) {")
+        lines.append("    switch (i) {")
+        for name, c in m.counters.items():
+            lines.append(f"    case {c.index}: return ctx->ctr_{cname(name)};")
+        lines.append("    default: return NULL;\n    }\n}\n")
+        lines.append(
+            "P4_EXPORT int p4_set_group(ctx_t *ctx, uint64_t id, uint32_t n, const uint64_t *port, "
+            "const uint64_t *rid) {\n    return p4_groups_set(ctx->base.groups, id, n, port, rid);\n}\n"
+        )
+        return "\n".join(lines)
+
+    # ================================================================ blocks
+    def _begin(
+        self, name: str, signature: str, comment: str, scope: Scope
+    ) -> tuple[Func | None, Scope | None]:
+        saved = self.func, self.scope
+        self.func = Func(name, signature, comment)
+        self.funcs[name] = self.func
+        self.scope = scope
+        return saved
+
+    def _end(self, saved: tuple[Func | None, Scope | None]) -> None:
+        self.func, self.scope = saved
+
+    def _locals_ptr(self, owner: str) -> str:
+        return f"locals_{cname(owner)}_t *L"
+
+    def _locals_init(self, owner: str) -> None:
+        # No blanket zeroing: every local is assigned where it is declared (its initializer, or zero).
+        self.emit(1, f"locals_{cname(owner)}_t locals, *L = &locals;")
+
+    def _control(self, decl: ir.ControlDecl, params: dict[str, str]) -> str:
+        name = f"control_{cname(decl.name)}"
+        saved = self._begin(
+            name,
+            f"void {name}(ctx_t *ctx, packet_t *P, uint64_t plen)",
+            f"control {decl.name} ({_pos(decl)})",
+            Scope(decl.name, params),
+        )
+        self._locals_init(decl.name)
+        self.emit(1, "(void)L; (void)plen; (void)ctx;")
+        for local in decl.locals:
+            self._stmt(1, local)
+        self._block(1, decl.apply)
+        self._end(saved)
+        return name
+
+    def _parser(self, decl: ir.ParserDecl, params: dict[str, str]) -> str:
+        name = f"parser_{cname(decl.name)}"
+        saved = self._begin(
+            name,
+            f"uint32_t {name}(ctx_t *ctx, packet_t *P, const uint8_t *buf, uint32_t n)",
+            f"parser {decl.name} ({_pos(decl)}): returns where the payload starts",
+            Scope(decl.name, params, in_parser=True),
+        )
+        self.emit(1, "uint32_t off = 0;")
+        self._locals_init(decl.name)
+        self.emit(1, "(void)L; (void)ctx; (void)buf; (void)n;")
+        for local in decl.locals:
+            self._stmt(1, local)
+        self.emit(1, "goto state_start;")
+        for state in decl.states:
+            self.emit(0, f"state_{cname(state.name)}: /* {_pos(state)} */")
+            self.emit(1, ";")
+            for stmt in state.stmts:
+                self._stmt(1, stmt)
+            self._transition(1, state.transition)
+        self._end(saved)
+        return name
+
+    def _goto(self, depth: int, target: str) -> None:
+        if target in ("accept", "reject"):  # reject: ingress still runs, parser_error says why (bmv2)
+            self.emit(depth, "return off;")
+        else:
+            self.emit(depth, f"goto state_{cname(target)};")
+
+    def _transition(self, depth: int, tr: ir.Goto | ir.Select) -> None:
+        if isinstance(tr, ir.Goto):
+            self._goto(depth, tr.next)
+            return
+        keys = []
+        for key in tr.keys:
+            name = self.tmp("k")
+            self.emit(depth, f"uint64_t {name} = {self.expr(key, depth)};")
+            keys.append(name)
+        for case in tr.cases:
+            tests = []
+            for key, ks in zip(keys, case.keysets):
+                if isinstance(ks, ir.KeysetValue):
+                    tests.append(f"{key} == {_lit(ks.value)}" if 0 <= ks.value < 1 << 64 else "0")
+                elif isinstance(ks, ir.KeysetMask):
+                    mask, value = ks.mask & _mask(64), ks.value & ks.mask
+                    tests.append(f"({key} & {_lit(mask)}) == {_lit(value)}" if 0 <= value < 1 << 64 else "0")
+                elif isinstance(ks, ir.KeysetRange):
+                    lo, hi = max(ks.lo, 0), min(ks.hi, _mask(64))
+                    tests.append(f"({_lit(lo)} <= {key} && {key} <= {_lit(hi)})" if lo <= hi else "0")
+            self.emit(depth, f"if ({' && '.join(tests) or '1'}) {{ /* {_pos(case)} */")
+            self._goto(depth + 1, case.next)
+            self.emit(depth, "}")
+        self._parser_error_set(depth, "NoMatch")
+        self.emit(depth, "return off;")
+
+    def _deparser(self, decl: ir.ControlDecl, params: dict[str, str]) -> str:
+        name = f"deparser_{cname(decl.name)}"
+        saved = self._begin(
+            name,
+            f"size_t {name}(ctx_t *ctx, packet_t *P, uint8_t *out)",
+            f"deparser {decl.name} ({_pos(decl)}): returns how many bytes it wrote",
+            Scope(decl.name, params),
+        )
+        self.emit(1, "size_t at = 0;")
+        self._locals_init(decl.name)
+        self.emit(1, "(void)L; (void)ctx;")
+        self._block(1, decl.apply)
+        self.emit(1, "return at;")
+        self._end(saved)
+        return name
+
+    # ================================================================ statements
+    def _block(self, depth: int, block: ir.Block) -> None:
+        for stmt in block.stmts:
+            self._stmt(depth, stmt)
+
+    def _exit(self, depth: int) -> None:
+        assert self.scope is not None
+        self.emit(depth, "return 1;" if self.scope.in_action else "return;")
+
+    def _stmt(self, depth: int, s: ir.Stmt) -> None:
+        if isinstance(s, ir.Block):
+            self.emit(depth, "{")
+            self._block(depth + 1, s)
+            self.emit(depth, "}")
+        elif isinstance(s, ir.Assign):
+            self._assign(depth, s.lhs, s.rhs)
+        elif isinstance(s, ir.VarDecl):
+            self._vardecl(depth, s)
+        elif isinstance(s, ir.If):
+            cond = self.expr(s.cond, depth)
+            self.emit(depth, f"if ({cond}) {{ /* {_pos(s)} */")
+            self._block(depth + 1, s.then)
+            if s.else_ is not None and s.else_.stmts:
+                self.emit(depth, "} else {")
+                self._block(depth + 1, s.else_)
+            self.emit(depth, "}")
+        elif isinstance(s, ir.CallStmt):
+            self._call(depth, s.call)
+        elif isinstance(s, ir.Exit):
+            self._exit(depth)
+        elif isinstance(s, ir.Return):
+            if s.value is not None:
+                raise UnsupportedError(f"return with a value at {s.pos}")
+            assert self.scope is not None
+            self.emit(depth, "return 0;" if self.scope.in_action else "return;")
+        elif isinstance(s, ir.Switch):
+            self._switch(depth, s)
+        elif isinstance(s, ir.Verify):
+            self.emit(depth, f"if (!({self.expr(s.cond, depth)})) {{ /* verify at {_pos(s)} */")
+            self.emit(depth + 1, f"P->sm.parser_error = {self.errors[s.error.name]};")
+            self.emit(depth + 1, "return off;")
+            self.emit(depth, "}")
+        else:
+            raise UnsupportedError(f"statement {type(s).__name__} at {s.pos}")
+
+    def _owner(self) -> str:
+        assert self.scope is not None
+        return self.scope.owner
+
+    def _vardecl(self, depth: int, s: ir.VarDecl) -> None:
+        owner = self._owner()
+        names = self.locals.setdefault(owner, {})
+        if s.name in names and names[s.name] != s.type:
+            raise UnsupportedError(f"local {s.name} declared twice with different types at {s.pos}")
+        names[s.name] = s.type
+        var = ir.Var(s.name, s.type, "local", "", s.pos)
+        if _composite(s.type):
+            self.ctype(s.type, f"local {s.name}")
+            self.emit(depth, f"memset(&L->{cname(s.name)}, 0, sizeof L->{cname(s.name)});")
+            if s.init is not None:
+                self._assign(depth, var, s.init)
+            return
+        self.scalar_type(s.type, f"local {s.name} at {s.pos}")
+        value = self.expr(s.init, depth) if s.init is not None else "0"
+        self.emit(depth, f"L->{cname(s.name)} = {value};")
+
+    def _assign(self, depth: int, lhs: ir.Expr, rhs: ir.Expr) -> None:
+        if not _composite(lhs.type):
+            self.store(depth, lhs, self.expr(rhs, depth))
+            return
+        target = self.place(lhs, depth)
+        if isinstance(rhs, ir.ListExpr):  # {f1, f2, ...}: each field; a header becomes valid
+            if isinstance(lhs.type, ir.HeaderType):
+                self.emit(depth, f"{target}.valid = 1;")
+            for (fname, ftype), item in zip(self._fields_of(lhs.type), rhs.elements):
+                self._assign(depth, ir.Member(lhs, fname, ftype, rhs.pos), item)
+            return
+        if isinstance(rhs, ir.Lookahead):
+            assert isinstance(lhs.type, ir.HeaderType)
+            self._read_header(depth, lhs.type.name, target, "off", advance=False)
+            return
+        self.emit(depth, f"{target} = {self.place(rhs, depth)};")
+
+    def _fields_of(self, t: ir.Type) -> list[tuple[str, ir.Type]]:
+        if isinstance(t, ir.HeaderType):
+            return [(f.name, f.type) for f in self.headers[t.name].fields]
+        assert isinstance(t, ir.StructType)
+        return [(f.name, f.type) for f in self.structs[t.name].fields]
+
+    def store(self, depth: int, lhs: ir.Expr, value: str) -> None:
+        """`lhs = value` for a scalar l-value (local, field, or a slice of either)."""
+        if isinstance(lhs, ir.Slice):
+            whole = self.expr(lhs.expr, depth)
+            m = _mask(lhs.hi - lhs.lo + 1)
+            keep = _mask(ir.width_of(lhs.expr.type)) ^ (m << lhs.lo)
+            self.store(
+                depth, lhs.expr, f"((({whole}) & {_lit(keep)}) | ((({value}) & {_lit(m)}) << {lhs.lo}))"
+            )
+            return
+        self.emit(depth, f"{self.lvalue(lhs, depth)} = {value};")
+
+    def _switch(self, depth: int, s: ir.Switch) -> None:
+        subject = self.expr(s.expr, depth)
+        name = self.tmp("sw")
+        self.emit(depth, f"uint64_t {name} = {subject}; /* switch at {_pos(s)} */")
+        for i, (labels, body) in enumerate(switch_arms(s.cases, lambda e: self._label(e, depth))):
+            if labels is None:
+                self.emit(depth, "else {" if i else "{")
+            else:
+                test = " || ".join(f"{name} == {p}" for p in labels) or "0"
+                self.emit(depth, f"{'else if' if i else 'if'} ({test}) {{")
+            self._block(depth + 1, body)
+            self.emit(depth, "}")
+
+    def _label(self, label: ir.Expr, depth: int) -> str:
+        return _lit(self.ids[label.action]) if isinstance(label, ir.ActionRef) else self.expr(label, depth)
+
+    # ================================================================ calls
+    def _set_valid(self, depth: int, header: ir.Expr, valid: bool) -> None:
+        self.emit(depth, f"{self._valid(header, depth)} = {int(valid)};")
+
+    def _action_call(self, depth: int, call: ir.ActionCall) -> None:
+        self._call_action(depth, call.action, call.args, None)
+
+    def _apply(self, depth: int, table_name: str) -> tuple[str, str]:
+        """Call the table's function; returns the C names of (hit, action id)."""
+        fn = self._table_function(table_name)
+        result = self.tmp("r")
+        self.emit(depth, f"p4_applied_t {result} = {fn}(ctx, P, L);")
+        self.emit(depth, f"if ({result}.exited) {self._exit_code()}")
+        return f"{result}.hit", f"(uint64_t){result}.action"
+
+    def _exit_code(self) -> str:
+        assert self.scope is not None
+        return "return 1;" if self.scope.in_action else "return;"
+
+    def _table_function(self, table_name: str) -> str:
+        fn = f"table_{cname(table_name)}"
+        if fn in self.funcs:
+            return fn
+        table = self.tables[table_name]
+        info = self.manifest.tables.get(table_name)
+        if info is None:
+            raise UnsupportedError(f"table {table_name} is applied but absent from the P4Info")
+        scope = self.scope
+        assert scope is not None
+        saved = self._begin(
+            fn,
+            f"p4_applied_t {fn}(ctx_t *ctx, packet_t *P, {self._locals_ptr(scope.owner)})",
+            f"table {table_name} ({_pos(table)})",
+            Scope(scope.owner, scope.params),
+        )
+        self.emit(1, f"p4_table_t *T = &ctx->tables[{info.index}];")
+        self.emit(1, "p4_applied_t r;")
+        self.emit(1, "r.hit = 0; r.action = 0; r.exited = 0;")
+        keys = [self.expr(k.expr, 1) for k in table.keys]
+        self.emit(1, f"uint64_t key[{max(1, len(keys))}] = {{{', '.join(keys) or '0'}}};")
+        self.emit(1, "int32_t h = p4_table_find(T, key);")
+        self.emit(1, "const uint64_t *args;")
+        self.emit(1, "if (h < 0) {")
+        self.emit(2, "r.action = T->default_action;")
+        self.emit(2, "args = T->default_args;")
+        self.emit(1, "} else {")
+        self.emit(2, "r.hit = 1;")
+        self.emit(2, "r.action = T->action[h];")
+        self.emit(2, "args = T->args + (size_t)h * T->nargs;")
+        if info.table_id in self.direct_counted:
+            self.emit(2, "T->ctr[2 * h] += 1; /* direct counter */")
+            self.emit(2, "T->ctr[2 * h + 1] += ctx->base.plen;")
+        self.emit(1, "}")
+        self.emit(1, "(void)args; (void)L;")
+        first = True
+        for ref in table.actions:
+            self.emit(
+                1,
+                f"{'if' if first else 'else if'} (r.action == {_lit(self.ids[ref.action])}) {{"
+                f" /* {ref.action} */",
+            )
+            exited = self._call_action(2, ref.action, (), "args")
+            if exited:
+                self.emit(2, f"r.exited = {exited};")
+            self.emit(1, "}")
+            first = False
+        self.emit(1, "return r;")
+        self._end(saved)
+        return fn
+
+    def _call_action(self, depth: int, action: str, args: tuple[ir.Expr, ...], entry_args: str | None) -> str:
+        """Call an action with copy-in and copy-out; returns the C name of its exit flag ('' if it cannot)."""
+        decl = self.actions[action]
+        fn = self._action_function(decl)
+        call_args = ["ctx", "P"] + ([] if action in self.top_actions else ["L"])
+        copy_back: list[tuple[ir.Expr, str, bool]] = []
+        directional = [p for p in decl.params if p.direction]
+        for prm, arg in zip(directional, args):
+            tmp = self.tmp("a")
+            composite = _composite(prm.type)
+            ctype = self.ctype(prm.type, f"parameter {prm.name} of {action}") if composite else "uint64_t"
+            if prm.direction in ("in", "inout"):
+                value = self.place(arg, depth) if composite else self.expr(arg, depth)
+                self.emit(depth, f"{ctype} {tmp} = {value};")
+            else:
+                self.emit(depth, f"{ctype} {tmp};")
+                self.emit(depth, f"memset(&{tmp}, 0, sizeof {tmp});")
+            call_args.append(f"&{tmp}")
+            if prm.direction in ("out", "inout"):
+                copy_back.append((arg, tmp, composite))
+        directionless = [p for p in decl.params if not p.direction]
+        for i, _prm in enumerate(directionless):
+            if entry_args is not None:
+                call_args.append(f"{entry_args}[{i}]")
+            else:
+                tmp = self.tmp("a")
+                self.emit(depth, f"uint64_t {tmp} = {self.expr(args[len(directional) + i], depth)};")
+                call_args.append(tmp)
+        exits = may_exit(self.actions, action)
+        flag = self.tmp("x") if exits else ""
+        call = f"{fn}({', '.join(call_args)})"
+        self.emit(depth, f"int {flag} = {call};" if exits else f"(void){call};")
+        for arg, tmp, composite in copy_back:
+            if composite:
+                self.emit(depth, f"{self.place(arg, depth)} = {tmp};")
+            else:
+                self.store(depth, arg, tmp)
+        if exits and entry_args is None:
+            self.emit(depth, f"if ({flag}) {self._exit_code()}")
+        return flag
+
+    def _action_function(self, decl: ir.ActionDecl) -> str:
+        fn = f"action_{cname(decl.fq_name)}"
+        if fn in self.funcs:
+            return fn
+        scope = self.scope
+        assert scope is not None
+        top = decl.fq_name in self.top_actions
+        owner = decl.fq_name if top else scope.owner
+        params = ["ctx_t *ctx", "packet_t *P"] + ([] if top else [self._locals_ptr(owner)])
+        names: dict[str, str] = {}
+        for prm in decl.params:
+            c = f"p_{cname(prm.name)}"
+            if prm.direction:
+                ctype = self.ctype(prm.type, f"parameter {prm.name} of action {decl.fq_name}")
+                if not _composite(prm.type):
+                    ctype = "uint64_t"
+                params.append(f"{ctype} *{c}")
+                names[prm.name] = f"(*{c})"
+            else:
+                if _composite(prm.type):
+                    raise UnsupportedError(
+                        f"directionless parameter {prm.name} of a composite type at {prm.pos}"
+                    )
+                self.scalar_type(prm.type, f"parameter {prm.name} of action {decl.fq_name}")
+                params.append(f"uint64_t {c}")
+                names[prm.name] = c
+        saved = self._begin(
+            fn,
+            f"int {fn}({', '.join(params)})",
+            f"action {decl.fq_name} ({_pos(decl)}): returns 1 when it executed exit",
+            Scope(owner, scope.params if not top else {}, names, in_action=True),
+        )
+        self.locals.setdefault(owner, {})
+        if top:
+            self._locals_init(owner)
+        self.emit(1, "(void)ctx; (void)P; (void)L;")
+        self._block(1, decl.body)
+        self.emit(1, "return 0;")
+        self._end(saved)
+        return fn
+
+    def _extern_method(self, depth: int, call: ir.ExternMethodCall) -> None:
+        if call.extern == "register":
+            reg = self.manifest.registers.get(call.instance)
+            if reg is None:
+                raise UnsupportedError(f"register {call.instance} is absent from the P4Info at {call.pos}")
+
+            def cell(idx: str) -> str:
+                return f"ctx->bank_{reg.bank}[{idx} * {reg.stride} + {reg.column}]"
+
+            if call.method == "read":
+                idx = self._index(depth, call.args[1])
+                self.store(depth, call.args[0], f"({idx} < {reg.size} ? (uint64_t){cell(idx)} : 0)")
+            elif call.method == "write":
+                idx = self._index(depth, call.args[0])
+                value = self.expr(call.args[1], depth)
+                self.emit(depth, f"if ({idx} < {reg.size}) {cell(idx)} = ({_storage(reg.width)})({value});")
+            else:
+                raise UnsupportedError(f"register.{call.method} at {call.pos}")
+        elif call.extern == "counter" and call.method == "count":
+            ctr = self.manifest.counters.get(call.instance)
+            if ctr is None:
+                raise UnsupportedError(f"counter {call.instance} is absent from the P4Info at {call.pos}")
+            idx = self._index(depth, call.args[0])
+            array = f"ctx->ctr_{cname(call.instance)}"
+            self.emit(
+                depth,
+                f"if ({idx} < {ctr.size}) {{ {array}[2 * {idx}] += 1; "
+                f"{array}[2 * {idx} + 1] += ctx->base.plen; }}",
+            )
+        elif call.extern == "direct_counter" and call.method == "count":
+            self.emit(depth, "/* direct counters count on table hits */")
+        elif (call.extern, call.method) in (("meter", "execute_meter"), ("direct_meter", "read")):
+            # No P4Runtime client can configure a meter here (MeterEntry is UNIMPLEMENTED), and an
+            # unconfigured bmv2 meter marks every packet GREEN (0).
+            self.store(depth, call.args[-1], "0")
+        else:
+            raise UnsupportedError(f"extern {call.extern}.{call.method} at {call.pos}")
+
+    def _index(self, depth: int, expr: ir.Expr) -> str:
+        name = self.tmp("i")
+        self.emit(depth, f"uint64_t {name} = {self.expr(expr, depth)};")
+        return name
+
+    def _extern_function(self, depth: int, call: ir.ExternFunctionCall) -> None:
+        name = call.name
+        if name == "mark_to_drop":
+            self.emit(depth, f"P->sm.egress_spec = {DROP_PORT}; P->sm.mcast_grp = 0; /* mark_to_drop */")
+        elif name in ("verify_checksum", "update_checksum"):
+            cond, data, target, algo = call.args
+            if not isinstance(algo, ir.EnumValue) or algo.member != "csum16":
+                raise UnsupportedError(f"{name} supports HashAlgorithm.csum16 only, at {call.pos}")
+            self.emit(depth, f"if ({self.expr(cond, depth)}) {{ /* {name} at {_pos(call)} */")
+            bits, _ = self._concat(depth + 1, data)
+            if name == "verify_checksum":
+                self.emit(
+                    depth + 1,
+                    f"if (p4_csum16(&{bits}) != {self.expr(target, depth + 1)}) P->sm.checksum_error = 1;",
+                )
+            else:
+                self.store(depth + 1, target, f"p4_csum16(&{bits})")
+            self.emit(depth, "}")
+        elif name == "hash":
+            result, algo, base, data, maximum = call.args
+            assert isinstance(algo, ir.EnumValue)
+            functions = {"crc32": "p4_crc32", "crc16": "p4_crc16", "csum16": "p4_csum16"}
+            bits, width = self._concat(depth, data)
+            if algo.member in functions:
+                h = f"{functions[algo.member]}(&{bits})"
+            elif algo.member == "identity":
+                if width > MAX_WIDTH:
+                    raise UnsupportedError(f"identity hash of more than 64 bits at {call.pos} {HINT}")
+                h = f"p4_get_bits({bits}.bytes, 0, (unsigned){bits}.bits)"
+            else:
+                raise UnsupportedError(f"hash algorithm {algo.member} at {call.pos}")
+            hv, b, m = self.tmp("h"), self.tmp("b"), self.tmp("m")
+            self.emit(
+                depth,
+                f"uint64_t {hv} = {h}, {b} = {self.expr(base, depth)}, {m} = {self.expr(maximum, depth)};",
+            )
+            out_width = ir.width_of(result.type)
+            self.store(depth, result, f"(({b} + ({m} ? {hv} % {m} : {hv})) & {_lit(_mask(out_width))})")
+        elif name == "random":
+            result, lo, hi = call.args
+            self.store(
+                depth, result, f"p4_random(&ctx->base, {self.expr(lo, depth)}, {self.expr(hi, depth)})"
+            )
+        elif name in ("log_msg", "assume", "assert"):
+            self.emit(depth, f"/* {name} */")
+        else:
+            raise UnsupportedError(f"extern function {name} at {call.pos}")
+
+    def _composite_leaves(self, place: str, t: ir.Type) -> list[tuple[str, int]]:
+        """Scalars of a composite in declaration order (validity bits excluded), as the Python layout."""
+        if isinstance(t, ir.HeaderType):
+            return [(f"{place}.{cname(f.name)}", ir.width_of(f.type)) for f in self.headers[t.name].fields]
+        if isinstance(t, ir.StackType):
+            out = []
+            for i in range(t.size):
+                out += self._composite_leaves(f"{place}.e[{i}]", t.element)
+            return out  # the hidden nextIndex is not data
+        assert isinstance(t, ir.StructType)
+        out = []
+        for f in self.structs[t.name].fields:
+            if _composite(f.type):
+                out += self._composite_leaves(f"{place}.{cname(f.name)}", f.type)
+            else:
+                out.append((f"{place}.{cname(f.name)}", ir.width_of(f.type)))
+        return out
+
+    def _concat(self, depth: int, data: ir.Expr) -> tuple[str, int]:
+        """A p4_bits_t holding the bits of a list, header or struct (first element most significant)."""
+        leaves = []
+        for item in data.elements if isinstance(data, ir.ListExpr) else (data,):
+            if _composite(item.type):
+                leaves += self._composite_leaves(self.place(item, depth), item.type)
+            else:
+                leaves.append((self.expr(item, depth), ir.width_of(item.type)))
+        if sum(w for _, w in leaves) > 8 * 1024:
+            raise UnsupportedError(f"a checksum or hash over more than 8192 bits at {_pos(data)}")
+        name = self.tmp("bits")
+        self.emit(depth, f"p4_bits_t {name}; {name}.bits = 0;")
+        for value, width in leaves:
+            self.emit(depth, f"p4_bits_add(&{name}, {value}, {width});")
+        return name, sum(w for _, w in leaves)
+
+    # ================================================================ parse / deparse
+    def _parser_error_set(self, depth: int, error: str) -> None:
+        self.emit(depth, f"P->sm.parser_error = {self.errors.get(error, 2)}; /* error.{error} */")
+
+    def _parser_error(self, depth: int, condition: str, error: str) -> None:
+        assert self.scope is not None
+        self.emit(depth, f"if ({condition}) {{")
+        self.emit(depth + 1, f"P->sm.parser_error = {self.errors[error]}; /* error.{error} */")
+        if self.scope.in_parser:
+            self.emit(depth + 1, "return off;")
+        else:  # the Python backend fails here (its `off` exists only in the parser): so do we
+            self.may_fail = True
+            self.emit(depth + 1, f'p4_fail(&ctx->base, "error.{error} outside the parser", "{_pos(None)}");')
+        self.emit(depth, "}")
+
+    def _header_bits(self, name: str) -> int:
+        return sum(ir.width_of(f.type) for f in self.headers[name].fields)
+
+    def _read_header(self, depth: int, header: str, target: str, offset: str, advance: bool) -> None:
+        """Fill `target` from the packet at byte `offset` (bounds checked); valid; advance `off` if asked."""
+        decl = self.headers[header]
+        nbytes = self._header_bits(header) // 8
+        self._parser_error(depth, f"(size_t){offset} + {nbytes} > n", "PacketTooShort")
+        bit = 0
+        for f in decl.fields:
+            width = ir.width_of(f.type)
+            self.emit(depth, f"{target}.{cname(f.name)} = {self._get_field(offset, bit, width, f.type)};")
+            bit += width
+        self.emit(depth, f"{target}.valid = 1;")
+        if advance:
+            self.emit(depth, f"off += {nbytes};")
+
+    @staticmethod
+    def _get_field(offset: str, bit: int, width: int, t: ir.Type) -> str:
+        if bit % 8 == 0 and width in (8, 16, 32, 48, 64):
+            at = f"buf + {offset} + {bit // 8}"
+            value = f"(uint64_t)buf[{offset} + {bit // 8}]" if width == 8 else f"p4_be{width}({at})"
+        else:
+            value = f"p4_get_bits(buf + {offset}, {bit}, {width})" if width else "0"
+        return f"({value} & 1)" if isinstance(t, ir.BoolType) else value
+
+    def _extract(self, depth: int, call: ir.Extract) -> None:
+        header = call.header
+        if isinstance(header, ir.StackMember):  # extract(s.next): element nextIndex, then nextIndex += 1
+            stack = self.place(header.expr, depth)
+            assert isinstance(header.expr.type, ir.StackType)
+            size = header.expr.type.size
+            self._parser_error(depth, f"{stack}.next >= {size}", "StackOutOfBounds")
+            self._read_header(
+                depth, header.expr.type.element.name, f"{stack}.e[{stack}.next]", "off", advance=True
+            )
+            self.emit(depth, f"{stack}.next += 1;")
+            return
+        assert isinstance(header.type, ir.HeaderType)
+        self._read_header(depth, header.type.name, self.place(header, depth), "off", advance=True)
+
+    def _emit_header(self, depth: int, call: ir.Emit) -> None:
+        assert self.scope is not None
+        if isinstance(call.header, ir.StackMember):
+            raise UnsupportedError(f"expected a header or field of the packet at {call.pos}")
+        if self.scope.in_action:
+            raise UnsupportedError(f"emit inside an action at {call.pos} (the C backend bounds the deparser)")
+        place = self.place(call.header, depth)
+        for target, header in self._headers_under(place, call.header.type):
+            decl = self.headers[header]
+            if not decl.fields:
+                continue
+            nbytes = self._header_bits(header) // 8
+            self.deparse_bound += nbytes
+            self.emit(depth, f"if ({target}.valid) {{ /* emit {header} */")
+            bit = 0
+            for f in decl.fields:
+                width = ir.width_of(f.type)
+                value = f"(uint64_t){target}.{cname(f.name)}"
+                if bit % 8 == 0 and width in (8, 16, 32, 64):
+                    at = f"out + at + {bit // 8}"
+                    code = {
+                        8: f"out[at + {bit // 8}] = (uint8_t){value};",
+                        16: f"p4_put16({at}, {value});",
+                        32: f"p4_put32({at}, {value});",
+                        64: f"p4_put64({at}, {value});",
+                    }[width]
+                    self.emit(depth + 1, code)
+                elif width:
+                    self.emit(depth + 1, f"p4_put_bits(out + at, {bit}, {value}, {width});")
+                bit += width
+            self.emit(depth + 1, f"at += {nbytes};")
+            self.emit(depth, "}")
+
+    def _headers_under(self, place: str, t: ir.Type) -> Iterator[tuple[str, str]]:
+        """Every header inside a header, struct or stack, in layout order."""
+        if isinstance(t, ir.HeaderType):
+            yield place, t.name
+        elif isinstance(t, ir.StackType):
+            for i in range(t.size):
+                yield f"{place}.e[{i}]", t.element.name
+        elif isinstance(t, ir.StructType):
+            for f in self.structs[t.name].fields:
+                yield from self._headers_under(f"{place}.{cname(f.name)}", f.type)
+
+    def _lookahead_bits(self, depth: int, e: ir.Lookahead) -> str:
+        """The next width_of(T) bits of the packet as an integer, the packet long enough or an error."""
+        width = self._bits_of(e.type)
+        if width > MAX_WIDTH:
+            raise UnsupportedError(f"lookahead of {width} bits at {e.pos} {HINT}")
+        nbytes = (width + 7) // 8
+        self._parser_error(depth, f"(size_t)off + {nbytes} > n", "PacketTooShort")
+        value = self.tmp("la")
+        self.emit(depth, f"uint64_t {value} = p4_get_bits(buf + off, 0, {width});")
+        return value
+
+    def _lookahead_field(self, e: ir.Member, depth: int) -> str:
+        assert isinstance(e.expr, ir.Lookahead) and isinstance(e.expr.type, ir.HeaderType)
+        nbytes = self._bits_of(e.expr.type) // 8
+        self._parser_error(depth, f"(size_t)off + {nbytes} > n", "PacketTooShort")
+        bit = 0
+        for f in self.headers[e.expr.type.name].fields:
+            width = ir.width_of(f.type)
+            if f.name == e.field:
+                return "(" + self._get_field("off", bit, width, f.type) + ")"
+            bit += width
+        raise UnsupportedError(f"no field {e.field} at {e.pos}")
+
+    def _bits_of(self, t: ir.Type) -> int:
+        if isinstance(t, ir.HeaderType):
+            return self._header_bits(t.name)
+        return ir.width_of(t)
+
+    def _stack_op(self, depth: int, op: ir.StackOp) -> None:
+        stack = self.place(op.stack, depth)
+        assert isinstance(op.stack.type, ir.StackType)
+        size = op.stack.type.size
+        n = min(op.count, size)
+        if op.op == "push_front":
+            if size - n:
+                self.emit(
+                    depth, f"memmove(&{stack}.e[{n}], &{stack}.e[0], {size - n} * sizeof {stack}.e[0]);"
+                )
+            if n:
+                self.emit(depth, f"memset(&{stack}.e[0], 0, {n} * sizeof {stack}.e[0]);")
+            self.emit(
+                depth,
+                f"{stack}.next = {stack}.next + {op.count} < {size} ? {stack}.next + {op.count} : {size};",
+            )
+        else:
+            if size - n:
+                self.emit(
+                    depth, f"memmove(&{stack}.e[0], &{stack}.e[{n}], {size - n} * sizeof {stack}.e[0]);"
+                )
+            if n:
+                self.emit(depth, f"memset(&{stack}.e[{size - n}], 0, {n} * sizeof {stack}.e[0]);")
+            self.emit(depth, f"{stack}.next = {stack}.next > {op.count} ? {stack}.next - {op.count} : 0;")
+
+    # ================================================================ places and values
+    def place(self, e: ir.Expr, depth: int) -> str:
+        """The C l-value of a header, struct, stack or field (not a scalar local)."""
+        scope = self.scope
+        assert scope is not None
+        if isinstance(e, ir.Var):
+            if e.kind == "param" and e.name in scope.params:
+                return {"hdr": "P->hdr", "meta": "P->meta", STD_ROOT: "P->sm"}[scope.params[e.name]]
+            if e.kind == "action_param" and e.name in scope.action_params:
+                return scope.action_params[e.name]
+            if e.kind == "local" or (e.kind == "action_param" and not scope.action_params):
+                names = self.locals.setdefault(scope.owner, {})
+                names.setdefault(e.name, e.type)
+                return f"L->{cname(e.name)}"
+            raise UnsupportedError(f"{e.name} cannot be used here, at {e.pos}")
+        if isinstance(e, ir.Member):
+            if isinstance(e.expr, ir.StackMember) and e.expr.member == "last":
+                return f"{self._last(e.expr, depth)}.{cname(e.field)}"
+            return f"{self.place(e.expr, depth)}.{cname(e.field)}"
+        if isinstance(e, ir.StackIndex) and isinstance(e.index, ir.Const):
+            assert isinstance(e.expr.type, ir.StackType)
+            if not 0 <= int(e.index.value) < e.expr.type.size:
+                raise UnsupportedError(f"stack index {e.index.value} out of range at {e.pos}")
+            return f"{self.place(e.expr, depth)}.e[{int(e.index.value)}]"
+        if isinstance(e, ir.StackMember) and e.member == "last":
+            return self._last(e, depth)
+        raise UnsupportedError(f"expected a header or field of the packet at {_pos(e)}")
+
+    def _last(self, e: ir.StackMember, depth: int) -> str:
+        stack = self.place(e.expr, depth)
+        self._parser_error(depth, f"{stack}.next == 0", "StackOutOfBounds")
+        return f"{stack}.e[{stack}.next - 1]"
+
+    def _valid(self, header: ir.Expr, depth: int) -> str:
+        return f"{self.place(header, depth)}.valid"
+
+    def lvalue(self, e: ir.Expr, depth: int = 0) -> str:
+        if isinstance(e, ir.Var | ir.Member | ir.StackIndex):
+            return self.place(e, depth)
+        raise UnsupportedError(f"cannot assign to {type(e).__name__} at {_pos(e)}")
+
+    def expr(self, e: ir.Expr, depth: int = 0) -> str:
+        t = getattr(e, "type", None)
+        if isinstance(t, ir.BitType) and t.width > MAX_WIDTH:
+            raise UnsupportedError(f"an expression of type bit<{t.width}> at {_pos(e)} {HINT}")
+        if isinstance(e, ir.Const):
+            if isinstance(e.value, bool):
+                return "1" if e.value else "0"
+            value = int(e.value)
+            if isinstance(e.type, ir.BitType):
+                value &= _mask(e.type.width)
+            if not 0 <= value < 1 << 64:
+                raise UnsupportedError(f"constant {value} does not fit 64 bits at {_pos(e)}")
+            return _lit(value)
+        if isinstance(e, ir.ErrorValue):
+            return str(self.errors[e.name])
+        if isinstance(e, ir.EnumValue):
+            if e.value is not None:
+                return _lit(e.value & _mask(64))
+            return str([m for m, _ in self.enums[e.type.name].members].index(e.member))
+        if isinstance(e, ir.Member) and isinstance(e.expr, ir.Lookahead):
+            return self._lookahead_field(e, depth)
+        if isinstance(e, ir.Var | ir.Member | ir.StackIndex):
+            return f"(uint64_t){self.place(e, depth)}"
+        if isinstance(e, ir.Lookahead):
+            return self._lookahead_bits(depth, e)
+        if isinstance(e, ir.StackMember) and e.member == "lastIndex":
+            return f"(((uint64_t){self.place(e.expr, depth)}.next - 1) & 0xFFFFFFFFu)"
+        if isinstance(e, ir.HeaderMethod):
+            if e.method != "isValid":
+                raise UnsupportedError(f"{e.method} in an expression at {e.pos}")
+            return f"(uint64_t){self._valid(e.header, depth)}"
+        if isinstance(e, ir.ApplyResultMember):
+            hit, aid = self._apply(depth, e.apply.table)
+            if e.member == "hit":
+                return f"(uint64_t){hit}"
+            if e.member == "miss":
+                return f"(uint64_t)!{hit}"
+            return aid
+        if isinstance(e, ir.Unary):
+            return self._unary(e, depth)
+        if isinstance(e, ir.Binary):
+            return self._binary(e, depth)
+        if isinstance(e, ir.Cast):
+            return self._cast(e, depth)
+        if isinstance(e, ir.Slice):
+            inner = self.expr(e.expr, depth)
+            return f"(({inner} >> {e.lo}) & {_lit(_mask(e.hi - e.lo + 1))})"
+        if isinstance(e, ir.Mux):
+            cond, then, other = self.expr(e.cond, depth), self.expr(e.then, depth), self.expr(e.else_, depth)
+            return f"({cond} ? {then} : {other})"
+        raise UnsupportedError(f"expression {type(e).__name__} at {_pos(e)}")
+
+    def _unary(self, e: ir.Unary, depth: int) -> str:
+        x = self.expr(e.expr, depth)
+        if e.op == "!":
+            return f"(uint64_t)!{x}"
+        if isinstance(e.type, ir.BitType):
+            m = _lit(_mask(e.type.width))
+            return f"({x} ^ {m})" if e.op == "~" else f"((0 - {x}) & {m})"
+        raise UnsupportedError(f"operator {e.op} on {type(e.type).__name__} at {_pos(e)}")
+
+    def _binary(self, e: ir.Binary, depth: int) -> str:
+        op = e.op
+        if op in ("&&", "||") and contains_apply(e.right):
+            raise UnsupportedError(f"table apply on the right of {op} at {e.pos}")
+        a, b = self.expr(e.left, depth), self.expr(e.right, depth)
+        if op in ("&&", "||"):
+            return f"(uint64_t)({a} {op} {b})"
+        lt = e.left.type
+        signed = isinstance(lt, ir.BitType) and lt.signed
+        if op in ("==", "!="):
+            return f"(uint64_t)({a} {op} {b})"
+        if op in ("<", "<=", ">", ">="):
+            if signed:
+                w = lt.width  # type: ignore[union-attr]
+                return f"(uint64_t)(p4_sx({a}, {w}) {op} p4_sx({b}, {w}))"
+            return f"(uint64_t)({a} {op} {b})"
+        t = e.type
+        if not isinstance(t, ir.BitType):
+            raise UnsupportedError(f"operator {op} on {type(t).__name__} at {_pos(e)}")
+        w, m = t.width, _lit(_mask(t.width))
+        if op == "++":
+            return f"(p4_shl({a}, {ir.width_of(e.right.type)}) | {b})"
+        if op in ("&", "|", "^"):
+            return f"({a} {op} {b})"
+        if op in ("+", "-", "*"):
+            return f"(({a} {op} {b}) & {m})"
+        if op == "<<":
+            return f"(p4_shl({a}, {b}) & {m})"
+        if op == ">>":
+            return f"((uint64_t)p4_sar(p4_sx({a}, {w}), {b}) & {m})" if t.signed else f"p4_shr({a}, {b})"
+        if op in ("/", "%"):
+            if t.signed:
+                raise UnsupportedError(f"{op} on signed values at {e.pos}")
+            fn = "p4_div" if op == "/" else "p4_mod"
+            self.may_fail = True
+            return f'{fn}(&ctx->base, {a}, {b}, "{_pos(e)}")'
+        if op == "|+|":
+            return f"p4_sat_add_s({a}, {b}, {w})" if t.signed else f"p4_sat_add_u({a}, {b}, {w})"
+        if op == "|-|":
+            return f"p4_sat_sub_s({a}, {b}, {w})" if t.signed else f"p4_sat_sub_u({a}, {b})"
+        raise UnsupportedError(f"operator {op} at {e.pos}")
+
+    def _cast(self, e: ir.Cast, depth: int) -> str:
+        src, dst = e.expr.type, e.type
+        if isinstance(e.expr, ir.Const) and isinstance(dst, ir.BitType):  # folded, as Python would compute it
+            value = int(e.expr.value)
+            if isinstance(src, ir.BitType) and src.signed and dst.width > src.width:
+                value = value - (1 << src.width) if value >> (src.width - 1) & 1 else value
+            return _lit(value & _mask(dst.width))
+        x = self.expr(e.expr, depth)
+        if isinstance(dst, ir.BoolType):
+            return f"(uint64_t)({x} != 0)" if not isinstance(src, ir.BoolType) else x
+        if isinstance(dst, ir.BitType):
+            if isinstance(src, ir.BoolType):
+                return x
+            if isinstance(src, ir.BitType):
+                if src.signed and dst.width > src.width:
+                    return f"((uint64_t)p4_sx({x}, {src.width}) & {_lit(_mask(dst.width))})"
+                if dst.width < src.width:
+                    return f"({x} & {_lit(_mask(dst.width))})"
+                return x
+            return f"({x} & {_lit(_mask(dst.width))})"
+        if isinstance(dst, ir.EnumType):
+            return x
+        raise UnsupportedError(f"cast to {dst} at {e.pos}")
+
+    # ================================================================ the pipeline
+    def _process(self, blocks: dict[str, str]) -> str:
+        bound = self.deparse_bound
+        return f"""/*
+ * One frame through the v1model pipeline: parser, verify checksum, ingress,
+ * traffic manager (multicast replicas or unicast), then per copy egress,
+ * compute checksum and deparser, the unparsed payload appended. Returns how
+ * many frames came out (p4_outputs / p4_arena say where), or -1 when the
+ * packet failed (p4_error says why), as the Python backend raises.
+ */
+P4_EXPORT int p4_process(ctx_t *ctx, uint64_t port, const uint8_t *frame, uint32_t length) {{
+    p4_base_t *B = &ctx->base;
+    B->nouts = 0;
+    B->arena_used = 0;
+    B->error[0] = 0;
+    packet_t packet, copy;
+    memset(&packet, 0, sizeof packet);
+    packet_t *{"volatile " if self.may_fail else ""}P = &packet;
+    {"if (setjmp(B->fail)) return -1;" if self.may_fail else "/* nothing in this program can fail */"}
+    B->plen = length;
+    P->sm.ingress_port = port;
+    P->sm.packet_length = length;
+    uint32_t payload_at = {blocks["parse"]}(ctx, P, frame, length);
+    {blocks["verify_checksum"]}(ctx, P, length);
+    {blocks["ingress"]}(ctx, P, length);
+    const uint8_t *payload = frame + payload_at;
+    size_t payload_len = length - payload_at;
+    uint64_t group = P->sm.mcast_grp;
+    uint32_t copies = 1;
+    const p4_group_t *g = NULL;
+    if (group) {{
+        g = group < P4_GROUPS ? &B->groups[group] : NULL;
+        copies = g ? g->n : 0;
+    }} else if (P->sm.egress_spec == {DROP_PORT}) {{
+        return 0;
+    }} else {{
+        P->sm.egress_port = P->sm.egress_spec;
+    }}
+    for (uint32_t i = 0; i < copies; i++) {{
+        packet_t *C = P; /* unicast: egress works on the packet itself */
+        if (g) {{ /* a replica: a copy of everything, with its port and rid */
+            copy = *P;
+            C = &copy;
+            C->sm.egress_port = g->port[i];
+            C->sm.egress_spec = g->port[i];
+            C->sm.egress_rid = g->rid[i];
+            C->sm.instance_type = {INSTANCE_TYPE_REPLICATION};
+        }}
+        {blocks["egress"]}(ctx, C, length);
+        if (C->sm.egress_spec == {DROP_PORT}) continue;
+        {blocks["compute_checksum"]}(ctx, C, length);
+        uint8_t *out = p4_out_begin(B, {bound} + payload_len);
+        size_t n = {blocks["deparse"]}(ctx, C, out);
+        memcpy(out + n, payload, payload_len);
+        p4_out_end(B, C->sm.egress_port, n + payload_len);
+    }}
+    return (int)B->nouts;
+}}
+
+P4_EXPORT const p4_out_t *p4_outputs(ctx_t *ctx) {{ return ctx->base.outs; }}
+P4_EXPORT const uint8_t *p4_arena(ctx_t *ctx) {{ return ctx->base.arena; }}
+P4_EXPORT const char *p4_error(ctx_t *ctx) {{ return ctx->base.error; }}
+
+/* Process `count` frames back to back (benchmarks, the native packet loop); returns the frames out. */
+P4_EXPORT long p4_process_batch(ctx_t *ctx, uint32_t count, const uint64_t *ports,
+                                const uint8_t *const *frames, const uint32_t *lengths) {{
+    long out = 0;
+    for (uint32_t i = 0; i < count; i++) {{
+        int n = p4_process(ctx, ports[i], frames[i], lengths[i]);
+        if (n > 0) out += n;
+    }}
+    return out;
+}}
+"""
+
+
+def _composite(t: ir.Type) -> bool:
+    return isinstance(t, ir.HeaderType | ir.StructType | ir.StackType)
+
+
+def generate(program: ir.Program, info: p4i.P4Info) -> tuple[str, Manifest]:
+    """The C source of `program` and the manifest that binds its state; UnsupportedError if it cannot."""
+    return CCompiler(program, info).compile()

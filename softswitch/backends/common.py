@@ -1,0 +1,233 @@
+"""What every backend shares: the refusal error, v1model constants, the program's initial state, IR walks.
+
+Both backends (`python/`, the reference, and `c/`) must agree bit for bit,
+so whatever they decide alike is decided once here: which runtime state a
+freshly loaded program starts from (its default actions and const entries,
+resolved to P4Info ids), and the small questions about action bodies that
+shape the generated code (does it `exit`, which actions does it call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from finsy.proto import p4i
+
+from softswitch import ir
+from softswitch.runtime import state as st
+from softswitch.runtime.build import build_state
+
+DROP_PORT = 511  # bmv2's default drop port (egress_spec value of mark_to_drop)
+INSTANCE_TYPE_REPLICATION = 5
+STD_ROOT = "standard_metadata"
+# Package parameter -> (generated function, index of the first parameter bound to a packet root).
+V1MODEL_BLOCKS = {
+    "p": ("parse", 1),
+    "vr": ("verify_checksum", 0),
+    "ig": ("ingress", 0),
+    "eg": ("egress", 0),
+    "ck": ("compute_checksum", 0),
+    "dep": ("deparse", 1),
+}
+PACKET_ROOTS = ("hdr", "meta", STD_ROOT)
+
+
+class UnsupportedError(Exception):
+    """The program uses a construct this backend does not implement (the message names it)."""
+
+
+def check_v1model(program: ir.Program) -> None:
+    if program.arch != "v1model":
+        raise UnsupportedError(f"architecture {program.arch!r}: the embedded switch runs v1model programs")
+
+
+def initial_state(program: ir.Program, info: p4i.P4Info) -> st.RuntimeState:
+    """Runtime state with the program's default actions and const entries resolved to P4Info ids."""
+    action_ids = {a.preamble.name: a.preamble.id for a in info.actions}
+    table_ids = {t.preamble.name: t.preamble.id for t in info.tables}
+    defaults: dict[int, st.ActionCall] = {}
+    const_entries: dict[int, list[st.Entry]] = {}
+    for control in program.controls:
+        for table in control.tables:
+            if table.fq_name not in table_ids:  # never applied: p4c drops it, nothing looks it up
+                continue
+            table_id = table_ids[table.fq_name]
+            default = table.default_action
+            defaults[table_id] = st.ActionCall(action_ids[default.action], const_args(default.args))
+            entries = []
+            for entry in table.entries:
+                match = tuple(
+                    _keyset(k, key.match_kind, ir.width_of(key.expr.type))
+                    for k, key in zip(entry.keysets, table.keys)
+                )
+                needs_priority = any(
+                    key.match_kind in (st.TERNARY, st.RANGE, st.OPTIONAL) for key in table.keys
+                )
+                # P4_16: without @priority, earlier const entries win; P4Runtime: higher wins.
+                priority = entry.priority or (len(table.entries) - len(entries)) if needs_priority else 0
+                action = st.ActionCall(action_ids[entry.action.action], const_args(entry.action.args))
+                entries.append(st.Entry(match, priority, action))
+            if entries:
+                const_entries[table_id] = entries
+    return build_state(info, defaults, const_entries)
+
+
+def const_args(args: tuple[ir.Expr, ...]) -> tuple[int, ...]:
+    values = []
+    for arg in args:
+        if not isinstance(arg, ir.Const):
+            raise UnsupportedError(f"non-constant action argument at {getattr(arg, 'pos', None)}")
+        width = ir.width_of(arg.type) if isinstance(arg.type, ir.BitType | ir.BoolType) else None
+        values.append(int(arg.value) & ((1 << width) - 1) if width else int(arg.value))
+    return tuple(values)
+
+
+def _keyset(keyset: ir.Keyset, kind: str, width: int) -> st.FieldMatch:
+    full = (1 << width) - 1
+    if isinstance(keyset, ir.KeysetDefault):
+        return None
+    if isinstance(keyset, ir.KeysetValue):
+        value = keyset.value & full
+        if kind == st.LPM:
+            return (value, width)
+        if kind == st.TERNARY:
+            return (value, full)
+        if kind == st.RANGE:
+            return (value, value)
+        return value
+    if isinstance(keyset, ir.KeysetMask):
+        if kind == st.LPM:
+            prefix = bin(keyset.mask & full).count("1")
+            return (keyset.value & keyset.mask & full, prefix) if prefix else None
+        return (keyset.value & keyset.mask & full, keyset.mask & full) if keyset.mask & full else None
+    return (keyset.lo, keyset.hi)
+
+
+# ------------------------------------------------------------------------------------------ IR walks
+
+
+def switch_arms(
+    cases: tuple[ir.SwitchCase, ...], label: Callable[[ir.Expr], str]
+) -> list[tuple[list[str] | None, ir.Block]]:
+    """The arms of a switch in order: (the labels leading to it, fall-through gathered; None for
+    default) and its body. Nothing after `default` can run, so the arms stop there."""
+    arms: list[tuple[list[str] | None, ir.Block]] = []
+    pending: list[str] = []
+    for case in cases:
+        pending += [label(item) for item in case.labels]
+        if case.body is None:
+            continue
+        arms.append((None if case.is_default else pending, case.body))
+        pending = []
+        if case.is_default:
+            break
+    return arms
+
+
+class CallDispatch:
+    """Which code a call statement becomes, decided once for every backend (each writes its own code)."""
+
+    def _call(self, depth: int, call: ir.Expr) -> None:
+        if isinstance(call, ir.TableApply):
+            self._apply(depth, call.table)
+        elif isinstance(call, ir.ActionCall):
+            self._action_call(depth, call)
+        elif isinstance(call, ir.ExternMethodCall):
+            self._extern_method(depth, call)
+        elif isinstance(call, ir.ExternFunctionCall):
+            self._extern_function(depth, call)
+        elif isinstance(call, ir.HeaderMethod):
+            if call.method not in ("setValid", "setInvalid"):
+                raise UnsupportedError(f"header method {call.method} as a statement at {call.pos}")
+            self._set_valid(depth, call.header, call.method == "setValid")
+        elif isinstance(call, ir.StackOp):
+            self._stack_op(depth, call)
+        elif isinstance(call, ir.Extract):
+            self._extract(depth, call)
+        elif isinstance(call, ir.Emit):
+            self._emit_header(depth, call)
+        else:
+            raise UnsupportedError(f"call {type(call).__name__} at {call.pos}")
+
+    # What each backend writes for each kind of call.
+    def _apply(self, depth: int, table: str) -> Any: ...
+    def _action_call(self, depth: int, call: ir.ActionCall) -> None: ...
+    def _extern_method(self, depth: int, call: ir.ExternMethodCall) -> None: ...
+    def _extern_function(self, depth: int, call: ir.ExternFunctionCall) -> None: ...
+    def _set_valid(self, depth: int, header: ir.Expr, valid: bool) -> None: ...
+    def _stack_op(self, depth: int, op: ir.StackOp) -> None: ...
+    def _extract(self, depth: int, call: ir.Extract) -> None: ...
+    def _emit_header(self, depth: int, call: ir.Emit) -> None: ...
+
+
+def contains(node: Any, kind: type) -> bool:
+    """Whether a statement of `kind` occurs in `node` (not counting actions it calls)."""
+    if isinstance(node, kind):
+        return True
+    if isinstance(node, ir.Block):
+        return any(contains(s, kind) for s in node.stmts)
+    if isinstance(node, ir.If):
+        return contains(node.then, kind) or (node.else_ is not None and contains(node.else_, kind))
+    if isinstance(node, ir.Switch):
+        return any(c.body is not None and contains(c.body, kind) for c in node.cases)
+    return False
+
+
+def calls(node: Any) -> list[str]:
+    """The actions `node` calls directly."""
+    if isinstance(node, ir.CallStmt) and isinstance(node.call, ir.ActionCall):
+        return [node.call.action]
+    if isinstance(node, ir.Block):
+        return [a for s in node.stmts for a in calls(s)]
+    if isinstance(node, ir.If):
+        return calls(node.then) + (calls(node.else_) if node.else_ is not None else [])
+    if isinstance(node, ir.Switch):
+        return [a for c in node.cases if c.body is not None for a in calls(c.body)]
+    return []
+
+
+def may_exit(actions: dict[str, ir.ActionDecl], action: str, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether `action` or an action it calls executes `exit`."""
+    decl = actions[action]
+    if contains(decl.body, ir.Exit):
+        return True
+    return any(may_exit(actions, a, seen | {action}) for a in calls(decl.body) if a not in seen)
+
+
+def contains_apply(node: Any) -> bool:
+    if isinstance(node, ir.ApplyResultMember | ir.TableApply):
+        return True
+    if isinstance(node, ir.Binary):
+        return contains_apply(node.left) or contains_apply(node.right)
+    if isinstance(node, ir.Unary | ir.Cast):
+        return contains_apply(node.expr)
+    return False
+
+
+def all_actions(program: ir.Program) -> dict[str, ir.ActionDecl]:
+    actions = {a.fq_name: a for a in program.actions}
+    for control in program.controls:
+        actions.update({a.fq_name: a for a in control.actions})
+    return actions
+
+
+def all_instances(program: ir.Program) -> dict[str, ir.InstanceDecl]:
+    instances = {i.fq_name: i for i in program.instances}
+    for block in (*program.controls, *program.parsers):
+        instances.update({i.fq_name: i for i in block.instances})
+    return instances
+
+
+def packet_types(program: ir.Program) -> tuple[ir.Type, ir.Type]:
+    """The (headers, metadata) types every block shares; refused when parser and ingress disagree."""
+    p, ig = program.block("p"), program.block("ig")
+    hdr_type, meta_type = p.params[1].type, p.params[2].type
+    if ig.params[1].type != meta_type or ig.params[0].type != hdr_type:
+        raise UnsupportedError("ingress and parser disagree on the headers/metadata types")
+    return hdr_type, meta_type
+
+
+def block_roots(decl: ir.ParserDecl | ir.ControlDecl, first: int) -> dict[str, str]:
+    """A block's parameter names -> the packet root each is bound to (hdr, meta, standard_metadata)."""
+    return {prm.name: PACKET_ROOTS[i] for i, prm in enumerate(decl.params[first:]) if i < 3}

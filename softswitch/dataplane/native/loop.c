@@ -1,0 +1,695 @@
+/*
+ * The native packet loop of p4reduce-switch: ports in, pipeline, ports (or the controller) out,
+ * in a thread of its own that never takes Python's GIL.
+ *
+ * softswitch/dataplane/native.py builds this file once (cached like the programs), opens the
+ * sockets in Python (so that every error message stays the daemon's) and hands their descriptors
+ * here. The loop waits on all of them with epoll, drains a ready socket in a batch of up to 64
+ * frames with recvmmsg, runs the batch through the pipeline under `lock` (the lock P4Runtime
+ * writes take: a packet never sees half an update), and sends what came out with sendmmsg after
+ * releasing it. The pipeline is whatever the loader made: the C backend's p4_process, or a
+ * callback into a Python pipeline with the same signature.
+ *
+ * Port kinds, as softswitch/dataplane/ports.py defines them:
+ *  - UDP: each datagram becomes an Ethernet/IPv4/UDP frame (switch MAC 02:50:52:00:<port>, host
+ *    MAC 02:00:<sender IPv4>, IPv4 with DF, TTL 64 and a valid checksum, UDP checksum 0); a frame
+ *    sent out of it must be IPv4/UDP and leaves as a datagram to its IPv4/UDP destination.
+ *  - raw (AF_PACKET): frames as they are; our own transmissions (PACKET_OUTGOING) are skipped.
+ *
+ * Fault injection draws from Python's own generator (MT19937 seeded as random.Random(seed) seeds
+ * it, random() as it computes it), in the same order as the Python loop: one draw per received
+ * frame when the ingress rate is set, one per produced frame when the egress rate is set. So the
+ * same seed and the same traffic drop the same frames on both loops.
+ *
+ * Frames to the CPU port are queued for the PacketIn thread; captures are queued for a writer
+ * thread (pcap off the hot path; when its queue is full a capture record is dropped and counted).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/if_packet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define BATCH 64
+#define MAX_FRAME 65536
+#define MAX_PORTS 256
+#define UDP_HEADERS 42 /* Ethernet 14 + IPv4 20 + UDP 8 */
+
+/* Counters, by index; names in softswitch/dataplane/native.py (STATS) in this order. */
+enum {
+    S_RX, S_TX, S_CONSUMED, S_NO_PIPELINE, S_NO_PORT, S_UNSENDABLE, S_FAULT_IN, S_FAULT_OUT,
+    S_PIPELINE_ERROR, S_PACKET_IN_QUEUE_FULL, S_PCAP_DROPPED, S_COUNT
+};
+
+typedef int (*process_fn)(void *ctx, uint64_t port, const uint8_t *frame, uint32_t length);
+typedef struct {
+    uint64_t port;
+    uint32_t offset, length;
+} out_t;
+typedef const out_t *(*outputs_fn)(void *ctx);
+typedef const uint8_t *(*arena_fn)(void *ctx);
+typedef const char *(*error_fn)(void *ctx);
+
+/* ------------------------------------------------------------------ Python's random.Random */
+
+typedef struct {
+    uint32_t mt[624];
+    int index;
+} mt_t;
+
+static void mt_init(mt_t *m, uint32_t seed) {
+    m->mt[0] = seed;
+    for (int i = 1; i < 624; i++) m->mt[i] = 1812433253u * (m->mt[i - 1] ^ (m->mt[i - 1] >> 30)) + (uint32_t)i;
+    m->index = 624;
+}
+
+/* As random.Random(seed) for an int seed: init_by_array with |seed| as 32-bit words, least first. */
+static void mt_seed(mt_t *m, const uint32_t *key, int n) {
+    mt_init(m, 19650218u);
+    int i = 1, j = 0;
+    for (int k = 624 > n ? 624 : n; k; k--) {
+        m->mt[i] = (m->mt[i] ^ ((m->mt[i - 1] ^ (m->mt[i - 1] >> 30)) * 1664525u)) + key[j] + (uint32_t)j;
+        i++, j++;
+        if (i >= 624) { m->mt[0] = m->mt[623]; i = 1; }
+        if (j >= n) j = 0;
+    }
+    for (int k = 623; k; k--) {
+        m->mt[i] = (m->mt[i] ^ ((m->mt[i - 1] ^ (m->mt[i - 1] >> 30)) * 1566083941u)) - (uint32_t)i;
+        i++;
+        if (i >= 624) { m->mt[0] = m->mt[623]; i = 1; }
+    }
+    m->mt[0] = 0x80000000u;
+    m->index = 624;
+}
+
+static uint32_t mt_next(mt_t *m) {
+    if (m->index >= 624) {
+        for (int k = 0; k < 624; k++) {
+            uint32_t y = (m->mt[k] & 0x80000000u) | (m->mt[(k + 1) % 624] & 0x7fffffffu);
+            m->mt[k] = m->mt[(k + 397) % 624] ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
+        }
+        m->index = 0;
+    }
+    uint32_t y = m->mt[m->index++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    y ^= y >> 18;
+    return y;
+}
+
+/* random.random(): 53 random bits in [0, 1). */
+static double mt_random(mt_t *m) {
+    uint32_t a = mt_next(m) >> 5, b = mt_next(m) >> 6;
+    return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
+}
+
+/* ------------------------------------------------------------------ queues */
+
+/* A bounded queue of records (a header and bytes), for PacketIn and for captures. */
+typedef struct {
+    uint8_t *buf;
+    size_t cap, head, tail; /* bytes; records never wrap: a record that does not fit the end waits */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} queue_t;
+
+typedef struct {
+    uint32_t length; /* bytes after this header; 0xFFFFFFFF: skip to the start of the buffer */
+    uint32_t port;
+    uint32_t direction; /* pcap: 0 in, 1 out */
+    uint32_t sec, usec;
+} record_t;
+
+static int queue_init(queue_t *q, size_t cap) {
+    q->buf = malloc(cap);
+    q->cap = cap;
+    q->head = q->tail = 0;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    return q->buf ? 0 : -1;
+}
+
+static void queue_free(queue_t *q) {
+    free(q->buf);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+}
+
+/* Append a record; 0 when there is no room (the caller counts the drop). head == tail: empty. */
+static int queue_push(queue_t *q, uint32_t port, uint32_t direction, const uint8_t *data, uint32_t length) {
+    size_t need = sizeof(record_t) + ((length + 7u) & ~7u);
+    int ok = 0;
+    pthread_mutex_lock(&q->mu);
+    if (q->tail >= q->head) {
+        if (q->cap - q->tail >= need + sizeof(record_t)) {
+            ok = 1;
+        } else if (q->head > need) { /* wrap: mark the rest of the buffer skipped */
+            record_t skip = {0xFFFFFFFFu, 0, 0, 0, 0};
+            memcpy(q->buf + q->tail, &skip, sizeof skip);
+            q->tail = 0;
+            ok = 1;
+        }
+    } else if (q->head - q->tail > need) {
+        ok = 1;
+    }
+    if (ok) {
+        struct timeval now;
+        gettimeofday(&now, NULL);
+        record_t r = {length, port, direction, (uint32_t)now.tv_sec, (uint32_t)now.tv_usec};
+        memcpy(q->buf + q->tail, &r, sizeof r);
+        memcpy(q->buf + q->tail + sizeof r, data, length);
+        q->tail += need;
+        pthread_cond_signal(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return ok;
+}
+
+/* Take the oldest record into `out` (cap bytes); its length, or -1 when empty (after waiting up to `ms`). */
+static long queue_pop(queue_t *q, record_t *hdr, uint8_t *out, size_t cap, int ms) {
+    long n = -1;
+    pthread_mutex_lock(&q->mu);
+    if (q->head == q->tail && ms > 0) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += ms / 1000;
+        until.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&q->cv, &q->mu, &until);
+    }
+    while (q->head != q->tail) {
+        record_t r;
+        memcpy(&r, q->buf + q->head, sizeof r);
+        if (r.length == 0xFFFFFFFFu) {
+            q->head = 0;
+            continue;
+        }
+        *hdr = r;
+        n = r.length;
+        memcpy(out, q->buf + q->head + sizeof r, r.length < cap ? r.length : cap);
+        q->head += sizeof r + ((r.length + 7u) & ~7u);
+        if (q->head == q->tail) q->head = q->tail = 0;
+        break;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+/* ------------------------------------------------------------------ the data plane */
+
+typedef struct {
+    uint32_t number;
+    int fd, udp, enabled;
+    uint32_t local_ip; /* UDP: network order */
+    uint16_t udp_port; /* UDP: host order */
+} port_t;
+
+/* Frames on their way out of one port, sent together with sendmmsg. */
+typedef struct {
+    struct mmsghdr msgs[BATCH];
+    struct iovec iov[BATCH];
+    struct sockaddr_in to[BATCH];
+    uint32_t pending;
+} batch_t;
+
+typedef struct {
+    uint64_t port;
+    size_t offset;
+    uint32_t length;
+} planned_t;
+
+/* Who sends: the loop thread, or a PacketOut injection; each has its own bytes and batches. */
+typedef struct {
+    uint8_t *tx;
+    size_t used, cap;
+    planned_t *planned;
+    size_t nplanned, planned_cap;
+    batch_t batches[MAX_PORTS];
+} sender_t;
+
+typedef struct {
+    pthread_mutex_t lock;
+    port_t ports[MAX_PORTS];
+    uint32_t nports;
+    int64_t cpu_port; /* -1: none */
+    int epfd, wakefd;
+    volatile int running;
+    pthread_t thread, writer;
+    int writer_running;
+    /* the pipeline (changed under the lock) */
+    process_fn process;
+    outputs_fn outputs;
+    arena_fn arena;
+    error_fn error;
+    void *ctx;
+    /* faults */
+    double drop_in, drop_out;
+    mt_t rng;
+    /* counters (written under the lock, or by the loop thread alone) */
+    volatile uint64_t stats[S_COUNT];
+    char last_error[256];
+    uint64_t errors_reported;
+    uint8_t *rx; /* receive buffers: BATCH * (UDP_HEADERS + MAX_FRAME) */
+    sender_t *loop_sender, *inject_sender;
+    pthread_mutex_t inject;
+    queue_t packet_in, pcap;
+    int capture;
+    char pcap_dir[4096];
+    FILE *pcap_files[MAX_PORTS][2];
+} dp_t;
+
+static void count(dp_t *d, int which, uint64_t n) { __atomic_add_fetch(&d->stats[which], n, __ATOMIC_RELAXED); }
+
+static port_t *find_port(dp_t *d, uint64_t number) {
+    for (uint32_t i = 0; i < d->nports; i++)
+        if (d->ports[i].number == number) return &d->ports[i];
+    return NULL;
+}
+
+EXPORT dp_t *dp_create(int64_t cpu_port, double drop_in, double drop_out, const uint32_t *seed_words, int nwords) {
+    dp_t *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutex_init(&d->lock, &attr);
+    d->cpu_port = cpu_port;
+    d->drop_in = drop_in;
+    d->drop_out = drop_out;
+    mt_seed(&d->rng, seed_words, nwords > 0 ? nwords : 1);
+    d->epfd = epoll_create1(EPOLL_CLOEXEC);
+    d->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    pthread_mutex_init(&d->inject, NULL);
+    d->rx = malloc((size_t)BATCH * (UDP_HEADERS + MAX_FRAME));
+    d->loop_sender = calloc(1, sizeof *d->loop_sender);
+    d->inject_sender = calloc(1, sizeof *d->inject_sender);
+    if (d->epfd < 0 || d->wakefd < 0 || !d->rx || !d->loop_sender || !d->inject_sender ||
+        queue_init(&d->packet_in, 16u << 20) || queue_init(&d->pcap, 64u << 20)) {
+        free(d->rx);
+        free(d->loop_sender);
+        free(d->inject_sender);
+        free(d);
+        return NULL;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
+    epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->wakefd, &ev);
+    return d;
+}
+
+/* Add a port whose socket Python opened (non-blocking). udp: local IPv4 (network order) and port. */
+EXPORT int dp_add_port(dp_t *d, uint32_t number, int fd, int udp, uint32_t local_ip, uint16_t udp_port) {
+    if (d->nports == MAX_PORTS) return -1;
+    port_t *p = &d->ports[d->nports];
+    memset(p, 0, sizeof *p);
+    p->number = number;
+    p->fd = fd;
+    p->udp = udp;
+    p->enabled = 1;
+    p->local_ip = local_ip;
+    p->udp_port = udp_port;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = d->nports};
+    if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return -1;
+    d->nports++;
+    return 0;
+}
+
+EXPORT void dp_lock(dp_t *d) { pthread_mutex_lock(&d->lock); }
+EXPORT void dp_unlock(dp_t *d) { pthread_mutex_unlock(&d->lock); }
+
+/* Install a pipeline (NULL process: none). Call with the lock held. */
+EXPORT void dp_set_pipeline(dp_t *d, process_fn process, outputs_fn outputs, arena_fn arena, error_fn error,
+                            void *ctx) {
+    d->process = process;
+    d->outputs = outputs;
+    d->arena = arena;
+    d->error = error;
+    d->ctx = ctx;
+}
+
+EXPORT uint64_t dp_stat(dp_t *d, int which) { return which >= 0 && which < S_COUNT ? d->stats[which] : 0; }
+
+/* The latest pipeline failure (for the log) and how many there were. */
+EXPORT uint64_t dp_last_error(dp_t *d, char *out, size_t cap) {
+    pthread_mutex_lock(&d->lock);
+    snprintf(out, cap, "%s", d->last_error);
+    uint64_t n = d->stats[S_PIPELINE_ERROR];
+    pthread_mutex_unlock(&d->lock);
+    return n;
+}
+
+/* ------------------------------------------------------------------ frames of a UDP port */
+
+static uint16_t ipv4_checksum(const uint8_t *h) {
+    uint32_t sum = 0;
+    for (int i = 0; i < 20; i += 2) sum += (uint32_t)(h[i] << 8 | h[i + 1]);
+    while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+    return (uint16_t)~sum;
+}
+
+/* The Ethernet/IPv4/UDP headers in front of a datagram's payload at `frame + UDP_HEADERS`. */
+static void udp_frame(const port_t *p, uint8_t *f, const struct sockaddr_in *from, uint32_t payload) {
+    static const uint8_t switch_oui[4] = {0x02, 0x50, 0x52, 0x00};
+    memcpy(f, switch_oui, 4);
+    f[4] = (uint8_t)(p->number >> 8), f[5] = (uint8_t)p->number;
+    f[6] = 0x02, f[7] = 0x00;
+    memcpy(f + 8, &from->sin_addr.s_addr, 4);
+    f[12] = 0x08, f[13] = 0x00;
+    uint8_t *ip = f + 14;
+    uint32_t udp_len = 8 + payload, total = 20 + udp_len;
+    ip[0] = 0x45, ip[1] = 0;
+    ip[2] = (uint8_t)(total >> 8), ip[3] = (uint8_t)total;
+    ip[4] = ip[5] = 0;
+    ip[6] = 0x40, ip[7] = 0;
+    ip[8] = 64, ip[9] = 17, ip[10] = ip[11] = 0;
+    memcpy(ip + 12, &from->sin_addr.s_addr, 4);
+    memcpy(ip + 16, &p->local_ip, 4);
+    uint16_t c = ipv4_checksum(ip);
+    ip[10] = (uint8_t)(c >> 8), ip[11] = (uint8_t)c;
+    uint8_t *udp = ip + 20;
+    uint16_t sport = ntohs(from->sin_port);
+    udp[0] = (uint8_t)(sport >> 8), udp[1] = (uint8_t)sport;
+    udp[2] = (uint8_t)(p->udp_port >> 8), udp[3] = (uint8_t)p->udp_port;
+    udp[4] = (uint8_t)(udp_len >> 8), udp[5] = (uint8_t)udp_len;
+    udp[6] = udp[7] = 0;
+}
+
+/* ------------------------------------------------------------------ sending */
+
+static void flush_port(dp_t *d, const port_t *p, batch_t *b) {
+    uint32_t done = 0;
+    while (done < b->pending) {
+        int n = sendmmsg(p->fd, b->msgs + done, b->pending - done, MSG_DONTWAIT);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR) continue;
+            count(d, S_UNSENDABLE, b->pending - done); /* the socket refused them (buffer full, no route) */
+            break;
+        }
+        count(d, S_TX, (uint64_t)n);
+        done += (uint32_t)n;
+    }
+    b->pending = 0;
+}
+
+/* Queue one frame on its port (sent by flush_port); a UDP port takes only IPv4/UDP frames. */
+static void send_frame(dp_t *d, sender_t *s, uint64_t number, const uint8_t *f, uint32_t len) {
+    if (d->cpu_port >= 0 && number == (uint64_t)d->cpu_port) {
+        if (!queue_push(&d->packet_in, 0, 0, f, len)) count(d, S_PACKET_IN_QUEUE_FULL, 1);
+        return;
+    }
+    port_t *p = find_port(d, number);
+    if (!p) {
+        count(d, S_NO_PORT, 1);
+        return;
+    }
+    if (d->capture && !queue_push(&d->pcap, p->number, 1, f, len)) count(d, S_PCAP_DROPPED, 1);
+    batch_t *b = &s->batches[p - d->ports];
+    if (b->pending == BATCH) flush_port(d, p, b);
+    uint32_t i = b->pending;
+    memset(&b->msgs[i], 0, sizeof b->msgs[i]);
+    if (p->udp) {
+        if (len < 42 || f[12] != 0x08 || f[13] != 0x00 || f[14] >> 4 != 4 || f[23] != 17) {
+            count(d, S_UNSENDABLE, 1);
+            return;
+        }
+        uint32_t udp = 14 + (uint32_t)(f[14] & 0x0F) * 4;
+        if (len < udp + 8) {
+            count(d, S_UNSENDABLE, 1);
+            return;
+        }
+        uint32_t udp_len = (uint32_t)(f[udp + 4] << 8 | f[udp + 5]);
+        if (udp_len < 8) {
+            count(d, S_UNSENDABLE, 1);
+            return;
+        }
+        uint32_t end = udp + udp_len < len ? udp + udp_len : len;
+        memset(&b->to[i], 0, sizeof b->to[i]);
+        b->to[i].sin_family = AF_INET;
+        memcpy(&b->to[i].sin_addr.s_addr, f + 30, 4);
+        memcpy(&b->to[i].sin_port, f + udp + 2, 2);
+        b->iov[i].iov_base = (void *)(f + udp + 8);
+        b->iov[i].iov_len = end - (udp + 8);
+        b->msgs[i].msg_hdr.msg_name = &b->to[i];
+        b->msgs[i].msg_hdr.msg_namelen = sizeof b->to[i];
+    } else {
+        b->iov[i].iov_base = (void *)f;
+        b->iov[i].iov_len = len;
+    }
+    b->msgs[i].msg_hdr.msg_iov = &b->iov[i];
+    b->msgs[i].msg_hdr.msg_iovlen = 1;
+    b->pending++;
+}
+
+/* Keep one produced frame (copied: the pipeline reuses its arena); 0 when out of memory. */
+static int plan(sender_t *s, uint64_t port, const uint8_t *data, uint32_t len) {
+    if (s->used + len > s->cap) {
+        size_t cap = s->cap ? s->cap : 1 << 20;
+        while (cap < s->used + len) cap *= 2;
+        uint8_t *tx = realloc(s->tx, cap);
+        if (!tx) return 0;
+        s->tx = tx, s->cap = cap;
+    }
+    if (s->nplanned == s->planned_cap) {
+        size_t cap = s->planned_cap ? 2 * s->planned_cap : 256;
+        planned_t *planned = realloc(s->planned, cap * sizeof *planned);
+        if (!planned) return 0;
+        s->planned = planned, s->planned_cap = cap;
+    }
+    memcpy(s->tx + s->used, data, len);
+    s->planned[s->nplanned++] = (planned_t){port, s->used, len};
+    s->used += len;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ forwarding */
+
+/*
+ * Run frames from one port through the pipeline under the lock, as the Python loop's _forward
+ * does (counts, fault injection, frames out in order), then send what came out after releasing it.
+ */
+static void forward(dp_t *d, sender_t *s, uint32_t ingress, uint8_t *const *frames, const uint32_t *lens,
+                    uint32_t n) {
+    if (d->capture)
+        for (uint32_t i = 0; i < n; i++)
+            if (!queue_push(&d->pcap, ingress, 0, frames[i], lens[i])) count(d, S_PCAP_DROPPED, 1);
+    count(d, S_RX, n);
+    pthread_mutex_lock(&d->lock);
+    if (!d->process) {
+        count(d, S_NO_PIPELINE, n);
+        pthread_mutex_unlock(&d->lock);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (d->drop_in > 0 && mt_random(&d->rng) < d->drop_in) {
+            count(d, S_FAULT_IN, 1);
+            continue;
+        }
+        int produced = d->process(d->ctx, ingress, frames[i], lens[i]);
+        if (produced < 0) {
+            count(d, S_PIPELINE_ERROR, 1);
+            const char *why = d->error ? d->error(d->ctx) : NULL;
+            snprintf(d->last_error, sizeof d->last_error, "port %u: %s", ingress, why && *why ? why : "failed");
+            continue;
+        }
+        if (produced == 0) {
+            count(d, S_CONSUMED, 1);
+            continue;
+        }
+        const out_t *outs = d->outputs(d->ctx);
+        const uint8_t *arena = d->arena(d->ctx);
+        for (int k = 0; k < produced; k++) {
+            if (d->drop_out > 0 && mt_random(&d->rng) < d->drop_out) {
+                count(d, S_FAULT_OUT, 1);
+                continue;
+            }
+            if (!plan(s, outs[k].port, arena + outs[k].offset, outs[k].length)) count(d, S_UNSENDABLE, 1);
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+    for (size_t i = 0; i < s->nplanned; i++)
+        send_frame(d, s, s->planned[i].port, s->tx + s->planned[i].offset, s->planned[i].length);
+    for (uint32_t i = 0; i < d->nports; i++)
+        if (s->batches[i].pending) flush_port(d, &d->ports[i], &s->batches[i]);
+    s->nplanned = 0;
+    s->used = 0;
+}
+
+/* Run one frame as if it arrived on `port` (PacketOut); what it produces is sent before it returns. */
+EXPORT void dp_inject(dp_t *d, uint32_t port, const uint8_t *frame, uint32_t len) {
+    uint8_t *f = (uint8_t *)frame;
+    pthread_mutex_lock(&d->inject);
+    forward(d, d->inject_sender, port, &f, &len, 1);
+    pthread_mutex_unlock(&d->inject);
+}
+
+static void receive(dp_t *d, port_t *p) {
+    struct mmsghdr msgs[BATCH];
+    struct iovec iov[BATCH];
+    struct sockaddr_storage from[BATCH];
+    uint8_t *frames[BATCH];
+    uint32_t lens[BATCH], n = 0;
+    uint32_t head = p->udp ? UDP_HEADERS : 0;
+    for (int i = 0; i < BATCH; i++) {
+        frames[i] = d->rx + (size_t)i * (UDP_HEADERS + MAX_FRAME);
+        iov[i].iov_base = frames[i] + head;
+        iov[i].iov_len = MAX_FRAME;
+        memset(&msgs[i], 0, sizeof msgs[i]);
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+        msgs[i].msg_hdr.msg_name = &from[i];
+        msgs[i].msg_hdr.msg_namelen = sizeof from[i];
+    }
+    int got = recvmmsg(p->fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+    if (got < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNREFUSED) return;
+        snprintf(d->last_error, sizeof d->last_error, "port %u: receive failed (%s); disabled", p->number,
+                 strerror(errno));
+        epoll_ctl(d->epfd, EPOLL_CTL_DEL, p->fd, NULL);
+        p->enabled = 0;
+        return;
+    }
+    for (int i = 0; i < got; i++) {
+        uint32_t len = msgs[i].msg_len;
+        if (p->udp) {
+            udp_frame(p, frames[i], (const struct sockaddr_in *)&from[i], len);
+            frames[n] = frames[i];
+            lens[n++] = len + UDP_HEADERS;
+        } else {
+            const struct sockaddr_ll *ll = (const struct sockaddr_ll *)&from[i];
+            if (ll->sll_pkttype == PACKET_OUTGOING) continue; /* our own transmissions */
+            frames[n] = frames[i];
+            lens[n++] = len;
+        }
+    }
+    if (n) forward(d, d->loop_sender, p->number, frames, lens, n);
+}
+
+static void *loop(void *arg) {
+    dp_t *d = arg;
+    struct epoll_event events[MAX_PORTS + 1];
+    while (d->running) {
+        int n = epoll_wait(d->epfd, events, MAX_PORTS + 1, 200);
+        for (int i = 0; i < n; i++) {
+            if (events[i].data.u64 == UINT64_MAX) {
+                uint64_t drain;
+                if (read(d->wakefd, &drain, sizeof drain) < 0) { /* nothing to do */ }
+                continue;
+            }
+            port_t *p = &d->ports[events[i].data.u64];
+            if (p->enabled) receive(d, p);
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ captures */
+
+static void pcap_write(dp_t *d, const record_t *r, const uint8_t *data) {
+    uint32_t slot = 0;
+    while (slot < d->nports && d->ports[slot].number != r->port) slot++;
+    if (slot == d->nports) return;
+    FILE **f = &d->pcap_files[slot][r->direction];
+    if (!*f) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%u_%s.pcap", d->pcap_dir, r->port, r->direction ? "out" : "in");
+        *f = fopen(path, "wb");
+        if (!*f) return;
+        const uint32_t global[6] = {0xA1B2C3D4u, 2u | (4u << 16), 0, 0, 65535, 1};
+        fwrite(global, sizeof global, 1, *f);
+    }
+    const uint32_t rec[4] = {r->sec, r->usec, r->length, r->length};
+    fwrite(rec, sizeof rec, 1, *f);
+    fwrite(data, 1, r->length, *f);
+}
+
+static void pcap_flush(dp_t *d) {
+    for (uint32_t i = 0; i < d->nports; i++)
+        for (int k = 0; k < 2; k++)
+            if (d->pcap_files[i][k]) fflush(d->pcap_files[i][k]);
+}
+
+static void *writer(void *arg) {
+    dp_t *d = arg;
+    uint8_t *frame = malloc(UDP_HEADERS + MAX_FRAME);
+    record_t r;
+    for (;;) {
+        long n = queue_pop(&d->pcap, &r, frame, UDP_HEADERS + MAX_FRAME, 200);
+        if (n >= 0) {
+            pcap_write(d, &r, frame);
+        } else {
+            pcap_flush(d);
+            if (!d->writer_running) break;
+        }
+    }
+    free(frame);
+    return NULL;
+}
+
+EXPORT int dp_capture(dp_t *d, const char *directory) {
+    snprintf(d->pcap_dir, sizeof d->pcap_dir, "%s", directory);
+    d->capture = 1;
+    d->writer_running = 1;
+    return pthread_create(&d->writer, NULL, writer, d);
+}
+
+/* ------------------------------------------------------------------ life cycle */
+
+EXPORT int dp_start(dp_t *d) {
+    d->running = 1;
+    if (pthread_create(&d->thread, NULL, loop, d) != 0) {
+        d->running = 0;
+        return -1;
+    }
+    return 0;
+}
+
+EXPORT void dp_stop(dp_t *d) {
+    if (!d->running) return;
+    d->running = 0;
+    uint64_t one = 1;
+    if (write(d->wakefd, &one, sizeof one) < 0) { /* the loop wakes within 200 ms anyway */ }
+    pthread_join(d->thread, NULL);
+}
+
+/* Frames for the controller: one into `out`; its length, or -1 after waiting `ms` for none. */
+EXPORT long dp_packet_in(dp_t *d, uint8_t *out, size_t cap, int ms) {
+    record_t r;
+    return queue_pop(&d->packet_in, &r, out, cap, ms);
+}
+
+EXPORT void dp_destroy(dp_t *d) {
+    if (!d) return;
+    dp_stop(d);
+    if (d->capture) {
+        d->writer_running = 0;
+        pthread_join(d->writer, NULL);
+        for (uint32_t i = 0; i < d->nports; i++)
+            for (int k = 0; k < 2; k++)
+                if (d->pcap_files[i][k]) fclose(d->pcap_files[i][k]);
+    }
+    close(d->epfd);
+    close(d->wakefd);
+    queue_free(&d->packet_in);
+    queue_free(&d->pcap);
+    free(d->rx);
+    sender_t *senders[2] = {d->loop_sender, d->inject_sender};
+    for (int i = 0; i < 2; i++) {
+        free(senders[i]->tx);
+        free(senders[i]->planned);
+        free(senders[i]);
+    }
+    pthread_mutex_destroy(&d->lock);
+    pthread_mutex_destroy(&d->inject);
+    free(d);
+}
