@@ -194,6 +194,31 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         self.shutdown()
 
 
+# Collectives that are not sums go to Gloo straight from Python. Left to torch's C++ dispatch they would
+# reach Gloo with the GIL held (torch 2.13's ProcessGroup trampoline keeps it), and Gloo's worker,
+# which drops a finished work's tensors under the same mutex the caller then waits for, needs the GIL
+# to release them: 300 rounds of all_gather + broadcast + barrier deadlocked 4 ranks. Gloo's own
+# Python bindings release the GIL, so this path cannot.
+_PASSED_TO_GLOO = (
+    "barrier", "broadcast", "allgather", "_allgather_base", "allgather_coalesced",
+    "allgather_into_tensor_coalesced", "gather", "scatter", "alltoall", "alltoall_base", "reduce",
+    "send", "recv", "recv_anysource",
+)  # fmt: skip
+
+
+def _passed_to_gloo(name: str) -> Callable[..., dist.Work]:
+    def collective(self: P4ReduceProcessGroup, *args: object, **kwargs: object) -> dist.Work:
+        return getattr(self._gloo, name)(*args, **kwargs)
+
+    collective.__name__ = collective.__qualname__ = name
+    collective.__doc__ = f"Gloo's {name}, called with the GIL released."
+    return collective
+
+
+for _name in _PASSED_TO_GLOO:
+    setattr(P4ReduceProcessGroup, _name, _passed_to_gloo(_name))
+
+
 def _write(target: torch.Tensor, values: np.ndarray) -> None:
     """The switch's result into the caller's tensor (rounded to its dtype), as Gloo writes: not autograd's."""
     with torch.no_grad():
