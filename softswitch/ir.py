@@ -1016,3 +1016,14 @@ def from_json(data: Any) -> Any:
     if isinstance(data, list):
         return tuple(from_json(v) for v in data)
     return data
+
+
+def contains_apply(node: object) -> bool:
+    """Whether evaluating `node` applies a table (both backends apply tables before the expression)."""
+    if isinstance(node, ApplyResultMember | TableApply):
+        return True
+    if isinstance(node, Binary):
+        return contains_apply(node.left) or contains_apply(node.right)
+    if isinstance(node, Unary | Cast):
+        return contains_apply(node.expr)
+    return False

@@ -195,16 +195,6 @@ def may_exit(actions: dict[str, ir.ActionDecl], action: str, seen: frozenset[str
     return any(may_exit(actions, a, seen | {action}) for a in calls(decl.body) if a not in seen)
 
 
-def contains_apply(node: Any) -> bool:
-    if isinstance(node, ir.ApplyResultMember | ir.TableApply):
-        return True
-    if isinstance(node, ir.Binary):
-        return contains_apply(node.left) or contains_apply(node.right)
-    if isinstance(node, ir.Unary | ir.Cast):
-        return contains_apply(node.expr)
-    return False
-
-
 def all_actions(program: ir.Program) -> dict[str, ir.ActionDecl]:
     actions = {a.fq_name: a for a in program.actions}
     for control in program.controls:

@@ -1669,6 +1669,8 @@ class _Checker:
         if op in LOGIC:
             a = self.expect_bool(self.expr(a_t, ctx, ir.BoolType()), a_t, f"operand of {op}")
             b = self.expect_bool(self.expr(b_t, ctx, ir.BoolType()), b_t, f"operand of {op}")
+            if ir.contains_apply(b):  # both backends apply tables before the expression: no short circuit
+                raise self.error(b_t, f"unsupported: table apply on the right of {op}")
             if isinstance(a, ir.Const) and isinstance(b, ir.Const):
                 value = (a.value and b.value) if op == "&&" else (a.value or b.value)
                 return ir.Const(ir.BoolType(), bool(value), pos)

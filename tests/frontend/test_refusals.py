@@ -42,6 +42,11 @@ UNSUPPORTED = [
     ("varbit", {"top": "header v_t { varbit<32> x; }"}, "varbit"),
     ("header union", {"top": "header_union u_t { h_t a; }"}, "header unions"),
     (
+        "apply after ||",
+        {"local": "table u { actions = { NoAction; } }", "body": "if (hdr.h.isValid() || u.apply().hit) { }"},
+        "table apply on the right of ||",
+    ),
+    (
         "unknown hash",
         {"body": "hash(hdr.h.a, HashAlgorithm.crc32_custom, 8w0, {hdr.h.b}, 8w4);"},
         "crc32_custom",

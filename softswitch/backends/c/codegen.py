@@ -47,7 +47,6 @@ from softswitch.backends.common import (
     all_instances,
     block_roots,
     check_v1model,
-    contains_apply,
     may_exit,
     packet_types,
     switch_arms,
@@ -1164,7 +1163,7 @@ class CCompiler(CallDispatch):
 
     def _binary(self, e: ir.Binary, depth: int) -> str:
         op = e.op
-        if op in ("&&", "||") and contains_apply(e.right):
+        if op in ("&&", "||") and ir.contains_apply(e.right):
             raise UnsupportedError(f"table apply on the right of {op} at {e.pos}")
         a, b = self.expr(e.left, depth), self.expr(e.right, depth)
         if op in ("&&", "||"):

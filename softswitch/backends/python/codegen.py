@@ -45,7 +45,6 @@ from softswitch.backends.common import (
     all_instances,
     block_roots,
     contains,
-    contains_apply,
     may_exit,
     packet_types,
     switch_arms,
@@ -825,7 +824,7 @@ class Compiler(CallDispatch):
 
     def _binary(self, e: ir.Binary, depth: int) -> str:
         op = e.op
-        if op in ("&&", "||") and contains_apply(e.right):
+        if op in ("&&", "||") and ir.contains_apply(e.right):
             raise UnsupportedError(f"table apply on the right of {op} at {e.pos}")
         a, b = self.expr(e.left, depth), self.expr(e.right, depth)
         if op == "&&":
