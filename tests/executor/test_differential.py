@@ -44,6 +44,7 @@ PROGRAMS = {
             "load_balance",
             "mri",
             "multicast",
+            "p4runtime",
             "qos",
         )
     },

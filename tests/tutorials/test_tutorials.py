@@ -385,3 +385,38 @@ def test_link_monitor_probes_collect_the_bytes_sent_on_each_link(backend: str) -
     assert port == 3
     newest = (5, 3, len(first), bytes(6), bytes(6))
     assert second == probe(2, PROBE_RECORD.pack(*newest) + PROBE_RECORD.pack(*record), [2, 3])
+
+
+# -------------------------------------------------------------------- p4runtime
+
+TUNNEL_ID = 100
+
+
+def tunnel_switch(backend: str, last_hop: bool) -> PipelineDriver:
+    """A switch of the exercise's tunnel 100 towards 10.0.2.2: the first (pushes) or the last (pops)."""
+    sw = switch("p4runtime", backend)
+    sw.table_add(
+        "Tunnel.ipv4_lpm", {"hdr.ipv4.dst": (0x0A000202, 32)}, "Tunnel.tunnel_ingress", {"dst_id": TUNNEL_ID}
+    )
+    if last_hop:
+        host = {"dst_mac": int.from_bytes(NEXT_HOP_2, "big"), "port": 1}
+        sw.table_add("Tunnel.tunnel_exact", {"hdr.tunnel.dst_id": TUNNEL_ID}, "Tunnel.tunnel_egress", host)
+    else:
+        sw.table_add(
+            "Tunnel.tunnel_exact", {"hdr.tunnel.dst_id": TUNNEL_ID}, "Tunnel.tunnel_forward", {"port": 2}
+        )
+    return sw
+
+
+def test_p4runtime_tunnel_is_pushed_forwarded_popped_and_counted(backend: str) -> None:
+    first, last = tunnel_switch(backend, last_hop=False), tunnel_switch(backend, last_hop=True)
+    sent = ipv4("10.0.2.2")
+    ((port, inside),) = first.send(1, sent)
+    assert port == 2
+    assert inside == tunnelled(TUNNEL_ID, sent)  # tunnel header between Ethernet and IPv4
+    ((port, delivered),) = last.send(3, inside)
+    assert port == 1
+    assert delivered == NEXT_HOP_2 + sent[6:]  # the host's MAC; nothing else changed
+    assert first.counter("Tunnel.ingress_tunnel_counter", TUNNEL_ID) == (1, len(sent))
+    assert last.counter("Tunnel.egress_tunnel_counter", TUNNEL_ID) == (1, len(inside))
+    assert first.send(1, ipv4("10.0.3.3")) == []  # no tunnel provisioned: dropped
