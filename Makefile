@@ -11,8 +11,9 @@
 #                  FUZZ_SECONDS per target (default 20)
 #   make experiments  the performance report's experiments (root): CSV, PNG, TXT in $(OUT)
 #                  one at a time: make exp-gloo | exp-workers | exp-loss | exp-switch; QUICK=1 for tiny sizes
+#   make reliability  the reliability suite's long variants; figures in $(OUT)/reliability.jsonl
 #   make test-python-backend  the switch, lab and protocol tests again with the Python backend
-#   make stop      (root) remove what an interrupted lab or experiment left: daemons, host shells, links
+#   make stop      (root) remove what this checkout's interrupted labs or experiments left (.lab-state.json)
 #   make clean     remove build/, logs/, pcaps/, results/
 
 SHELL := /bin/bash
@@ -39,7 +40,7 @@ ASAN_TESTS := tests/executor tests/test_scenarios.py tests/tutorials tests/switc
 BACKEND_TESTS := tests/switch tests/lab tests/hostlib/test_through_switch.py
 
 .PHONY: install build demo torch-ddp torch-fsdp test lab bench stop clean lint experiments \
-	asan asan-host asan-switch fuzz fuzz-host fuzz-switch test-python-backend $(addprefix exp-,$(EXPERIMENTS))
+	asan asan-host asan-switch fuzz fuzz-host fuzz-switch test-python-backend reliability $(addprefix exp-,$(EXPERIMENTS))
 
 install: $(VENV)/.installed $(VENV)/.native
 
@@ -104,6 +105,10 @@ bench: install
 	$(PY) benchmarks/bench_allreduce.py
 	$(PY) benchmarks/bench_ddp_overlap.py
 	$(BIN)/p4reduce-bench --sizes 64K,1M --dtypes float32,int32 --drop-rate 0.01 --baseline gloo
+
+reliability: install
+	@mkdir -p $(OUT)
+	P4REDUCE_LONG_TESTS=1 P4REDUCE_RELIABILITY_OUT=$(OUT)/reliability.jsonl $(BIN)/pytest -q tests/reliability
 
 experiments: $(addprefix exp-,$(EXPERIMENTS))
 

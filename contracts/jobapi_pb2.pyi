@@ -1,4 +1,5 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -19,7 +20,7 @@ class WorkerAddress(_message.Message):
     def __init__(self, ipv4: _Optional[str] = ..., udp_port: _Optional[int] = ..., mac: _Optional[str] = ..., switch_port: _Optional[int] = ...) -> None: ...
 
 class JobDescription(_message.Message):
-    __slots__ = ("name", "job_id", "world_size", "base_slot", "pool_size", "values_per_packet", "switch_ipv4", "switch_udp_port", "multicast_group", "switch_name", "workers", "state", "lease_seconds", "key", "protocol_version")
+    __slots__ = ("name", "job_id", "world_size", "base_slot", "pool_size", "values_per_packet", "switch_ipv4", "switch_udp_port", "multicast_group", "switch_name", "workers", "state", "lease_seconds", "key", "protocol_version", "credential", "generation")
     NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +36,8 @@ class JobDescription(_message.Message):
     LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     name: str
     job_id: int
     world_size: int
@@ -50,7 +53,9 @@ class JobDescription(_message.Message):
     lease_seconds: float
     key: int
     protocol_version: int
-    def __init__(self, name: _Optional[str] = ..., job_id: _Optional[int] = ..., world_size: _Optional[int] = ..., base_slot: _Optional[int] = ..., pool_size: _Optional[int] = ..., values_per_packet: _Optional[int] = ..., switch_ipv4: _Optional[str] = ..., switch_udp_port: _Optional[int] = ..., multicast_group: _Optional[int] = ..., switch_name: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerAddress, _Mapping]]] = ..., state: _Optional[str] = ..., lease_seconds: _Optional[float] = ..., key: _Optional[int] = ..., protocol_version: _Optional[int] = ...) -> None: ...
+    credential: str
+    generation: int
+    def __init__(self, name: _Optional[str] = ..., job_id: _Optional[int] = ..., world_size: _Optional[int] = ..., base_slot: _Optional[int] = ..., pool_size: _Optional[int] = ..., values_per_packet: _Optional[int] = ..., switch_ipv4: _Optional[str] = ..., switch_udp_port: _Optional[int] = ..., multicast_group: _Optional[int] = ..., switch_name: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerAddress, _Mapping]]] = ..., state: _Optional[str] = ..., lease_seconds: _Optional[float] = ..., key: _Optional[int] = ..., protocol_version: _Optional[int] = ..., credential: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class CreateJobRequest(_message.Message):
     __slots__ = ("name", "world_size", "pool_size", "switch_name")
@@ -93,10 +98,12 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., rank: _Optional[int] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
-    __slots__ = ("lease_seconds",)
+    __slots__ = ("lease_seconds", "generation")
     LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     lease_seconds: float
-    def __init__(self, lease_seconds: _Optional[float] = ...) -> None: ...
+    generation: int
+    def __init__(self, lease_seconds: _Optional[float] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class LeaveJobRequest(_message.Message):
     __slots__ = ("name", "rank")
@@ -143,3 +150,57 @@ class GetCountersReply(_message.Message):
     COUNTERS_FIELD_NUMBER: _ClassVar[int]
     counters: _containers.RepeatedCompositeFieldContainer[CounterValue]
     def __init__(self, counters: _Optional[_Iterable[_Union[CounterValue, _Mapping]]] = ...) -> None: ...
+
+class WatchJobRequest(_message.Message):
+    __slots__ = ("name", "rank")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    rank: int
+    def __init__(self, name: _Optional[str] = ..., rank: _Optional[int] = ...) -> None: ...
+
+class JobEvent(_message.Message):
+    __slots__ = ("kind", "message", "generation", "rank")
+    class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        WATCHING: _ClassVar[JobEvent.Kind]
+        DELETED: _ClassVar[JobEvent.Kind]
+        SWITCH_RESTARTED: _ClassVar[JobEvent.Kind]
+    WATCHING: JobEvent.Kind
+    DELETED: JobEvent.Kind
+    SWITCH_RESTARTED: JobEvent.Kind
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    kind: JobEvent.Kind
+    message: str
+    generation: int
+    rank: int
+    def __init__(self, kind: _Optional[_Union[JobEvent.Kind, str]] = ..., message: _Optional[str] = ..., generation: _Optional[int] = ..., rank: _Optional[int] = ...) -> None: ...
+
+class ResumeJobRequest(_message.Message):
+    __slots__ = ("name", "rank", "generation", "calls_begun")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    CALLS_BEGUN_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    rank: int
+    generation: int
+    calls_begun: int
+    def __init__(self, name: _Optional[str] = ..., rank: _Optional[int] = ..., generation: _Optional[int] = ..., calls_begun: _Optional[int] = ...) -> None: ...
+
+class ResumeJobReply(_message.Message):
+    __slots__ = ("ready", "generation", "key", "resume_call", "waiting_for")
+    READY_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    RESUME_CALL_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FOR_FIELD_NUMBER: _ClassVar[int]
+    ready: bool
+    generation: int
+    key: int
+    resume_call: int
+    waiting_for: str
+    def __init__(self, ready: bool = ..., generation: _Optional[int] = ..., key: _Optional[int] = ..., resume_call: _Optional[int] = ..., waiting_for: _Optional[str] = ...) -> None: ...

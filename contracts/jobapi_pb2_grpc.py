@@ -74,6 +74,16 @@ class JobServiceStub(object):
                 request_serializer=contracts_dot_jobapi__pb2.GetCountersRequest.SerializeToString,
                 response_deserializer=contracts_dot_jobapi__pb2.GetCountersReply.FromString,
                 _registered_method=True)
+        self.WatchJob = channel.unary_stream(
+                '/p4reduce.jobapi.v1.JobService/WatchJob',
+                request_serializer=contracts_dot_jobapi__pb2.WatchJobRequest.SerializeToString,
+                response_deserializer=contracts_dot_jobapi__pb2.JobEvent.FromString,
+                _registered_method=True)
+        self.ResumeJob = channel.unary_unary(
+                '/p4reduce.jobapi.v1.JobService/ResumeJob',
+                request_serializer=contracts_dot_jobapi__pb2.ResumeJobRequest.SerializeToString,
+                response_deserializer=contracts_dot_jobapi__pb2.ResumeJobReply.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer(object):
@@ -128,6 +138,18 @@ class JobServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -170,6 +192,16 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.GetCounters,
                     request_deserializer=contracts_dot_jobapi__pb2.GetCountersRequest.FromString,
                     response_serializer=contracts_dot_jobapi__pb2.GetCountersReply.SerializeToString,
+            ),
+            'WatchJob': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchJob,
+                    request_deserializer=contracts_dot_jobapi__pb2.WatchJobRequest.FromString,
+                    response_serializer=contracts_dot_jobapi__pb2.JobEvent.SerializeToString,
+            ),
+            'ResumeJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeJob,
+                    request_deserializer=contracts_dot_jobapi__pb2.ResumeJobRequest.FromString,
+                    response_serializer=contracts_dot_jobapi__pb2.ResumeJobReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -388,6 +420,60 @@ class JobService(object):
             '/p4reduce.jobapi.v1.JobService/GetCounters',
             contracts_dot_jobapi__pb2.GetCountersRequest.SerializeToString,
             contracts_dot_jobapi__pb2.GetCountersReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/p4reduce.jobapi.v1.JobService/WatchJob',
+            contracts_dot_jobapi__pb2.WatchJobRequest.SerializeToString,
+            contracts_dot_jobapi__pb2.JobEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/p4reduce.jobapi.v1.JobService/ResumeJob',
+            contracts_dot_jobapi__pb2.ResumeJobRequest.SerializeToString,
+            contracts_dot_jobapi__pb2.ResumeJobReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from contracts import jobapi_pb2 as pb
+from contracts.protocol import MAX_WORKERS
 from controller import config as cfg
 from controller.addresses import format_mac, parse_endpoint, parse_mac, parse_port_number
 from controller.client import JobClient
@@ -58,8 +59,23 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str], Any]:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+        if not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
+        return value
+
+    return convert
+
+
+def _between(low: int, high: int) -> Callable[[str], int]:
+    """An integer in low..high: every out-of-range number is one line, not a traceback later."""
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is outside {low}..{high}")
         return value
 
     return convert
@@ -80,14 +96,20 @@ def parser() -> argparse.ArgumentParser:
         help=f"the daemon's job API address (default {cfg.DEFAULT_LISTEN})",
     )  # fmt: skip
     daemon.add_argument("--token", default=os.environ.get("P4REDUCE_TOKEN", ""),
-                        help="shared token of the daemon (default: $P4REDUCE_TOKEN)")  # fmt: skip
+                        help="the daemon's access or admin token (default: $P4REDUCE_TOKEN)")  # fmt: skip
+    daemon.add_argument(
+        "--credential", default=os.environ.get("P4REDUCE_JOB_CREDENTIAL", ""), metavar="C",
+        help="the job's credential, from `job create` (default: $P4REDUCE_JOB_CREDENTIAL)",
+    )  # fmt: skip
     daemon.add_argument("--tls-ca", type=Path, metavar="FILE", help="CA certificate: talk TLS to the daemon")
     switch = argparse.ArgumentParser(add_help=False)
     switch.add_argument("--switch", type=_endpoint, default=DEFAULT_SWITCH, metavar="ADDR",
                         help=f"the switch's P4Runtime address (default {DEFAULT_SWITCH})")  # fmt: skip
-    switch.add_argument("--device-id", type=int, default=1, help="P4Runtime device id (default 1)")
     switch.add_argument(
-        "--election-id", type=_positive(int), default=CLI_ELECTION_ID,
+        "--device-id", type=_between(0, 2**64 - 1), default=1, help="P4Runtime device id (default 1)"
+    )
+    switch.add_argument(
+        "--election-id", type=_between(1, 2**128 - 1), default=CLI_ELECTION_ID,
         help=f"election id (default {CLI_ELECTION_ID}: yields to a running daemon; a higher one takes over)",
     )  # fmt: skip
 
@@ -115,10 +137,21 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--token",
         default=os.environ.get("P4REDUCE_TOKEN", ""),
-        help="require 'authorization: Bearer T' on every call (default: $P4REDUCE_TOKEN)",
+        help="access token: every call must carry 'authorization: Bearer T' (default: $P4REDUCE_TOKEN); "
+        "it lets clients create and list jobs, never act on another's",
+    )
+    serve.add_argument(
+        "--admin-token",
+        default=os.environ.get("P4REDUCE_ADMIN_TOKEN", ""),
+        help="admin token: every call on every job (default: $P4REDUCE_ADMIN_TOKEN)",
     )
     serve.add_argument("--tls-cert", type=Path, metavar="FILE", help="serve TLS with this certificate")
     serve.add_argument("--tls-key", type=Path, metavar="FILE", help="private key of --tls-cert")
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve beyond loopback without TLS or without a token (warns loudly at start)",
+    )
 
     prov = sub.add_parser(
         "provision",
@@ -128,7 +161,9 @@ def parser() -> argparse.ArgumentParser:
         "group, the aggregation address and its ARP answer on every configured switch.",
     )
     prov.add_argument("--config", type=Path, required=True, metavar="FILE", help="topology/config file")
-    prov.add_argument("--election-id", type=_positive(int), default=CLI_ELECTION_ID, help="election id")
+    prov.add_argument(
+        "--election-id", type=_between(1, 2**128 - 1), default=CLI_ELECTION_ID, help="election id"
+    )
     prov.add_argument(
         "--force-push", action="store_true", help="push the pipeline even when its cookie matches"
     )
@@ -161,28 +196,39 @@ def parser() -> argparse.ArgumentParser:
     job = sub.add_parser("job", help="jobs, through the daemon").add_subparsers(
         dest="action", metavar="ACTION", required=True, parser_class=_Parser
     )
-    create = job.add_parser("create", parents=[common, daemon], help="create a job (reserves its slots)")
-    create.add_argument("name")
-    create.add_argument("--world-size", type=int, required=True, metavar="N", help="number of ranks (1..32)")
-    create.add_argument("--pool-size", type=int, default=0, metavar="P", help="slots (default: the daemon's)")
+    create = job.add_parser(
+        "create", parents=[common, daemon], help="create a job (reserves its slots)",
+        description="Create a job. It prints the job's credential, which its ranks and every later "
+        "command on the job present (--credential or $P4REDUCE_JOB_CREDENTIAL); give --credential to "
+        "choose it instead (16..256 characters).",
+    )  # fmt: skip
+    create.add_argument("name", help="job name: 1-64 letters, digits, '.', '_' or '-'")
+    create.add_argument(
+        "--world-size", type=_between(1, MAX_WORKERS), required=True, metavar="N",
+        help=f"number of ranks (1..{MAX_WORKERS})",
+    )  # fmt: skip
+    create.add_argument(
+        "--pool-size", type=_between(cfg.MIN_POOL_SIZE, cfg.MAX_POOL_SIZE), metavar="P",
+        help=f"slots, {cfg.MIN_POOL_SIZE}..{cfg.MAX_POOL_SIZE} (default: the daemon's default_pool_size)",
+    )  # fmt: skip
     create.add_argument(
         "--switch-name", default="", metavar="NAME", help="switch of the job (default: first)"
     )
     job.add_parser("list", parents=[common, daemon], help="list jobs")
     show = job.add_parser("show", parents=[common, daemon], help="show one job with its workers")
-    show.add_argument("name")
+    show.add_argument("name", help="the job")
     delete = job.add_parser("delete", parents=[common, daemon], help="delete a job (frees its slots)")
-    delete.add_argument("name")
+    delete.add_argument("name", help="the job")
 
     fwd = sub.add_parser("fwd", help="L2 forwarding entries, directly on a switch").add_subparsers(
         dest="action", metavar="ACTION", required=True, parser_class=_Parser
     )
     add = fwd.add_parser("add", parents=[common, switch], help="forward frames for MAC out of PORT")
-    add.add_argument("mac")
-    add.add_argument("port", type=int)
+    add.add_argument("mac", help="destination MAC, e.g. 02:00:00:00:00:01")
+    add.add_argument("port", type=int, help="switch port (0..511)")
     fwd.add_parser("list", parents=[common, switch], help="list L2 entries")
     rm = fwd.add_parser("delete", parents=[common, switch], help="delete the entry of MAC")
-    rm.add_argument("mac")
+    rm.add_argument("mac", help="destination MAC of the entry")
 
     counters = sub.add_parser(
         "counters", parents=[common, daemon], help="P4 counters, labelled, via the daemon"
@@ -240,8 +286,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         listen=args.listen or settings.listen,
         lease_seconds=args.lease or settings.lease_seconds,
         token=args.token,
+        admin_token=args.admin_token,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
+        insecure=args.insecure,
     )
     asyncio.run(serve(topology, options))
     return 0
@@ -350,7 +398,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
 
 
 def _client(args: argparse.Namespace) -> JobClient:
-    return JobClient(args.controller, args.token, args.tls_ca)
+    return JobClient(args.controller, args.token, args.tls_ca, args.credential)
 
 
 def _job_dict(job: pb.JobDescription) -> dict[str, Any]:
@@ -359,6 +407,7 @@ def _job_dict(job: pb.JobDescription) -> dict[str, Any]:
         "base_slot": job.base_slot, "pool_size": job.pool_size, "multicast_group": job.multicast_group,
         "switch": job.switch_name, "switch_ipv4": job.switch_ipv4, "switch_udp_port": job.switch_udp_port,
         "values_per_packet": job.values_per_packet, "lease_seconds": job.lease_seconds,
+        "generation": job.generation,
         "workers": [{"rank": r, "ipv4": w.ipv4, "udp_port": w.udp_port, "mac": w.mac,
                      "switch_port": w.switch_port} for r, w in enumerate(job.workers)],
     }  # fmt: skip
@@ -374,8 +423,10 @@ def _job_row(job: pb.JobDescription) -> list[Any]:
 
 def cmd_job_create(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        job = client.create(args.name, args.world_size, args.pool_size, args.switch_name)
-    _print(args, JOB_HEADERS, [_job_row(job)], [_job_dict(job)])
+        job = client.create(args.name, args.world_size, args.pool_size or 0, args.switch_name)
+    _print(args, JOB_HEADERS, [_job_row(job)], [_job_dict(job) | {"credential": job.credential}])
+    if job.credential and not args.json:
+        print(f"credential: {job.credential}  (its ranks and later commands on the job need it)")
     return 0
 
 
@@ -410,6 +461,8 @@ def cmd_job_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_counters(args: argparse.Namespace) -> int:
+    if args.count and not args.watch:
+        raise ConfigError("--count N needs --watch SECONDS (without --watch there is one round)")
     rounds = args.count if args.watch else 1
     previous: dict[tuple[str, int], int] = {}
     with _client(args) as client:

@@ -1,4 +1,8 @@
-"""The CLI's side of the job API: a blocking JobService client with the daemon's auth options."""
+"""The CLI's side of the job API: a blocking JobService client with the daemon's auth options.
+
+`token` goes as `authorization: Bearer T` (the daemon's access or admin
+token), `credential` as `p4reduce-job-credential` (a job's own).
+"""
 
 from __future__ import annotations
 
@@ -10,13 +14,16 @@ import grpc
 
 from contracts import jobapi_pb2 as pb
 from contracts import jobapi_pb2_grpc as pb_grpc
+from contracts.jobapi_metadata import call_metadata
 from controller.errors import ControllerError, JobError
 
 RPC_TIMEOUT = 30.0
 
 
 class JobClient:
-    def __init__(self, address: str, token: str = "", tls_ca: Path | None = None) -> None:
+    def __init__(
+        self, address: str, token: str = "", tls_ca: Path | None = None, credential: str = ""
+    ) -> None:
         self.address = address
         if tls_ca is not None:
             try:
@@ -27,7 +34,7 @@ class JobClient:
         else:
             self._channel = grpc.insecure_channel(address)
         self._stub = pb_grpc.JobServiceStub(self._channel)
-        self._metadata = [("authorization", f"Bearer {token}")] if token else []
+        self._metadata = call_metadata(token, credential)
 
     def __enter__(self) -> Self:
         return self

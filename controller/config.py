@@ -25,9 +25,11 @@ from controller.errors import ConfigError
 DEFAULT_LISTEN = "127.0.0.1:50051"
 DEFAULT_LEASE_SECONDS = 30.0
 DEFAULT_POOL_SIZE = 256  # 128 slots in flight per call: the native engine needs them (docs/performance.md)
+MIN_POOL_SIZE = 2  # a call uses half of its job's pool (docs/protocol.md, *Host rules*)
 MAX_POOL_SIZE = SLOT_MASK + 1  # the 15-bit slot field
 DEFAULT_JOIN_TIMEOUT = 60.0
 DEFAULT_ELECTION_ID = 10
+DEFAULT_ID_QUARANTINE = 10.0  # seconds a deleted job's id rests before another job gets it
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class ControllerSettings:
     default_pool_size: int = DEFAULT_POOL_SIZE
     join_timeout_seconds: float = DEFAULT_JOIN_TIMEOUT
     election_id: int = DEFAULT_ELECTION_ID
+    id_quarantine_seconds: float = DEFAULT_ID_QUARANTINE
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,14 @@ def _controller(item: object) -> ControllerSettings:
     m = _mapping(
         item,
         "controller",
-        optional={"listen", "lease_seconds", "default_pool_size", "join_timeout_seconds", "election_id"},
+        optional={
+            "listen",
+            "lease_seconds",
+            "default_pool_size",
+            "join_timeout_seconds",
+            "election_id",
+            "id_quarantine_seconds",
+        },  # fmt: skip
     )
     pool = m.get("default_pool_size", DEFAULT_POOL_SIZE)
     if isinstance(pool, bool) or not isinstance(pool, int) or not 2 <= pool <= MAX_POOL_SIZE:
@@ -200,6 +210,11 @@ def _controller(item: object) -> ControllerSettings:
             m.get("join_timeout_seconds", DEFAULT_JOIN_TIMEOUT), "controller.join_timeout_seconds"
         ),
         election_id=election,
+        id_quarantine_seconds=_seconds(
+            m.get("id_quarantine_seconds", DEFAULT_ID_QUARANTINE),
+            "controller.id_quarantine_seconds",
+            zero=True,
+        ),
     )
 
 
@@ -244,9 +259,9 @@ def _path(item: object, where: str, base_dir: Path) -> Path:
     return (base_dir / item).resolve()
 
 
-def _seconds(item: object, where: str) -> float:
-    if isinstance(item, bool) or not isinstance(item, int | float) or not item > 0:
-        raise ConfigError(f"{where}: {item!r} is not a positive number of seconds")
+def _seconds(item: object, where: str, zero: bool = False) -> float:
+    if isinstance(item, bool) or not isinstance(item, int | float) or not (item >= 0 if zero else item > 0):
+        raise ConfigError(f"{where}: {item!r} is not a {'' if zero else 'positive '}number of seconds")
     return float(item)
 
 

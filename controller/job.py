@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from dataclasses import dataclass, field
 
@@ -52,6 +53,11 @@ class Job:
     installed: bool = False  # job_table/result_dest entries and the group are on the switch
     heartbeats: dict[int, float] = field(default_factory=dict)  # rank -> monotonic time of last sign of life
     left: set[int] = field(default_factory=set)
+    credential_hash: str = ""  # SHA-256 of the job's credential ('' only for jobs of an older daemon)
+    generation: int = 0  # times the switch lost the job's state and it was reinstalled with new keys
+    resumes: dict[int, int] = field(default_factory=dict)  # rank -> calls begun, this generation
+    watchers: set[asyncio.Queue[JobEvent]] = field(default_factory=set)
+    disconnected: dict[int, float] = field(default_factory=dict)  # rank -> when its watch stream closed
 
     @property
     def state(self) -> str:
@@ -59,6 +65,25 @@ class Job:
 
     def missing_ranks(self) -> list[int]:
         return [r for r in range(self.world_size) if r not in self.workers]
+
+    def present(self) -> list[Worker]:
+        """The ranks that joined and have not left, by rank."""
+        return [w for _, w in sorted(self.workers.items()) if w.rank not in self.left]
+
+    def publish(self, event: JobEvent) -> None:
+        """Tell every rank watching the job (WatchJob)."""
+        for queue in self.watchers:
+            queue.put_nowait(event)
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """Something a job's ranks must hear at once (contracts/jobapi.proto, JobEvent)."""
+
+    kind: str  # "deleted" or "switch_restarted" ("closing" ends the streams when the daemon stops)
+    message: str
+    generation: int
+    rank: int = 0  # the silent rank, when a lease took the job
 
 
 def job_group(job_id: int) -> int:

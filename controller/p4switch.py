@@ -1,11 +1,17 @@
 """One P4Runtime session to one switch: connect, win arbitration, push the pipeline, write, read.
 
-finsy's `Switch` does the protocol work (stream, arbitration, P4Info-driven
-encoding of names to ids). This class adds what an operator needs around
-it: a bounded connect that says *why* it failed, a pipeline push that is
-skipped when the switch already runs the same pair of files (the cookie is
-finsy's hash of both), and write errors turned into one readable line per
-failed update instead of a protobuf dump.
+The session holds the StreamChannel itself and uses finsy for what is
+generic (P4Info-driven encoding of names to ids, the cookie of a pipeline,
+error details). Owning the stream is what lets the controller keep its
+configured election id (finsy's arbitrator raises it to the highest id the
+switch reports, so a daemon that once yielded to `--election-id 20` came
+back as 20 and refused the next such command as a duplicate), notice at
+once that the stream is gone (`lost`), and never start finsy's gNMI client
+(its warnings leaked into every log). Around the protocol it adds what an
+operator needs: a bounded connect that says *why* it failed, a pipeline
+push that is skipped when the switch already runs the same pair of files
+(the cookie is finsy's hash of both), and write errors turned into one
+readable line per failed update instead of a protobuf dump.
 
 It works with both answers a switch may give where bmv2 and the P4Runtime
 specification differ (docs/softswitch.md): an entity read by its key that
@@ -24,7 +30,9 @@ answers nothing to a repeated one). Registers are never read or written
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +41,9 @@ from typing import Any, Self
 
 import finsy as fy
 import grpc
+from finsy import p4entity
 from finsy.p4client import P4ClientError
-from finsy.proto import p4r, p4r_grpc
+from finsy.proto import U128, p4r, p4r_grpc, rpc_code
 from google.protobuf import text_format
 
 from controller.device_config import Target, check_device_config
@@ -44,6 +53,11 @@ log = logging.getLogger("controller.switch")
 
 CONNECT_TIMEOUT = 10.0
 PUSH_TIMEOUT = 120.0  # a target may compile the program while it answers
+RPC_TIMEOUT = 30.0
+CHANNEL_OPTIONS = [
+    ("grpc.max_metadata_size", 64 * 1024),  # a failed batch's details (bmv2 sends them all)
+    ("grpc.max_receive_message_length", 256 * 1024 * 1024),  # reads of big tables, device configs
+]
 
 
 @dataclass(frozen=True)
@@ -88,61 +102,155 @@ class SwitchSession:
         self.target = target  # None: whichever kind the device config is (the push confirms it runs)
         self.pushed = False  # True when this session installed the pipeline
         self.device_kind: Target | None = None  # what the device config file is, once checked
-        self._switch: fy.Switch | None = None
+        self.is_primary = False
+        self.primary_id: int | None = None  # the primary's election id as the switch last told (None: none)
+        self.lost = asyncio.Event()  # set when the stream ends: the switch restarted, or the link broke
+        self.lost_at = 0.0  # time.monotonic() when it ended
+        self._schema: fy.P4Schema | None = None
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: p4r_grpc.P4RuntimeStub | None = None
+        self._stream: Any = None  # grpc.aio.StreamStreamCall
+        self._watcher: asyncio.Task[None] | None = None
 
     @property
     def where(self) -> str:
         return f"switch {self.name}" if self.name == self.address else f"switch {self.name} at {self.address}"
 
     @property
-    def switch(self) -> fy.Switch:
-        if self._switch is None:
+    def is_up(self) -> bool:
+        return self._stub is not None and not self.lost.is_set()
+
+    def _live_stub(self) -> p4r_grpc.P4RuntimeStub:
+        if self.lost.is_set():
+            ago = time.monotonic() - self.lost_at
+            raise SwitchError(
+                f"{self.where}: the P4Runtime connection was lost {ago:.1f} s ago (a running daemon "
+                "reconnects by itself once the switch answers again)"
+            )
+        if self._stub is None:
             raise SwitchError(f"{self.where}: not connected")
-        if not self._switch.is_up:
-            raise SwitchError(f"{self.where}: the P4Runtime connection was lost (is the switch running?)")
-        return self._switch
+        return self._stub
 
     @property
     def schema(self) -> fy.P4Schema:
-        return self.switch.p4info
+        if self._schema is None:
+            raise SwitchError(f"{self.where}: not connected")
+        return self._schema
 
     async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def open(self) -> None:
+        """Connect, arbitrate with the configured election id, push the pipeline when it differs."""
         pipeline = self._load_pipeline()
         running_cookie = await self._probe()
-        # finsy gets the P4Info only: it would push the pipeline itself in a background task whose
-        # failure (a device config the switch refuses) surfaces as a bare cancellation; pushing it
-        # here, once primary, turns a refusal into the switch's own message.
-        options = fy.SwitchOptions(
-            p4info=self.p4info_path, device_id=self.device_id, initial_election_id=self.election_id
-        )
-        switch = fy.Switch(self.name, self.address, options)
+        self._channel = grpc.aio.insecure_channel(self.address, options=CHANNEL_OPTIONS)
+        self._stub = p4r_grpc.P4RuntimeStub(self._channel)
         try:
-            await asyncio.wait_for(switch.__aenter__(), CONNECT_TIMEOUT)
-        except TimeoutError:
-            raise SwitchError(f"{self.where}: no P4Runtime session within {CONNECT_TIMEOUT:.0f} s") from None
-        except P4ClientError as exc:
-            raise SwitchError(f"{self.where}: {describe_client_error(exc)}") from None
-        self._switch = switch
-        try:
-            if self.require_primary and not switch.is_primary:
-                raise SwitchError(
-                    f"{self.where}: arbitration lost: another controller is primary with election id "
-                    f"{switch.primary_id} (ours is {self.election_id}); stop it or use a higher --election-id"
-                )
+            if self.require_primary:  # a session that only reads needs no stream (and takes no id)
+                await self._arbitrate()
+                if not self.is_primary:
+                    raise SwitchError(self._not_primary())
             if pipeline is not None and (self.force_push or running_cookie != pipeline.p4cookie):
-                await self._push(pipeline, switch.election_id)
+                await self._push(pipeline)
                 await self._confirm_push(pipeline)
                 self.pushed = True
                 log.info("%s: pipeline pushed (%s)", self.where, pipeline.get_pipeline_info())
-            elif pipeline is None and running_cookie is None and not switch.p4info.exists:
-                raise SwitchError(
-                    f"{self.where} has no pipeline; push one with "
-                    "`p4reduce-ctl pipeline push` or `p4reduce-ctl provision`"
-                )
+            self._schema = pipeline if pipeline is not None else await self._running_schema()
+            if self._stream is not None:
+                self._watcher = asyncio.create_task(self._watch(), name=f"p4runtime-stream-{self.name}")
         except BaseException:
             await self.close()
             raise
-        return self
+
+    def _not_primary(self) -> str:
+        return (
+            f"{self.where}: arbitration lost: another controller is primary with election id "
+            f"{self.primary_id} (ours is {self.election_id}): a running `p4reduce-ctl serve`? Stop it "
+            "first, or take the switch with a higher --election-id (the P4Runtime rule election_id_past "
+            "then keeps the other controller from taking it back until it uses a higher id too)"
+        )
+
+    async def _arbitrate(self) -> None:
+        """One MasterArbitrationUpdate with our election id, and the switch's answer to it."""
+        assert self._stub is not None
+        self._stream = self._stub.StreamChannel()
+        update = p4r.MasterArbitrationUpdate(
+            device_id=self.device_id, election_id=U128.encode(self.election_id)
+        )
+        try:
+            await self._stream.write(p4r.StreamMessageRequest(arbitration=update))
+            reply = await asyncio.wait_for(self._next_arbitration(), CONNECT_TIMEOUT)
+        except TimeoutError:
+            raise SwitchError(f"{self.where}: no arbitration answer within {CONNECT_TIMEOUT:.0f} s") from None
+        except grpc.aio.AioRpcError as exc:
+            raise SwitchError(f"{self.where}: {describe_stream_error(exc, self.election_id)}") from None
+        self._take(reply)
+        if reply.status.code == rpc_code.NOT_FOUND:
+            past = U128.decode(reply.election_id)
+            raise SwitchError(
+                f"{self.where} has no primary and will take none below election id {past} (the P4Runtime "
+                f"rule election_id_past: a controller with {past} held it before); ours is "
+                f"{self.election_id}: configure controller.election_id >= {past}, or restart the switch"
+            )
+
+    async def _next_arbitration(self) -> p4r.MasterArbitrationUpdate:
+        while True:
+            message = await self._stream.read()
+            if message is grpc.aio.EOF:
+                raise SwitchError(f"{self.where} closed the P4Runtime stream during arbitration")
+            if message.HasField("arbitration"):
+                return message.arbitration
+
+    def _take(self, update: p4r.MasterArbitrationUpdate) -> None:
+        """Who is primary, from an arbitration message of the switch."""
+        was = self.is_primary
+        self.is_primary = update.status.code == rpc_code.OK
+        self.primary_id = (
+            None if update.status.code == rpc_code.NOT_FOUND else U128.decode(update.election_id)
+        )
+        if was and not self.is_primary:
+            holder = "nobody" if self.primary_id is None else f"election id {self.primary_id}"
+            log.error("%s: mastership lost to %s: writes fail until it is given back", self.where, holder)
+        elif self.is_primary and not was and self._watcher is not None:
+            log.warning("%s: primary again (election id %d)", self.where, self.election_id)
+
+    async def _watch(self) -> None:
+        """Read the stream until it ends; then `lost` tells whoever keeps this switch."""
+        try:
+            while True:
+                message = await self._stream.read()
+                if message is grpc.aio.EOF:
+                    break
+                if message.HasField("arbitration"):
+                    self._take(message.arbitration)
+                elif message.HasField("error"):
+                    log.warning("%s: stream error %s", self.where, message.error.message)
+        except grpc.aio.AioRpcError as exc:
+            log.debug("%s: stream ended: %s", self.where, exc.code().name)
+        except asyncio.CancelledError:
+            return  # closed by us
+        self.lost_at = time.monotonic()
+        self.is_primary = False
+        self.lost.set()
+        log.warning("%s: the P4Runtime connection was lost", self.where)
+
+    async def _running_schema(self) -> fy.P4Schema:
+        """The P4Info the switch runs (commands given no P4Info file)."""
+        request = p4r.GetForwardingPipelineConfigRequest(
+            device_id=self.device_id, response_type=p4r.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE
+        )
+        try:
+            reply = await self._live_stub().GetForwardingPipelineConfig(request, timeout=RPC_TIMEOUT)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                raise SwitchError(
+                    f"{self.where} has no pipeline; push one with "
+                    "`p4reduce-ctl pipeline push` or `p4reduce-ctl provision`"
+                ) from None
+            raise SwitchError(f"{self.where}: {exc.code().name}: {exc.details()}") from None
+        return fy.P4Schema(reply.config.p4info)
 
     def _load_pipeline(self) -> fy.P4Schema | None:
         """P4Info + device config as finsy's schema (which also computes the cookie of the pair)."""
@@ -163,54 +271,50 @@ class SwitchSession:
         self.device_kind = check_device_config(self.device_config_path, schema, self.target)
         return schema
 
-    async def _push(self, pipeline: fy.P4Schema, election_id: int) -> None:
+    async def _push(self, pipeline: fy.P4Schema) -> None:
         request = p4r.SetForwardingPipelineConfigRequest(
             device_id=self.device_id,
-            election_id=p4r.Uint128(high=election_id >> 64, low=election_id & (2**64 - 1)),
+            election_id=U128.encode(self.election_id),
             action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
             config=pipeline.get_pipeline_config(),
         )
-        async with grpc.aio.insecure_channel(self.address) as channel:
-            try:
-                await p4r_grpc.P4RuntimeStub(channel).SetForwardingPipelineConfig(
-                    request, timeout=PUSH_TIMEOUT
-                )
-            except grpc.aio.AioRpcError as exc:
-                raise SwitchError(
-                    f"{self.where} refused the pipeline: {exc.code().name}: {exc.details()}"
-                ) from None
+        try:
+            await self._live_stub().SetForwardingPipelineConfig(request, timeout=PUSH_TIMEOUT)
+        except grpc.aio.AioRpcError as exc:
+            raise SwitchError(
+                f"{self.where} refused the pipeline: {exc.code().name}: {exc.details()}"
+            ) from None
 
     async def _confirm_push(self, pipeline: fy.P4Schema) -> None:
         """The switch runs what was pushed: its cookie is ours and it can read a table of the program."""
-        async with grpc.aio.insecure_channel(self.address) as channel:
-            stub = p4r_grpc.P4RuntimeStub(channel)
-            try:
-                reply = await stub.GetForwardingPipelineConfig(
-                    p4r.GetForwardingPipelineConfigRequest(
-                        device_id=self.device_id,
-                        response_type=p4r.GetForwardingPipelineConfigRequest.COOKIE_ONLY,
-                    ),
-                    timeout=CONNECT_TIMEOUT,
-                )
-                cookie = reply.config.cookie.cookie if reply.config.HasField("cookie") else None
-                if cookie != pipeline.p4cookie:
-                    raise SwitchError(
-                        f"{self.where} accepted the pipeline but runs another one (cookie {cookie} is not "
-                        f"{pipeline.p4cookie}): is another controller pushing to it?"
-                    )
-                tables = list(pipeline.tables)
-                if tables:
-                    entity = p4r.Entity(table_entry=p4r.TableEntry(table_id=tables[0].id))
-                    read = p4r.ReadRequest(device_id=self.device_id, entities=[entity])
-                    async for _ in stub.Read(read, timeout=CONNECT_TIMEOUT):
-                        pass
-            except grpc.aio.AioRpcError as exc:
-                kind = f" is {self.device_kind.device_config}" if self.device_kind is not None else ""
+        stub = self._live_stub()
+        try:
+            reply = await stub.GetForwardingPipelineConfig(
+                p4r.GetForwardingPipelineConfigRequest(
+                    device_id=self.device_id,
+                    response_type=p4r.GetForwardingPipelineConfigRequest.COOKIE_ONLY,
+                ),
+                timeout=CONNECT_TIMEOUT,
+            )
+            cookie = reply.config.cookie.cookie if reply.config.HasField("cookie") else None
+            if cookie != pipeline.p4cookie:
                 raise SwitchError(
-                    f"{self.where} accepted the pipeline but cannot use it ({exc.code().name}: "
-                    f"{exc.details()}); device config {self.device_config_path}{kind}: "
-                    "is that what this switch runs?"
-                ) from None
+                    f"{self.where} accepted the pipeline but runs another one (cookie {cookie} is not "
+                    f"{pipeline.p4cookie}): is another controller pushing to it?"
+                )
+            tables = list(pipeline.tables)
+            if tables:
+                entity = p4r.Entity(table_entry=p4r.TableEntry(table_id=tables[0].id))
+                read = p4r.ReadRequest(device_id=self.device_id, entities=[entity])
+                async for _ in stub.Read(read, timeout=CONNECT_TIMEOUT):
+                    pass
+        except grpc.aio.AioRpcError as exc:
+            kind = f" is {self.device_kind.device_config}" if self.device_kind is not None else ""
+            raise SwitchError(
+                f"{self.where} accepted the pipeline but cannot use it ({exc.code().name}: "
+                f"{exc.details()}); device config {self.device_config_path}{kind}: "
+                "is that what this switch runs?"
+            ) from None
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -218,9 +322,17 @@ class SwitchSession:
         await self.close()
 
     async def close(self) -> None:
-        if self._switch is not None:
-            switch, self._switch = self._switch, None
-            await switch.__aexit__(None, None, None)
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        if self._stream is not None:
+            self._stream.cancel()
+            self._stream = None
+        if self._channel is not None:
+            channel, self._channel, self._stub = self._channel, None, None
+            await channel.close()
 
     async def _probe(self) -> int | None:
         """The cookie of the running pipeline (None without one); also proves the switch answers."""
@@ -244,19 +356,35 @@ class SwitchSession:
         """One batched WriteRequest; a failure names every update the switch refused."""
         if not updates:
             return
+        stub = self._live_stub()
+        request = p4r.WriteRequest(
+            device_id=self.device_id,
+            election_id=U128.encode(self.election_id),
+            updates=p4entity.encode_updates([u.marked() for u in updates], self.schema),
+        )
         try:
-            await self.switch.write([u.marked() for u in updates])
-        except P4ClientError as exc:
-            raise SwitchError(f"{self.where}: {describe_write_error(exc, updates)}") from None
+            await stub.Write(request, timeout=RPC_TIMEOUT)
+        except grpc.aio.AioRpcError as exc:
+            error = P4ClientError(exc, "Write", msg=request, schema=self.schema)
+            raise SwitchError(f"{self.where}: {describe_write_error(error, updates)}") from None
 
     async def read(self, query: Any) -> list[Any]:
         """What the switch holds for `query`; an entity asked for by its key and absent is an empty list."""
+        stub = self._live_stub()
+        request = p4r.ReadRequest(
+            device_id=self.device_id, entities=p4entity.encode_entities([query], self.schema)
+        )
         try:
-            return [entity async for entity in self.switch.read(query)]
-        except P4ClientError as exc:
-            if exc.code.name == "NOT_FOUND" and addresses_one(query):
+            return [
+                p4entity.decode_entity(entity, self.schema)
+                async for reply in stub.Read(request, timeout=RPC_TIMEOUT)
+                for entity in reply.entities
+            ]
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND and addresses_one(query):
                 return []  # bmv2's answer for a multicast group or clone session id nobody inserted
-            raise SwitchError(f"{self.where}: read failed: {describe_client_error(exc)}") from None
+            error = P4ClientError(exc, "Read")
+            raise SwitchError(f"{self.where}: read failed: {describe_client_error(error)}") from None
 
 
 def addresses_one(query: Any) -> bool:
@@ -268,6 +396,19 @@ def addresses_one(query: Any) -> bool:
     if isinstance(query, fy.P4TableEntry):
         return bool(query.match) or query.is_default_action
     return False
+
+
+def describe_stream_error(exc: grpc.aio.AioRpcError, election_id: int) -> str:
+    """Why the switch ended our StreamChannel before it answered our arbitration."""
+    code = exc.code()
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return "unreachable (is the switch running?)"
+    if code == grpc.StatusCode.INVALID_ARGUMENT and "exists" in (exc.details() or ""):
+        return (
+            f"election id {election_id} is held by another connected controller (the P4Runtime "
+            "rule: ids are unique): give this one another --election-id"
+        )
+    return f"{code.name}: {exc.details()}"
 
 
 def describe_client_error(exc: P4ClientError) -> str:

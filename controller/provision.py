@@ -2,12 +2,15 @@
 
 Idempotent: it reads what the switch has and writes only the difference
 (inserts and modifies), so running it again, or after `p4reduce-ctl fwd add`,
-changes nothing it does not own. It never deletes entries.
+changes nothing it does not own. It never deletes entries. The daemon runs
+it again after a switch restart, with the L2 entries it found at its start
+(`extra`), so entries added with `fwd add` come back too.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from controller.config import SwitchConfig, Topology
@@ -27,10 +30,14 @@ class ProvisionReport:
     updates: int
 
 
-async def provision(session: SwitchSession, topology: Topology, switch: SwitchConfig) -> ProvisionReport:
+async def provision(
+    session: SwitchSession, topology: Topology, switch: SwitchConfig, extra: Iterable[L2Entry] = ()
+) -> ProvisionReport:
     hosts = topology.hosts_of(switch.name)
     l2, flood, agg = L2Forwarding(), FloodGroup(), AggregationAddresses()
     wanted = [L2Entry(h.mac, h.port) for h in hosts]
+    macs = {e.mac for e in wanted}
+    wanted += [e for e in extra if e.mac not in macs]
     ports = {h.port for h in hosts} | set(switch.flood_ports)
     if switch.default_host_port is not None:
         ports.add(switch.default_host_port)
@@ -40,7 +47,7 @@ async def provision(session: SwitchSession, topology: Topology, switch: SwitchCo
     await session.write(updates)
     log.info("switch %s provisioned: %d host(s), flood ports %s, %d update(s)",
              switch.name, len(hosts), sorted(ports), len(updates))  # fmt: skip
-    return ProvisionReport(switch.name, session.pushed, len(wanted), tuple(sorted(ports)), len(updates))
+    return ProvisionReport(switch.name, session.pushed, len(hosts), tuple(sorted(ports)), len(updates))
 
 
 def session_for(switch: SwitchConfig, election_id: int, force_push: bool = False) -> SwitchSession:

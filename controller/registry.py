@@ -5,11 +5,17 @@ creation (the inert record entry of `JobTable`), and an *active* job has,
 besides, one `job_table` and one `result_dest` entry per rank and its
 multicast group. The registry's memory is a cache of that plus what the
 switch cannot hold (ranks that joined a job still waiting for others,
-heartbeats); `recover()` rebuilds it after a restart, so a new controller
-neither forgets jobs nor allocates their slots twice.
+heartbeats); `recover()` rebuilds it after a controller restart, so a new
+controller neither forgets jobs nor allocates their slots twice, and
+`attach()` does the reverse after the *switch* restarted: it makes the
+switch hold every job of the registry again (a job whose state the switch
+lost comes back with a new epoch, new keys and the next generation, and its
+ranks are told: contracts/jobapi.proto, WatchJob and ResumeJob).
 
-All methods run on one asyncio loop; writes to one switch are serialized
-by that switch's lock so batches never interleave.
+Every method that acts on a job takes the `Caller` (controller/auth.py) and
+checks it holds the job's credential. All methods run on one asyncio loop;
+writes to one switch are serialized by that switch's lock so batches never
+interleave.
 """
 
 from __future__ import annotations
@@ -19,22 +25,25 @@ import dataclasses
 import logging
 import re
 import time
+from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import grpc
 
-from contracts.protocol import MAX_JOBS
 from controller.addresses import format_ipv4
 from controller.allocator import SlotAllocator, SlotRange
-from controller.config import SwitchConfig, Topology, check_world_size
-from controller.errors import ConfigError, ControllerError, JobError, PoolExhausted
-from controller.job import Job, Worker, job_group, new_secret
+from controller.auth import Caller, check_credential, credential_hash, new_credential
+from controller.config import MIN_POOL_SIZE, SwitchConfig, Topology, check_world_size
+from controller.errors import ConfigError, ControllerError, JobError
+from controller.job import Job, JobEvent, Worker, job_group, new_secret
+from controller.job_ids import JobIds
 from controller.p4switch import SwitchSession, Update
 from controller.program import ProgramFacts, program_facts
 from controller.tables.counters import Counters, CounterValue
 from controller.tables.job_groups import JobGroups
 from controller.tables.job_table import RECORD_RANK, JobRow, JobTable, record_slots
-from controller.tables.result_dest import ResultDest
+from controller.tables.result_dest import ResultDest, ResultDestRow
 from controller.workers import resolve_worker
 
 log = logging.getLogger("controller.registry")
@@ -42,7 +51,14 @@ log = logging.getLogger("controller.registry")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
-MIN_POOL_SIZE = 2  # a call uses half of its job's pool (docs/protocol.md, *Host rules*)
+DISCONNECT_GRACE = 3.0  # seconds a rank whose WatchJob stream closed has to come back
+
+
+def shown(name: str, limit: int = 64) -> str:
+    """A client's string in an error message: quoted, and cut when it is longer than any valid name."""
+    if len(name) <= limit:
+        return repr(name)
+    return f"{name[:limit]!r}... ({len(name)} characters)"
 
 
 @dataclass
@@ -51,6 +67,7 @@ class SwitchState:
     session: SwitchSession
     facts: ProgramFacts
     allocator: SlotAllocator
+    ids: JobIds
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -71,6 +88,7 @@ class JobRegistry:
         lease_seconds: float,
         default_pool_size: int,
         join_timeout: float,
+        id_quarantine: float = 10.0,
     ) -> None:
         self.topology = topology
         self.lease_seconds = lease_seconds
@@ -80,11 +98,11 @@ class JobRegistry:
         for cfg in topology.switches:
             session = sessions[cfg.name]
             facts = program_facts(session.schema, session.where)
-            self._switches[cfg.name] = SwitchState(cfg, session, facts, SlotAllocator(facts.slot_count))
+            allocator = SlotAllocator(facts.slot_count)
+            self._switches[cfg.name] = SwitchState(cfg, session, facts, allocator, JobIds(id_quarantine))
         self._jobs: dict[str, Job] = {}
         self._changed: dict[int, asyncio.Event] = {}  # job id -> set when installed or deleted
-        self._joining: dict[int, int] = {}  # job id -> joins waiting in rendezvous
-        self._next_id = 1
+        self._joining: dict[int, Counter[int]] = {}  # job id -> ranks waiting in rendezvous
         self.job_table = JobTable()
         self.result_dest = ResultDest()
         self.groups = JobGroups()
@@ -92,14 +110,23 @@ class JobRegistry:
 
     # ---- queries -------------------------------------------------------------------------------
 
-    def get(self, name: str) -> Job:
+    def _find(self, name: str) -> Job:
         job = self._jobs.get(name)
         if job is None:
-            raise JobError(f"unknown job {name!r}", grpc.StatusCode.NOT_FOUND)
+            raise JobError(f"unknown job {shown(name)}", grpc.StatusCode.NOT_FOUND)
         return job
 
-    def jobs(self) -> list[Job]:
-        return sorted(self._jobs.values(), key=lambda j: j.job_id)
+    def get(self, name: str, caller: Caller) -> Job:
+        job = self._find(name)
+        caller.require(job.credential_hash, job.name)
+        return job
+
+    def jobs(self, caller: Caller | None = None) -> list[Job]:
+        """Every job (None: the operator's view), or the jobs `caller` holds the credential of."""
+        jobs = self._jobs.values()
+        if caller is not None:
+            jobs = [j for j in jobs if caller.holds(j.credential_hash)]
+        return sorted(jobs, key=lambda j: j.job_id)
 
     def switch_config(self, name: str) -> SwitchConfig:
         return self._switch(name).config
@@ -116,56 +143,76 @@ class JobRegistry:
 
     # ---- create / delete -----------------------------------------------------------------------
 
-    async def create(self, name: str, world_size: int, pool_size: int = 0, switch: str = "") -> Job:
+    async def create(
+        self, name: str, world_size: int, pool_size: int = 0, switch: str = "", *, credential: str = ""
+    ) -> tuple[Job, str]:
+        """A new job; with the credential its creator chose, else one drawn here (returned, else '')."""
         if not _NAME.match(name):
             raise JobError(
-                f"job name {name!r} must be 1-64 characters of letters, digits, '.', '_' or '-'",
+                f"job name {shown(name)} must be 1-64 characters of letters, digits, '.', '_' or '-'",
                 grpc.StatusCode.INVALID_ARGUMENT,
             )
         try:
             check_world_size(world_size)
         except ConfigError as exc:
             raise JobError(str(exc), grpc.StatusCode.INVALID_ARGUMENT) from None
+        size = pool_size or self.default_pool_size
+        if size < MIN_POOL_SIZE:
+            raise JobError(
+                f"pool size {size} is below {MIN_POOL_SIZE}: each call uses half of its job's pool",
+                grpc.StatusCode.INVALID_ARGUMENT,
+            )
+        drawn = ""
+        if credential:
+            check_credential(credential)
+        else:
+            credential = drawn = new_credential()
         if name in self._jobs:
             raise JobError(f"job {name!r} already exists", grpc.StatusCode.ALREADY_EXISTS)
         state = self._switch(switch)
         async with state.lock:
             if name in self._jobs:  # created while we waited for the lock
                 raise JobError(f"job {name!r} already exists", grpc.StatusCode.ALREADY_EXISTS)
-            if self._next_id >= MAX_JOBS:
-                raise PoolExhausted(
-                    f"job ids 1..{MAX_JOBS - 1} are used up; push the pipeline again "
-                    "(`p4reduce-ctl pipeline push --force`) to clear the switch and start over"
-                )
-            size = pool_size or self.default_pool_size
-            if size < MIN_POOL_SIZE:
-                raise JobError(
-                    f"pool size {size} is below {MIN_POOL_SIZE}: each call uses half of its job's pool",
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                )
             slots = state.allocator.allocate(size)
-            job_id = self._next_id
-            self._next_id += 1
+            try:
+                job_id = state.ids.take()
+            except JobError:
+                state.allocator.release(slots)
+                raise
             job = Job(name, job_id, state.config.name, world_size, slots, job_group(job_id))
+            job.credential_hash = credential_hash(credential)
             try:
                 await state.session.write([self.job_table.record("+", job)])
             except ControllerError:
                 state.allocator.release(slots)
+                state.ids.release(job_id)
                 raise
             self._jobs[name] = job
             self._changed[job_id] = asyncio.Event()
+        await self._reset_counters(state, job)
         log.info("created job %r: id %d, %d ranks, slots %s, group %d on %s",
                  name, job_id, world_size, slots, job.group, job.switch)  # fmt: skip
-        return job
+        return job, drawn
 
-    async def delete(self, name: str, reason: str = "deleted") -> None:
-        job = self.get(name)
+    async def _reset_counters(self, state: SwitchState, job: Job) -> None:
+        """A recycled id's counters start from zero (a target that cannot write counters keeps them)."""
+        try:
+            await state.session.write(self.counters.reset(job.job_id))
+        except ControllerError as exc:
+            log.warning("job %r: its id's counters keep earlier jobs' packets: %s", job.name, exc)
+
+    async def delete(self, name: str, caller: Caller) -> None:
+        job = self.get(name, caller)
+        await self._delete(job, f"job {job.name!r} was deleted by {caller.describe()}")
+
+    async def _delete(self, job: Job, reason: str, silent_rank: int = 0) -> None:
+        """Remove the job from the switch and the registry; its ranks hear `reason` at once."""
         state = self._switches[job.switch]
         async with state.lock:
-            if self._jobs.get(name) is not job:
+            if self._jobs.get(job.name) is not job:
                 return  # deleted meanwhile
+            present = job.present()  # the left are gone already
             updates = []
-            present = [w for w in job.workers.values() if w.rank not in job.left]  # the left are gone already
             if job.installed:
                 updates += [self.job_table.rank_entry("-", job, w) for w in present]
             updates.append(self.job_table.record("-", job))
@@ -173,32 +220,46 @@ class JobRegistry:
                 updates += [self.result_dest.entry("-", job, w) for w in present]
                 updates.append(self.groups.delete(job.group))
             await state.session.write(updates)
-            del self._jobs[name]
+            del self._jobs[job.name]
             state.allocator.release(job.slots)
+            state.ids.release(job.job_id)
             self._changed.pop(job.job_id).set()
-        log.info("%s job %r (id %d): freed slots %s", reason, name, job.job_id, job.slots)
+        job.publish(JobEvent("deleted", reason, job.generation, silent_rank))
+        log.info("%s: freed id %d and slots %s", reason, job.job_id, job.slots)
 
     # ---- rendezvous ----------------------------------------------------------------------------
 
     async def join(
-        self, name: str, rank: int, world_size: int, address: JoinAddress, timeout: float = 0
-    ) -> Job:
-        """Register `rank` of job `name` and wait until every rank has; every rank gets the same job."""
+        self, name: str, rank: int, world_size: int, address: JoinAddress, caller: Caller, timeout: float = 0
+    ) -> tuple[Job, str]:
+        """Register `rank` of job `name` and wait until every rank has; every rank gets the same job.
+
+        Returns the job and, when this join created it with a credential drawn here, that credential.
+        """
         job = self._jobs.get(name)
+        drawn = ""
         if job is None:
             if not world_size:
                 raise JobError(
-                    f"unknown job {name!r} (give world_size to create it)", grpc.StatusCode.NOT_FOUND
+                    f"unknown job {shown(name)} (give world_size to create it)", grpc.StatusCode.NOT_FOUND
                 )
             self._resolve(self.topology.switch().name, rank, address)  # a bad request creates nothing
             if not 0 <= rank < world_size:
                 raise JobError(f"rank {rank} is outside 0..{world_size - 1}", grpc.StatusCode.OUT_OF_RANGE)
+            if world_size > 1 and not caller.credential and not caller.admin:
+                raise JobError(
+                    f"a JoinJob that creates job {shown(name)} for {world_size} ranks needs a credential "
+                    "every rank presents (metadata p4reduce-job-credential: Communicator.join(credential=..."
+                    ") or $P4REDUCE_JOB_CREDENTIAL), or the other ranks could not join it",
+                    grpc.StatusCode.UNAUTHENTICATED,
+                )
             try:
-                job = await self.create(name, world_size)
+                job, drawn = await self.create(name, world_size, credential=caller.credential)
             except JobError as exc:
                 if exc.status != grpc.StatusCode.ALREADY_EXISTS:
                     raise
-                job = self.get(name)  # another rank created it first
+                job = self._find(name)  # another rank created it first
+        caller.require(job.credential_hash, job.name)
         if world_size and world_size != job.world_size:
             raise JobError(
                 f"job {name!r} has world size {job.world_size}, not {world_size}",
@@ -214,8 +275,8 @@ class JobRegistry:
         if not job.missing_ranks() and not job.installed:
             await self._install(job)
         if job.installed:
-            return job
-        return await self._rendezvous(job, timeout or self.join_timeout)
+            return job, drawn
+        return await self._rendezvous(job, rank, timeout or self.join_timeout), drawn
 
     def _resolve(self, switch: str, rank: int, a: JoinAddress) -> Worker:
         config = self._switches[switch].config
@@ -252,19 +313,25 @@ class JobRegistry:
         async with state.lock:
             if job.installed or self._jobs.get(job.name) is not job:
                 return
-            workers = [job.workers[r] for r in range(job.world_size)]
-            updates: list[Update] = [self.groups.insert(job)]
-            updates += [self.result_dest.entry("+", job, w) for w in workers]
-            updates += [self.job_table.rank_entry("+", job, w) for w in workers]
-            await state.session.write(updates)
+            await state.session.write(self._install_updates(job)[1:])
             job.installed = True
             self._changed[job.job_id].set()
         log.info("job %r (id %d) installed: %d ranks, slots %s, group %d",
                  job.name, job.job_id, job.world_size, job.slots, job.group)  # fmt: skip
 
-    async def _rendezvous(self, job: Job, timeout: float) -> Job:
+    def _install_updates(self, job: Job) -> list[Update]:
+        """Everything an active job has on the switch, in install order: record, group, result_dest,
+        job_table (a DATA can only be accepted once its result can be delivered)."""
+        workers = job.present()
+        updates: list[Update] = [self.job_table.record("+", job), self.groups.insert(job)]
+        updates += [self.result_dest.entry("+", job, w) for w in workers]
+        updates += [self.job_table.rank_entry("+", job, w) for w in workers]
+        return updates
+
+    async def _rendezvous(self, job: Job, rank: int, timeout: float) -> Job:
         event = self._changed[job.job_id]
-        self._joining[job.job_id] = self._joining.get(job.job_id, 0) + 1
+        joining = self._joining.setdefault(job.job_id, Counter())
+        joining[rank] += 1
         try:
             await asyncio.wait_for(event.wait(), timeout)
         except TimeoutError:
@@ -275,9 +342,8 @@ class JobRegistry:
                 grpc.StatusCode.DEADLINE_EXCEEDED,
             ) from None
         finally:
-            self._joining[job.job_id] -= 1
-            for rank in job.workers:  # waiting in a join is a sign of life
-                job.heartbeats[rank] = max(job.heartbeats.get(rank, 0.0), time.monotonic())
+            joining[rank] -= 1
+            job.heartbeats[rank] = time.monotonic()  # waiting in a join is a sign of life
         if self._jobs.get(job.name) is not job:
             raise JobError(
                 f"job {job.name!r} was deleted while rank(s) waited to join", grpc.StatusCode.ABORTED
@@ -294,26 +360,32 @@ class JobRegistry:
         if rank not in job.workers:
             raise JobError(f"rank {rank} has not joined job {job.name!r}", status)
 
-    def heartbeat(self, name: str, rank: int) -> float:
-        job = self.get(name)
+    def heartbeat(self, name: str, rank: int, caller: Caller) -> tuple[float, int]:
+        """A sign of life of `rank`: (the lease, the job's generation)."""
+        job = self.get(name, caller)
         self._check_member(job, rank)
         job.heartbeats[rank] = time.monotonic()
-        return self.lease_seconds
+        return self.lease_seconds, job.generation
 
-    async def leave(self, name: str, rank: int) -> None:
+    async def leave(self, name: str, rank: int, caller: Caller) -> None:
         """A rank is done: while waiting it may join again; once active, the last rank out deletes the job."""
-        job = self.get(name)
+        job = self.get(name, caller)
         self._check_member(job, rank)
         job.heartbeats.pop(rank, None)
+        job.disconnected.pop(rank, None)
         if not job.installed:
             del job.workers[rank]
             log.info("job %r: rank %d left before the job started", name, rank)
             return
         if len(job.left) + 1 == job.world_size:
-            await self.delete(name, f"rank {rank} left and so has every other rank:")
+            await self._delete(job, f"job {job.name!r} ended: rank {rank} left and so has every other rank")
             return
         await self._remove_rank(job, rank)
         log.info("job %r: rank %d left; its entries are gone from the switch", name, rank)
+        if len(job.left) == job.world_size:
+            # Ranks that left together each saw the others present when they began; the last
+            # removal is what empties the job.
+            await self._delete(job, f"job {job.name!r} ended: every rank has left")
 
     async def _remove_rank(self, job: Job, rank: int) -> None:
         """A departed rank's address and key are never trusted again: its entries go at once."""
@@ -332,21 +404,107 @@ class JobRegistry:
             )
 
     async def expire(self) -> list[str]:
-        """Delete every job whose joined ranks have all been silent for longer than the lease."""
+        """Reclaim what silent ranks hold, per rank (docs/controller.md, "Leases").
+
+        A rank of an active job that has not heartbeaten for longer than the
+        lease, or whose WatchJob stream closed DISCONNECT_GRACE seconds ago
+        without a sign of life since, ends the job: the others cannot finish a
+        call without it, so the job is deleted at once and they hear which rank
+        went silent. A silent rank of a job still waiting for ranks is only
+        un-registered (it may join again); a waiting job whose every rank went
+        silent is deleted. Ranks waiting inside JoinJob are alive.
+        """
         now, expired = time.monotonic(), []
+        grace = min(DISCONNECT_GRACE, self.lease_seconds)
         for job in list(self._jobs.values()):
-            if not job.heartbeats or self._joining.get(job.job_id):
-                continue  # nobody joined yet (an operator's job), or ranks are waiting in JoinJob
-            silent = now - max(job.heartbeats.values())
-            if silent > self.lease_seconds:
-                await self.delete(job.name, f"lease expired ({silent:.1f} s > {self.lease_seconds:g} s):")
+            joining = self._joining.get(job.job_id, Counter())
+            silent: dict[int, str] = {}
+            for rank, seen in job.heartbeats.items():
+                if rank in job.left or joining[rank]:
+                    continue
+                gone = job.disconnected.get(rank)
+                if now - seen > self.lease_seconds:
+                    silent[rank] = f"rank {rank} stopped heartbeating {now - seen:.1f} s ago"
+                elif gone is not None and gone >= seen and now - gone > grace:
+                    silent[rank] = (
+                        f"rank {rank}'s connection to the controller closed {now - gone:.1f} s ago and it "
+                        "has not come back (did its process exit?)"
+                    )
+            if not silent:
+                continue
+            if job.installed:
+                rank, why = next(iter(sorted(silent.items())))
+                await self._delete(
+                    job, f"job {job.name!r} was reclaimed: {why} (lease {self.lease_seconds:g} s)", rank
+                )
+                expired.append(job.name)
+                continue
+            for rank, why in silent.items():
+                log.info("job %r: %s; un-registered (it may join again)", job.name, why)
+                del job.workers[rank], job.heartbeats[rank]
+            if not job.workers:
+                await self._delete(job, f"job {job.name!r} was reclaimed: every rank that joined went silent")
                 expired.append(job.name)
         return expired
 
+    # ---- what the ranks hear -------------------------------------------------------------------
+
+    async def watch(self, name: str, rank: int, caller: Caller) -> AsyncIterator[JobEvent]:
+        """The job's events as they happen, starting with its current generation; ends with DELETED.
+
+        The stream is also a sign of life: while it is open the rank's process
+        is there, and when it closes without a LeaveJob the rank has
+        DISCONNECT_GRACE seconds to come back (expire()).
+        """
+        job = self.get(name, caller)
+        self._check_member(job, rank)
+        queue: asyncio.Queue[JobEvent] = asyncio.Queue()
+        job.watchers.add(queue)
+        job.disconnected.pop(rank, None)
+        try:
+            yield JobEvent("watching", f"watching job {job.name!r}", job.generation)
+            while True:
+                event = await queue.get()
+                if event.kind == "closing":
+                    return
+                yield event
+                if event.kind == "deleted":
+                    return
+        finally:
+            job.watchers.discard(queue)
+            if self._jobs.get(job.name) is job and rank not in job.left:
+                job.disconnected[rank] = time.monotonic()
+
+    def close_watches(self) -> None:
+        """The daemon is stopping: end every WatchJob stream (the ranks watch the next daemon)."""
+        for job in self._jobs.values():
+            job.publish(JobEvent("closing", "the controller is stopping", job.generation))
+
+    def resume(
+        self, name: str, rank: int, generation: int, calls_begun: int, caller: Caller
+    ) -> tuple[bool, int, int, int, list[int]]:
+        """A rank's report after the switch restarted: (ready, generation, its key, resume call, waiting).
+
+        Every rank reports how many calls it had begun when it heard of the
+        restart; the first report of a generation counts. Once every present
+        rank has reported, the ranks go on together from the highest count:
+        a call numbered below it that some rank had begun could not finish
+        (its state went with the switch), so it fails everywhere, and the
+        call numbered by it runs on the new generation's keys.
+        """
+        job = self.get(name, caller)
+        self._check_member(job, rank)
+        job.heartbeats[rank] = time.monotonic()
+        if generation == job.generation:
+            job.resumes.setdefault(rank, calls_begun)
+        waiting = [w.rank for w in job.present() if w.rank not in job.resumes]
+        resume_call = max(job.resumes.values(), default=0)
+        return not waiting, job.generation, job.workers[rank].key, resume_call, waiting
+
     # ---- counters ------------------------------------------------------------------------------
 
-    async def read_counters(self, job_name: str = "", switch: str = "") -> list[CounterValue]:
-        job = self.get(job_name) if job_name else None
+    async def read_counters(self, caller: Caller, job_name: str = "", switch: str = "") -> list[CounterValue]:
+        job = self.get(job_name, caller) if job_name else None
         state = self._switches[job.switch] if job else self._switch(switch)
         names = {j.job_id: j.name for j in self._jobs.values() if j.switch == state.config.name}
         counts = await self.counters.job_counters(state.session, job.job_id if job else None)
@@ -364,22 +522,16 @@ class JobRegistry:
 
     async def recover(self) -> None:
         """Rebuild the jobs from the switches' tables; remove what half-finished writes left behind."""
-        highest = 0
         for state in self._switches.values():
             async with state.lock:
-                highest = max(highest, await self._recover_switch(state))
-        self._next_id = highest + 1
-        log.info("recovered %d job(s); next job id %d", len(self._jobs), self._next_id)
+                await self._recover_switch(state)
+        log.info("recovered %d job(s)", len(self._jobs))
 
-    async def _recover_switch(self, state: SwitchState) -> int:
+    async def _recover_switch(self, state: SwitchState) -> None:
         session = state.session
-        rows = await self.job_table.read(session)
-        dests = {(d.job_id, d.rank): d for d in await self.result_dest.read(session)}
-        groups = await self.groups.read(session)
-        used_ids = await self.counters.used_job_ids(session)
-        by_job: dict[int, dict[int, JobRow]] = {}
-        for row in rows:
-            by_job.setdefault(row.job_id, {})[row.rank] = row
+        by_job, dests, groups = await self._read_jobs(session)
+        for job_id in await self.counters.used_job_ids(session):
+            state.ids.rest(job_id)  # a past job's packets may still be about: not at once
         cleanup: list[Update] = []
         now = time.monotonic()
         for job_id, ranks in sorted(by_job.items()):
@@ -387,13 +539,8 @@ class JobRegistry:
             if job is None:
                 cleanup += [self.job_table.delete_key(job_id, r) for r in ranks]
                 continue
-            workers = {}
-            for rank in range(job.world_size):
-                row, dest = ranks.get(rank), dests.get((job_id, rank))
-                if row is not None and dest is not None:
-                    workers[rank] = Worker(
-                        rank, row.sender_ip, row.sender_udp_port, dest.mac, row.sender_port, row.key
-                    )
+            state.ids.claim(job_id)
+            workers = _workers(job, ranks, dests)
             expected = sorted((w.switch_port, w.rank) for w in workers.values())
             if workers and sorted(groups.get(job.group, [])) == expected:
                 # An active job; ranks without entries left it (LeaveJob removes a rank's entries).
@@ -414,7 +561,19 @@ class JobRegistry:
         if cleanup:
             log.info("switch %s: removing %d stale entries", state.config.name, len(cleanup))
             await session.write(cleanup)
-        return max([*by_job, *used_ids, 0])
+
+    async def _read_jobs(
+        self, session: SwitchSession
+    ) -> tuple[
+        dict[int, dict[int, JobRow]], dict[tuple[int, int], ResultDestRow], dict[int, list[tuple[int, int]]]
+    ]:
+        """What the switch holds of jobs: job_table rows by job and rank, result_dest rows by (job, rank),
+        the job groups' replicas."""
+        by_job: dict[int, dict[int, JobRow]] = {}
+        for row in await self.job_table.read(session):
+            by_job.setdefault(row.job_id, {})[row.rank] = row
+        dests = {(d.job_id, d.rank): d for d in await self.result_dest.read(session)}
+        return by_job, dests, await self.groups.read(session)
 
     def _job_from_rows(self, state: SwitchState, job_id: int, ranks: dict[int, JobRow]) -> Job | None:
         record = ranks.get(RECORD_RANK)
@@ -432,4 +591,118 @@ class JobRegistry:
             log.error("switch %s: job id %d cannot be recovered (%s); removing its entries",
                       state.config.name, job_id, exc)  # fmt: skip
             return None
-        return Job(name, job_id, state.config.name, record.num_workers, slots, record.mcast_grp, record.epoch)
+        job = Job(name, job_id, state.config.name, record.num_workers, slots, record.mcast_grp, record.epoch)
+        credential, generation = record.metadata.get("credential"), record.metadata.get("generation", 0)
+        job.credential_hash = credential if isinstance(credential, str) else ""
+        job.generation = generation if isinstance(generation, int) else 0
+        if not job.credential_hash:
+            log.warning("job %r has no credential (made by an older daemon): any client may act on it", name)
+        return job
+
+    # ---- after the switch restarted ------------------------------------------------------------
+
+    async def attach(self, switch: str, session: SwitchSession) -> list[Job]:
+        """Use `session` for `switch` from now on and make the switch hold every job again.
+
+        Called when the daemon reconnected to a switch. A job whose entries are
+        all there, with its epoch and keys, is left alone (only the connection
+        broke). A job the switch lost, wholly or in part, is written again: an
+        active one with a new epoch (clean slots), new keys (packets of its
+        calls in flight are refused) and the next generation, and its ranks
+        hear SWITCH_RESTARTED; a waiting one gets its record back. Entries of
+        jobs the registry does not know are removed. Returns the restarted jobs.
+        """
+        state = self._switches[switch]
+        restarted = []
+        async with state.lock:
+            state.session = session
+            by_job, dests, groups = await self._read_jobs(session)
+            removals: list[Update] = []
+            installs: list[Update] = []
+            for job in self.jobs():
+                if job.switch != switch:
+                    continue
+                have = by_job.pop(job.job_id, {})
+                if self._intact(job, have, dests, groups):
+                    continue
+                removals += [self.job_table.delete_key(job.job_id, r) for r in have]
+                removals += [
+                    self.result_dest.delete_key(job.job_id, r) for (j, r) in dests if j == job.job_id
+                ]
+                if job.group in groups:
+                    removals.append(self.groups.delete(job.group))
+                if job.installed:
+                    self._renew(job)
+                    restarted.append(job)
+                installs += self._install_updates(job) if job.installed else [self.job_table.record("+", job)]
+            for job_id, ranks in by_job.items():
+                removals += [self.job_table.delete_key(job_id, r) for r in ranks]
+            known = {j.job_id for j in self._jobs.values() if j.switch == switch}
+            removals += [self.result_dest.delete_key(*k) for k in sorted(dests) if k[0] not in known]
+            live_groups = {j.group for j in self._jobs.values() if j.switch == switch}
+            removals += [self.groups.delete(g) for g in sorted(groups) if g not in live_groups]
+            await session.write(removals)
+            await session.write(installs)
+        for job in restarted:
+            log.warning("job %r (id %d): the switch lost its state; reinstalled as generation %d",
+                        job.name, job.job_id, job.generation)  # fmt: skip
+            job.publish(
+                JobEvent(
+                    "switch_restarted",
+                    f"switch {switch} restarted and lost the state of job {job.name!r}; the controller "
+                    f"reinstalled it (generation {job.generation})",
+                    job.generation,
+                )
+            )
+        return restarted
+
+    def _intact(
+        self,
+        job: Job,
+        have: dict[int, JobRow],
+        dests: dict[tuple[int, int], ResultDestRow],
+        groups: dict[int, list[tuple[int, int]]],
+    ) -> bool:
+        """Whether the switch holds exactly the job's entries, with its epoch and keys."""
+        record = have.get(RECORD_RANK)
+        if record is None or record.epoch != job.epoch:
+            return False
+        if not job.installed:
+            return set(have) == {RECORD_RANK}
+        present = job.present()
+        if set(have) != {RECORD_RANK} | {w.rank for w in present}:
+            return False
+        for w in present:
+            dest = dests.get((job.job_id, w.rank))
+            if (
+                have[w.rank].key != w.key
+                or have[w.rank].epoch != job.epoch
+                or dest is None
+                or dest.key != w.key
+            ):
+                return False
+        return sorted(groups.get(job.group, [])) == sorted((w.switch_port, w.rank) for w in present)
+
+    @staticmethod
+    def _renew(job: Job) -> None:
+        """A new incarnation of an active job: new epoch and keys, the next generation, reports anew."""
+        job.epoch = new_secret()
+        job.generation += 1
+        job.resumes = {}
+        for rank, worker in list(job.workers.items()):
+            if rank not in job.left:
+                job.workers[rank] = dataclasses.replace(worker, key=new_secret())
+
+
+def _workers(
+    job: Job, ranks: dict[int, JobRow], dests: dict[tuple[int, int], ResultDestRow]
+) -> dict[int, Worker]:
+    """The ranks whose job_table and result_dest entries are both on the switch."""
+    workers = {}
+    for rank in range(job.world_size):
+        row, dest = ranks.get(rank), dests.get((job.job_id, rank))
+        if row is not None and dest is not None:
+            workers[rank] = Worker(
+                rank, row.sender_ip, row.sender_udp_port, dest.mac, row.sender_port, row.key
+            )
+    return workers

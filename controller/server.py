@@ -3,13 +3,20 @@
 Start-up order matters: connect to every switch (winning arbitration and
 pushing the pipeline when its cookie differs), provision it, rebuild the
 job registry from its tables, and only then listen, so no client ever sees
-a half-known state. A lease task reclaims jobs whose workers went silent.
+a half-known state. A lease task reclaims jobs whose workers went silent;
+a keeper per switch reconnects when the switch restarts and restores it
+(provisioning, then every job: controller/keeper.py).
+
+The job API binds to loopback by default. Any other address is refused
+unless the daemon serves TLS and requires a token, or `--insecure` says the
+operator means it (a loud warning at every start).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import signal
 from dataclasses import dataclass
@@ -18,12 +25,15 @@ from pathlib import Path
 import grpc
 
 from contracts import jobapi_pb2_grpc as pb_grpc
-from controller.config import Topology
+from controller.auth import Tokens
+from controller.config import SwitchConfig, Topology
 from controller.errors import ConfigError
+from controller.keeper import SwitchKeeper
 from controller.p4switch import SwitchSession
-from controller.provision import provision, session_for
+from controller.provision import provision
 from controller.registry import JobRegistry
-from controller.service import JobService, TokenInterceptor
+from controller.service import JobService, server_options
+from controller.tables.l2 import L2Entry, L2Forwarding
 
 log = logging.getLogger("controller.server")
 
@@ -33,8 +43,10 @@ class ServeOptions:
     listen: str
     lease_seconds: float
     token: str = ""
+    admin_token: str = ""
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    insecure: bool = False
 
 
 def server_credentials(options: ServeOptions) -> grpc.ServerCredentials | None:
@@ -48,48 +60,105 @@ def server_credentials(options: ServeOptions) -> grpc.ServerCredentials | None:
         raise ConfigError(f"cannot read TLS file {exc.filename}: {exc.strerror}") from None
 
 
+def is_loopback(listen: str) -> bool:
+    host = listen.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def check_exposure(options: ServeOptions, tls: bool) -> None:
+    """Beyond loopback the job API needs TLS and a token, or --insecure (and then it says so loudly)."""
+    if is_loopback(options.listen):
+        return
+    missing = [
+        what for what, ok in (("TLS", tls), ("a token", options.token or options.admin_token)) if not ok
+    ]
+    if not missing:
+        return
+    if not options.insecure:
+        raise ConfigError(
+            f"--listen {options.listen} is reachable beyond this host, which needs {' and '.join(missing)} "
+            "(--tls-cert/--tls-key, --token or --admin-token); --insecure serves it anyway"
+        )
+    for line in (
+        f"INSECURE: the job API on {options.listen} is served without {' and without '.join(missing)} "
+        "(--insecure)",
+        "INSECURE: anyone who can reach it can create jobs and read their workers' addresses"
+        + (", and tokens and credentials cross the network in the clear" if not tls else ""),
+    ):
+        log.warning("%s", line)
+
+
 async def serve(topology: Topology, options: ServeOptions) -> None:
     """Run until SIGINT/SIGTERM."""
     credentials = server_credentials(options)
+    check_exposure(options, credentials is not None)
     settings = topology.controller
-    interceptors = [TokenInterceptor(options.token)] if options.token else []
-    # No SO_REUSEPORT: a second daemon on the same address must fail, not share the port.
-    server = grpc.aio.server(interceptors=interceptors, options=[("grpc.so_reuseport", 0)])
+    server = grpc.aio.server(options=server_options())
     _bind(server, options.listen, credentials)  # before touching a switch: a taken port fails fast
-    async with contextlib.AsyncExitStack() as stack:
+    registry: JobRegistry | None = None
+    known_l2: dict[str, list[L2Entry]] = {}
+
+    def restorer(switch: SwitchConfig):  # noqa: ANN202 - a closure per switch
+        async def restored(session: SwitchSession) -> None:
+            assert registry is not None
+            await provision(session, topology, switch, extra=known_l2[switch.name])
+            await registry.attach(switch.name, session)
+
+        return restored
+
+    keepers = [SwitchKeeper(switch, settings.election_id, restorer(switch)) for switch in topology.switches]
+    tasks: list[asyncio.Task[None]] = []
+    try:
         sessions: dict[str, SwitchSession] = {}
-        for switch in topology.switches:
-            session = await stack.enter_async_context(session_for(switch, settings.election_id))
-            sessions[switch.name] = session
-            await provision(session, topology, switch)
+        for keeper in keepers:
+            session = await keeper.connect()
+            sessions[keeper.config.name] = session
+            await provision(session, topology, keeper.config)
+            known_l2[keeper.config.name] = await L2Forwarding().read(session)
         registry = JobRegistry(
             topology,
             sessions,
             lease_seconds=options.lease_seconds,
             default_pool_size=settings.default_pool_size,
             join_timeout=settings.join_timeout_seconds,
+            id_quarantine=settings.id_quarantine_seconds,
         )
         await registry.recover()
-        pb_grpc.add_JobServiceServicer_to_server(JobService(registry), server)
+        tokens = Tokens(options.token, options.admin_token)
+        pb_grpc.add_JobServiceServicer_to_server(JobService(registry, tokens), server)
         await server.start()
+        auth = ", ".join(
+            what for what, on in (("access token", options.token), ("admin token", options.admin_token)) if on
+        )
         log.info("job service listening on %s (%s, %s); lease %g s",
                  options.listen, "TLS" if credentials else "plaintext",
-                 "token required" if options.token else "no token", options.lease_seconds)  # fmt: skip
+                 auth or "no token", options.lease_seconds)  # fmt: skip
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        leases = asyncio.create_task(_reclaim(registry, options.lease_seconds))
-        try:
-            await stop.wait()
-        finally:
-            log.info("stopping")
-            leases.cancel()
+        tasks.append(asyncio.create_task(_reclaim(registry, options.lease_seconds)))
+        tasks += [asyncio.create_task(keeper.run()) for keeper in keepers]
+        await stop.wait()
+        log.info("stopping")
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    finally:
+        for task in tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await leases
-            await server.stop(grace=1.0)
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
+                await task
+        if registry is not None:
+            registry.close_watches()
+        await server.stop(grace=1.0)
+        for keeper in keepers:
+            if keeper.session is not None:
+                await keeper.session.close()
 
 
 def _bind(server: grpc.aio.Server, listen: str, credentials: grpc.ServerCredentials | None) -> None:

@@ -1,14 +1,18 @@
 """The JobService of contracts/jobapi.proto, served by `p4reduce-ctl serve` over grpc.aio.
 
-A thin translation layer: requests become JobRegistry calls, ControllerErrors
-become gRPC statuses with their one-line message, jobs become JobDescriptions.
+A thin translation layer: every call first becomes a `Caller` (the tokens
+and credential it presented, controller/auth.py), requests become
+JobRegistry calls, ControllerErrors become gRPC statuses with their
+one-line message (never longer than MESSAGE_LIMIT: an error must not echo
+a client's unbounded input), jobs become JobDescriptions.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import grpc
 
@@ -16,14 +20,26 @@ from contracts import jobapi_pb2 as pb
 from contracts import jobapi_pb2_grpc as pb_grpc
 from contracts.protocol import PROTOCOL_VERSION
 from controller.addresses import format_ipv4, format_mac
+from controller.auth import Caller, Tokens
 from controller.errors import ControllerError
-from controller.job import Job
+from controller.job import Job, JobEvent
 from controller.registry import JobRegistry, JoinAddress
 
 log = logging.getLogger("controller.service")
 
+MESSAGE_LIMIT = 300  # characters of an error message (it travels in metadata)
+MAX_REQUEST_BYTES = 64 * 1024  # every job API request is a few hundred bytes
+EVENT_KINDS = {
+    "watching": pb.JobEvent.WATCHING,
+    "deleted": pb.JobEvent.DELETED,
+    "switch_restarted": pb.JobEvent.SWITCH_RESTARTED,
+}
+T = TypeVar("T")
 
-def describe(job: Job, registry: JobRegistry, rank: int | None = None) -> pb.JobDescription:
+
+def describe(
+    job: Job, registry: JobRegistry, rank: int | None = None, credential: str = "", workers: bool = True
+) -> pb.JobDescription:
     """The job as workers and operators see it; with `rank`, the reply to that rank's JoinJob (its key)."""
     switch = registry.switch_config(job.switch)
     worker = job.workers.get(rank) if rank is not None else None
@@ -47,87 +63,110 @@ def describe(job: Job, registry: JobRegistry, rank: int | None = None) -> pb.Job
             )
             for _, w in sorted(job.workers.items())
         ]
-        if job.installed
+        if job.installed and workers
         else [],
         state=job.state,
         lease_seconds=registry.lease_seconds,
         key=worker.key if worker is not None else 0,
         protocol_version=PROTOCOL_VERSION,
+        credential=credential,
+        generation=job.generation,
     )
 
 
-async def _answer(context: grpc.aio.ServicerContext, call: Awaitable[Any]) -> Any:
-    try:
-        return await call
-    except ControllerError as exc:
-        log.info("%s", exc)
-        await context.abort(exc.status, str(exc))
+def bounded(text: str) -> str:
+    if len(text) <= MESSAGE_LIMIT:
+        return text
+    note = f"... ({len(text)} characters)"
+    return text[: MESSAGE_LIMIT - len(note)] + note
 
 
 class JobService(pb_grpc.JobServiceServicer):
-    def __init__(self, registry: JobRegistry) -> None:
+    def __init__(self, registry: JobRegistry, tokens: Tokens | None = None) -> None:
         self.registry = registry
+        self.tokens = tokens or Tokens()
+
+    async def _answer(self, context: grpc.aio.ServicerContext, call: Callable[[Caller], Awaitable[T]]) -> T:
+        """Run `call` for this call's caller; a ControllerError becomes the call's status."""
+        try:
+            caller = self.tokens.caller(context.invocation_metadata() or (), context.peer())
+            return await call(caller)
+        except ControllerError as exc:
+            log.info("%s: %s", context.peer(), bounded(str(exc)))
+            await context.abort(exc.status, bounded(str(exc)))
+            raise AssertionError("abort returned") from None
 
     async def CreateJob(
         self, request: pb.CreateJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.JobDescription:
-        async def run() -> pb.JobDescription:
-            job = await self.registry.create(
-                request.name, request.world_size, request.pool_size, request.switch_name
-            )
-            return describe(job, self.registry)
+        async def run(caller: Caller) -> pb.JobDescription:
+            job, drawn = await self.registry.create(
+                request.name, request.world_size, request.pool_size, request.switch_name,
+                credential=caller.credential,
+            )  # fmt: skip
+            return describe(job, self.registry, credential=drawn)
 
-        return await _answer(context, run())
+        return await self._answer(context, run)
 
     async def JoinJob(
         self, request: pb.JoinJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.JobDescription:
-        async def run() -> pb.JobDescription:
+        async def run(caller: Caller) -> pb.JobDescription:
             a = request.address
             address = JoinAddress(a.ipv4, a.udp_port, a.mac, a.switch_port)
-            job = await self.registry.join(
-                request.name, request.rank, request.world_size, address, request.timeout_seconds
+            job, drawn = await self.registry.join(
+                request.name, request.rank, request.world_size, address, caller, request.timeout_seconds
             )
-            return describe(job, self.registry, request.rank)
+            return describe(job, self.registry, request.rank, credential=drawn)
 
-        return await _answer(context, run())
+        return await self._answer(context, run)
 
     async def Heartbeat(
         self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> pb.HeartbeatReply:
-        async def run() -> pb.HeartbeatReply:
-            return pb.HeartbeatReply(lease_seconds=self.registry.heartbeat(request.name, request.rank))
+        async def run(caller: Caller) -> pb.HeartbeatReply:
+            lease, generation = self.registry.heartbeat(request.name, request.rank, caller)
+            return pb.HeartbeatReply(lease_seconds=lease, generation=generation)
 
-        return await _answer(context, run())
+        return await self._answer(context, run)
 
     async def LeaveJob(self, request: pb.LeaveJobRequest, context: grpc.aio.ServicerContext) -> pb.Empty:
-        async def run() -> pb.Empty:
-            await self.registry.leave(request.name, request.rank)
+        async def run(caller: Caller) -> pb.Empty:
+            await self.registry.leave(request.name, request.rank, caller)
             return pb.Empty()
 
-        return await _answer(context, run())
+        return await self._answer(context, run)
 
     async def DeleteJob(self, request: pb.JobRef, context: grpc.aio.ServicerContext) -> pb.Empty:
-        async def run() -> pb.Empty:
-            await self.registry.delete(request.name)
+        async def run(caller: Caller) -> pb.Empty:
+            await self.registry.delete(request.name, caller)
             return pb.Empty()
 
-        return await _answer(context, run())
+        return await self._answer(context, run)
 
     async def GetJob(self, request: pb.JobRef, context: grpc.aio.ServicerContext) -> pb.JobDescription:
-        async def run() -> pb.JobDescription:
-            return describe(self.registry.get(request.name), self.registry)
+        async def run(caller: Caller) -> pb.JobDescription:
+            return describe(self.registry.get(request.name, caller), self.registry)
 
-        return await _answer(context, run())
+        return await self._answer(context, run)
 
     async def ListJobs(self, request: pb.Empty, context: grpc.aio.ServicerContext) -> pb.ListJobsReply:
-        return pb.ListJobsReply(jobs=[describe(j, self.registry) for j in self.registry.jobs()])
+        """Every job for the operator (admin token, or no admin token configured); else the caller's."""
+
+        async def run(caller: Caller) -> pb.ListJobsReply:
+            operator = caller.admin or not self.tokens.admin
+            jobs = self.registry.jobs(None if operator else caller)
+            return pb.ListJobsReply(jobs=[describe(j, self.registry) for j in jobs])
+
+        return await self._answer(context, run)
 
     async def GetCounters(
         self, request: pb.GetCountersRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetCountersReply:
-        async def run() -> pb.GetCountersReply:
-            values = await self.registry.read_counters(request.job, request.switch_name)
+        async def run(caller: Caller) -> pb.GetCountersReply:
+            if not request.job:
+                self.tokens.operator(caller, "the counters of a whole switch")
+            values = await self.registry.read_counters(caller, request.job, request.switch_name)
             return pb.GetCountersReply(
                 counters=[
                     pb.CounterValue(
@@ -137,27 +176,45 @@ class JobService(pb_grpc.JobServiceServicer):
                 ]
             )
 
-        return await _answer(context, run())
+        return await self._answer(context, run)
 
+    async def WatchJob(
+        self, request: pb.WatchJobRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.JobEvent]:
+        try:
+            caller = self.tokens.caller(context.invocation_metadata() or (), context.peer())
+            events = self.registry.watch(request.name, request.rank, caller)
+            async for event in events:
+                yield _event(event)
+        except ControllerError as exc:
+            await context.abort(exc.status, bounded(str(exc)))
+        except asyncio.CancelledError:
+            return  # the rank went away, or the daemon is stopping: nothing to report
 
-class TokenInterceptor(grpc.aio.ServerInterceptor):
-    """Refuse every call without `authorization: Bearer <token>` metadata."""
-
-    def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}"
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        metadata = dict(handler_call_details.invocation_metadata or ())
-        if metadata.get("authorization") == self._expected:
-            return await continuation(handler_call_details)
-
-        async def refuse(request: object, context: grpc.aio.ServicerContext) -> None:
-            await context.abort(
-                grpc.StatusCode.UNAUTHENTICATED, "missing or wrong token (authorization: Bearer T)"
+    async def ResumeJob(
+        self, request: pb.ResumeJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ResumeJobReply:
+        async def run(caller: Caller) -> pb.ResumeJobReply:
+            ready, generation, key, resume_call, waiting = self.registry.resume(
+                request.name, request.rank, request.generation, request.calls_begun, caller
+            )
+            return pb.ResumeJobReply(
+                ready=ready,
+                generation=generation,
+                key=key,
+                resume_call=resume_call,
+                waiting_for=", ".join(f"rank {r}" for r in waiting),
             )
 
-        return grpc.unary_unary_rpc_method_handler(refuse)
+        return await self._answer(context, run)
+
+
+def _event(event: JobEvent) -> pb.JobEvent:
+    return pb.JobEvent(
+        kind=EVENT_KINDS[event.kind], message=event.message, generation=event.generation, rank=event.rank
+    )
+
+
+def server_options() -> list[tuple[str, Any]]:
+    """Bounded requests, and no SO_REUSEPORT: a second daemon on the same address must fail."""
+    return [("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", MAX_REQUEST_BYTES)]

@@ -42,7 +42,11 @@ from lab import (  # noqa: E402
     controller_config,
     heartbeat,
     join_all,
+    new_credential,
+    record_network,
+    stop_network,
 )
+from lab_state import LabState  # noqa: E402
 from topology import generate  # noqa: E402
 
 GLOO_PORT = 29500
@@ -86,6 +90,7 @@ class StarCluster:
         self._stop = threading.Event()
         self._controller: subprocess.Popen[bytes] | None = None
         self.net = None
+        self._state = LabState()
 
     # ----------------------------------------------------------- life cycle
     def __enter__(self) -> Self:
@@ -123,9 +128,11 @@ class StarCluster:
         for switch in net.switches:
             switch.log_dir, switch.pcap_dir = self.logs, None  # no pcaps: runs move hundreds of MB
         net.start()
+        record_network(self._state, net)
         configure_hosts(net, self.topo)
         job_port = free_port()
         self._controller = start_controller(config, job_port, self.logs / "controller.log")
+        self._state.add([self._controller.pid])
         check_running(net, self._controller, self.logs / "controller.log")
         controller = f"127.0.0.1:{job_port}"
         # The first round may lose a ping (docs/lab.md); under injected loss some always do.
@@ -135,9 +142,10 @@ class StarCluster:
                 break
         else:
             raise ExperimentError(f"hosts cannot reach each other ({dropped:.0f}% of pings lost)")
-        descs = join_all(controller, self.topo)
+        credential = new_credential()
+        descs = join_all(controller, self.topo, credential)
         threading.Thread(
-            target=heartbeat, args=(controller, self.workers, 60.0, self._stop), daemon=True
+            target=heartbeat, args=(controller, self.workers, 60.0, self._stop, credential), daemon=True
         ).start()
         first = self.topo.hosts[0].ipv4
         for rank, host in enumerate(self.topo.hosts):
@@ -177,8 +185,9 @@ class StarCluster:
             self._controller.wait(timeout=10)
             self._controller = None
         if self.net is not None:
-            self.net.stop()
+            stop_network(self.net)
             self.net = None
+        self._state.done()
 
     # ----------------------------------------------------------------- steps
     def run(self, system: str, elements: int, dtype: str = "float32", iteration: int = 0) -> Step:

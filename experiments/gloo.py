@@ -45,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     n = args.workers
     try:
         with (
-            StarCluster(n, switch=args.switch, bw=args.bw, queue=args.queue, pool_size=args.pool) as cluster,
+            StarCluster(
+                n, switch=args.switch, bw=args.bw, queue=args.queue, pool_size=args.pool, logs=args.logs
+            ) as cluster,
             progress(len(sizes) * iters * 2, f"p4reduce vs Gloo, {n} workers, {args.bw:g} Mbit/s") as advance,
         ):
             for size in sizes:

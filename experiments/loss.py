@@ -37,7 +37,12 @@ def main(argv: list[str] | None = None) -> int:
         with progress(len(rates) * iters * len(systems), f"loss, {human(size)} float32") as advance:
             for rate in rates:
                 with StarCluster(
-                    args.workers, bw=args.bw, queue=args.queue, drop_rate=rate, pool_size=args.pool
+                    args.workers,
+                    bw=args.bw,
+                    queue=args.queue,
+                    drop_rate=rate,
+                    pool_size=args.pool,
+                    logs=args.logs,
                 ) as cluster:
                     for iteration in range(iters):
                         for system in systems:

@@ -77,6 +77,9 @@ def parser(name: str, doc: str) -> argparse.ArgumentParser:
         help="slots per job; a call uses half: the p4reduce window (default 64)",
     )
     p.add_argument("--out", type=Path, default=ROOT / "results", help="folder for CSV, PNG, TXT (results/)")
+    p.add_argument(
+        "--logs", type=Path, default=ROOT / "logs" / "experiments", help="folder for logs (logs/experiments/)"
+    )
     return p
 
 

@@ -33,7 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with progress(len(kinds) * iters, f"switch throughput, {args.workers} workers") as advance:
             for kind in kinds:
-                with StarCluster(args.workers, switch=kind, gloo=False, pool_size=args.pool) as cluster:
+                with StarCluster(
+                    args.workers, switch=kind, gloo=False, pool_size=args.pool, logs=args.logs
+                ) as cluster:
                     for iteration in range(iters):
                         report.add(cluster.run("p4reduce", size // 4, "float32", iteration), switch=kind)
                         advance()

@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         with progress(total, f"goodput vs workers, {human(size)} float32") as advance:
             for kind, bw in series:
                 for n in counts:
-                    with StarCluster(n, switch=kind, bw=bw, queue=args.queue, pool_size=args.pool) as cluster:
+                    with StarCluster(
+                        n, switch=kind, bw=bw, queue=args.queue, pool_size=args.pool, logs=args.logs
+                    ) as cluster:
                         for iteration in range(iters):
                             for system in systems:
                                 step = cluster.run(system, size // 4, "float32", iteration)

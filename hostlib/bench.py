@@ -28,7 +28,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from hostlib.launch import ROOT, LaunchError, free_port, services
+from hostlib.launch import ROOT, LaunchError, free_port, services, share_job_credential
 from hostlib.verify import check, make_input
 
 DTYPES = ("float32", "float16", "int32")
@@ -209,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--workers must be 1..32, --iters >= 1, --drop-rate in [0, 1)")
     if args.drop_rate and args.controller:
         parser.error("--drop-rate needs the benchmark's own switch (leave out --controller)")
+    share_job_credential()
     if args.baseline == "gloo":
         try:
             import torch.distributed  # noqa: F401

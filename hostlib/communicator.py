@@ -2,10 +2,12 @@
 
 Two ways in:
 
-* `Communicator.join(controller=..., job=..., rank=..., world_size=...)`
-  registers this worker's address with the controller's job API, waits
-  until every rank has joined, and keeps the job's lease alive with
-  heartbeats from a background thread; `close()` leaves the job.
+* `Communicator.join(controller=..., job=..., rank=..., world_size=...,
+  credential=...)` registers this worker's address with the controller's
+  job API, waits until every rank has joined, and keeps a link to the
+  controller (hostlib/controller_link.py: heartbeats, and the job's events,
+  which end a call at once when the job is deleted, a peer goes silent or
+  the switch restarts); `close()` leaves the job.
 * `Communicator(JobSpec(...), rank, local_address)` for static labs whose
   switch was provisioned by hand (`p4reduce-ctl provision`) or whose runner
   joined on the worker's behalf.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import os
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -33,6 +36,7 @@ import numpy as np
 
 from contracts import jobapi_pb2 as pb
 from contracts import jobapi_pb2_grpc as pb_grpc
+from contracts.jobapi_metadata import CREDENTIAL, CREDENTIAL_ENV, call_metadata
 from contracts.protocol import (
     MAX_USES_PER_CALL,
     MAX_WORKERS,
@@ -42,12 +46,14 @@ from contracts.protocol import (
 )
 from hostlib.calls import (
     MAX_CALL_ELEMENTS,
+    AllreduceAborted,
     AllreduceError,
     Descriptor,
     DType,
     NonFinite,
     Op,
 )
+from hostlib.controller_link import ControllerLink
 from hostlib.engine import EngineStats, Membership
 from hostlib.native import NativePlan, PacketEngine, native_plan, refused_plan
 
@@ -141,13 +147,14 @@ class Communicator:
         member = Membership(job.job_id, rank, job.key, job.world_size, job.pool_size, job.values_per_packet)
         self.sock = sock if sock is not None else _bind(local_address)
         self.engine = PacketEngine(self.sock, job.switch_address, member, progress_timeout)
+        self._progress_timeout = progress_timeout
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"p4reduce-rank{rank}")
         self._closed = False
-        self._stop_heartbeat = threading.Event()
-        self._heartbeat: threading.Thread | None = None
-        self._controller: pb_grpc.JobServiceStub | None = None
-        self._channel: grpc.Channel | None = None
-        self._metadata: list[tuple[str, str]] = []
+        self._link: ControllerLink | None = None
+        self._lock = threading.Lock()  # the engine and the call count, between a call and the link
+        self._calls_begun = 0  # engine calls begun (or skipped) by this rank: the same on every rank
+        self._resume_at = 0  # calls numbered below it were lost with the switch's state
+        self._earlier_stats: list[EngineStats] = []  # of engines replaced after a switch restart
 
     # ------------------------------------------------------------ joining
     @classmethod
@@ -160,15 +167,22 @@ class Communicator:
         address: tuple[str, int] = ("127.0.0.1", 0),
         *,
         token: str = "",
+        credential: str | None = None,
         join_timeout: float = 60.0,
         progress_timeout: float = 10.0,
     ) -> Communicator:
-        """Join `job` through the controller at `controller` (host:port); blocks until all ranks joined."""
+        """Join `job` through the controller at `controller` (host:port); blocks until all ranks joined.
+
+        Every rank presents the job's `credential` (default: $P4REDUCE_JOB_CREDENTIAL): the first
+        rank's join creates the job with it, the others' join it. `token` is the daemon's access token.
+        """
         _check_source_address(address[0])
+        if credential is None:
+            credential = os.environ.get(CREDENTIAL_ENV, "")
         sock = _bind(address)
         ip, port = sock.getsockname()
         channel = grpc.insecure_channel(controller)
-        metadata = [("authorization", f"Bearer {token}")] if token else []
+        metadata = call_metadata(token, credential)
         stub = pb_grpc.JobServiceStub(channel)
         request = pb.JoinJobRequest(
             name=job,
@@ -188,26 +202,20 @@ class Communicator:
             sock.close()
             channel.close()
             raise JoinError(str(error)) from None
+        if reply.credential:  # drawn by the controller for the job this join created
+            metadata = [*(m for m in metadata if m[0] != CREDENTIAL), (CREDENTIAL, reply.credential)]
         comm = cls(spec, rank, progress_timeout=progress_timeout, sock=sock)
-        comm._channel, comm._controller, comm._metadata = channel, stub, metadata
-        lease = reply.lease_seconds or 30.0
-        comm._heartbeat = threading.Thread(
-            target=comm._heartbeats, args=(lease / 3,), name=f"p4reduce-heartbeat-{rank}", daemon=True
+        comm._link = ControllerLink(
+            channel, metadata, job, rank, reply.generation, comm._fail, lambda: comm._calls_begun
         )
-        comm._heartbeat.start()
+        comm._link.start(reply.lease_seconds or 30.0)
         return comm
 
-    def _heartbeats(self, interval: float) -> None:
-        assert self._controller is not None
-        while not self._stop_heartbeat.wait(interval):
-            try:
-                self._controller.Heartbeat(
-                    pb.HeartbeatRequest(name=self.job.name, rank=self.rank),
-                    timeout=interval,
-                    metadata=self._metadata,
-                )
-            except grpc.RpcError:
-                continue  # the next beat retries; the lease is several intervals long
+    def _fail(self, error: Exception) -> None:
+        """The controller says the call in flight cannot finish (see ControllerLink)."""
+        with self._lock:
+            engine = self.engine
+        engine.fail(error)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------ reducing
     def allreduce_async(
@@ -271,12 +279,17 @@ class Communicator:
             direct = target.flags.c_contiguous
             destination = target if direct else np.empty(array.shape, dtype=array.dtype)
             view = destination.reshape(-1)
-            for start, piece, descriptor in calls:
+            for done, (start, piece, descriptor) in enumerate(calls):
                 section = view[start : start + piece.size]
                 plan = native_plan(
                     piece, section, descriptor, self.job.values_per_packet, self.job.world_size
                 )
-                self._run(plan, descriptor)
+                try:
+                    self._run(plan, descriptor)
+                except AllreduceError:
+                    with self._lock:  # the pieces not sent are calls every rank skips alike
+                        self._calls_begun += len(calls) - done - 1
+                    raise
                 plan.result()  # NonFiniteError under nonfinite="raise"
             if not direct:
                 np.copyto(target, destination)
@@ -315,7 +328,29 @@ class Communicator:
             yield start, piece, Descriptor(dtype, op, mode, piece.size)
 
     def _run(self, plan: NativePlan, descriptor: Descriptor) -> None:
-        self.engine.run(plan, descriptor.encode())
+        if self._link is not None and self._link.pending():
+            self._resume(self._link)
+        with self._lock:
+            number, engine = self._calls_begun, self.engine
+            self._calls_begun += 1
+        if number < self._resume_at:
+            raise AllreduceAborted(
+                f"call #{number} of job {self.job.name!r} was lost when the switch restarted (other ranks "
+                "had begun it); the next call runs"
+            )
+        engine.run(plan, descriptor.encode())
+
+    def _resume(self, link: ControllerLink) -> None:
+        """After a switch restart: once every rank reported, a new engine with the new key."""
+        resumption = link.resume(self._progress_timeout)
+        job = dataclasses.replace(self.job, key=resumption.key)
+        member = Membership(
+            job.job_id, self.rank, job.key, job.world_size, job.pool_size, job.values_per_packet
+        )
+        engine = PacketEngine(self.sock, job.switch_address, member, self._progress_timeout)
+        with self._lock:
+            self._earlier_stats.append(self.engine.stats)
+            self.job, self.engine, self._resume_at = job, engine, resumption.resume_call
 
     def _refuse(self) -> None:
         """Take part in the next call with a refused descriptor; the caller already has its error."""
@@ -329,8 +364,11 @@ class Communicator:
 
     def stats(self) -> EngineStats:
         """A snapshot of the counters so far: take one before and one after a call to see what it cost."""
-        stats = self.engine.stats
-        return dataclasses.replace(stats, rtt_samples=list(stats.rtt_samples))
+        total = dataclasses.replace(self.engine.stats, rtt_samples=list(self.engine.stats.rtt_samples))
+        for earlier in self._earlier_stats:  # engines replaced after a switch restart
+            for f in dataclasses.fields(EngineStats):
+                setattr(total, f.name, getattr(total, f.name) + getattr(earlier, f.name))
+        return total
 
     # ------------------------------------------------------------ closing
     def close(self) -> None:
@@ -339,18 +377,8 @@ class Communicator:
             return
         self._closed = True
         self._executor.shutdown(wait=True)
-        self._stop_heartbeat.set()
-        if self._heartbeat is not None:
-            self._heartbeat.join(timeout=5)
-        if self._controller is not None:
-            try:
-                self._controller.LeaveJob(
-                    pb.LeaveJobRequest(name=self.job.name, rank=self.rank), timeout=5, metadata=self._metadata
-                )
-            except grpc.RpcError:
-                pass  # the lease reclaims the job if the controller is unreachable now
-        if self._channel is not None:
-            self._channel.close()
+        if self._link is not None:
+            self._link.leave()
         self.sock.close()
 
     def __enter__(self) -> Self:

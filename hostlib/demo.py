@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from hostlib.launch import ROOT, LaunchError, services
+from hostlib.launch import ROOT, LaunchError, services, share_job_credential
 from hostlib.verify import WorkerReport, run_worker
 
 JOB = "demo"
@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.workers <= 32 or args.elements < 1:
         parser.error("--workers must be 1..32 and --elements positive")
     started = time.perf_counter()
+    share_job_credential()
     print(f"p4reduce demo: {args.workers} workers, {args.elements} float32 + {args.elements} int32 elements")
     try:
         with services(args.logs, ROOT / "build", pool_size=args.pool_size) as svc:

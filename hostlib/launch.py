@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
+import secrets
 import socket
 import subprocess
 import sys
@@ -25,6 +27,7 @@ import grpc
 
 from contracts import jobapi_pb2 as pb
 from contracts import jobapi_pb2_grpc as pb_grpc
+from contracts.jobapi_metadata import CREDENTIAL_ENV
 from contracts.protocol import UDP_PORT
 from hostlib.communicator import JobSpec
 
@@ -49,6 +52,27 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def free_loopback_address(port: int = UDP_PORT) -> str:
+    """A 127.x.y.1 address whose UDP `port` is free, so a rootless switch can serve the real DATA port
+    beside another one (a quick-start switch on 127.0.0.1:20562, another checkout's demo, a test)."""
+    for _ in range(200):
+        address = f"127.{random.randint(64, 250)}.{random.randint(0, 255)}.1"
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            try:
+                sock.bind((address, port))
+            except OSError:
+                continue
+        return address
+    raise LaunchError(f"no loopback address with a free UDP port {port} for the switch")
+
+
+def share_job_credential() -> str:
+    """One job credential for every worker process this process starts (they inherit the environment):
+    $P4REDUCE_JOB_CREDENTIAL as the user set it, or a fresh secret. The first rank's JoinJob creates the
+    job with it and the others present it to join."""
+    return os.environ.setdefault(CREDENTIAL_ENV, secrets.token_urlsafe(24))
 
 
 def build_program(build: Path) -> tuple[Path, Path]:
@@ -162,7 +186,7 @@ def start_controller(config: Path, port: int, log: Path) -> subprocess.Popen[byt
 def services(
     logs: Path,
     build: Path,
-    switch_ip: str = "127.0.0.1",
+    switch_ip: str | None = None,
     drop_rate: float = 0.0,
     drop_rate_out: float = 0.0,
     seed: int = 1,
@@ -171,10 +195,13 @@ def services(
 ) -> Iterator[Services]:
     """A rootless p4reduce-switch (one UDP port) and a controller daemon provisioning it.
 
+    The switch serves DATA on `switch_ip`:20562, by default a loopback address whose port 20562 is free.
+
     With `stats_file`, the switch writes its packet counters there (JSON) when it stops, at the end
     of the `with` block: e.g. how many frames its fault injection dropped.
     """
     logs.mkdir(parents=True, exist_ok=True)
+    switch_ip = switch_ip or free_loopback_address()
     program, p4info = build_program(build)
     grpc_port, job_port = free_port(), free_port()
     switch_log, controller_log = logs / "switch.log", logs / "controller.log"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
+import secrets
 import subprocess
 import sys
 import threading
@@ -33,6 +33,7 @@ from mininet.net import Mininet  # noqa: E402
 
 from contracts import jobapi_pb2 as pb  # noqa: E402
 from contracts import jobapi_pb2_grpc as pb_grpc  # noqa: E402
+from contracts.jobapi_metadata import call_metadata  # noqa: E402
 from hostlib import JobSpec  # noqa: E402
 from hostlib.launch import (  # noqa: E402
     LaunchError,
@@ -44,6 +45,7 @@ from hostlib.launch import (  # noqa: E402
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lab_state import LabState, clean  # noqa: E402
 from switches import SWITCH_CLASSES  # noqa: E402
 from targets import SWITCH_LOGS, p4c_bmv2  # noqa: E402
 from topology import Topology, TopologyError, generate, load  # noqa: E402
@@ -99,6 +101,7 @@ def build_network(
     drop_rate_out: float = 0.0,
     queue: int | None = None,
     switch_log: str = "info",
+    out: Path = ROOT,
 ) -> Mininet:
     """The lab's network, not started; `bw` limits links with htb, `queue` (packets) bounds htb's queue.
 
@@ -113,8 +116,8 @@ def build_network(
             cls=cls,
             grpc_port=grpc_ports[s.name],
             device_id=index + 1,
-            log_dir=str(ROOT / "logs"),
-            pcap_dir=str(ROOT / "pcaps"),
+            log_dir=str(out / "logs"),
+            pcap_dir=str(out / "pcaps"),
             drop_rate=drop_rate,
             drop_rate_out=drop_rate_out,
             switch_log=switch_log,
@@ -151,10 +154,16 @@ def check_running(net: Mininet, controller: subprocess.Popen[bytes], controller_
         raise LaunchError(f"the controller exited with code {code}; {controller_log} ends:\n{last}")
 
 
-def join_all(controller: str, topo: Topology) -> dict[int, pb.JobDescription]:
+def new_credential() -> str:
+    """The lab job's credential: the runner joins for every rank, so it alone needs to know it."""
+    return secrets.token_urlsafe(24)
+
+
+def join_all(controller: str, topo: Topology, credential: str) -> dict[int, pb.JobDescription]:
     """JoinJob for every host at once (the rendezvous blocks until all ranks joined): each rank's reply,
     which carries that rank's key."""
     replies: dict[int, pb.JobDescription] = {}
+    metadata = call_metadata(credential=credential)
     errors: list[str] = []
     with grpc.insecure_channel(controller) as channel:
         stub = pb_grpc.JobServiceStub(channel)
@@ -168,7 +177,7 @@ def join_all(controller: str, topo: Topology) -> dict[int, pb.JobDescription]:
                 address=pb.WorkerAddress(ipv4=ip, udp_port=WORKER_PORT + rank),
             )
             try:
-                replies[rank] = stub.JoinJob(request, timeout=40)
+                replies[rank] = stub.JoinJob(request, timeout=40, metadata=metadata)
             except grpc.RpcError as error:
                 errors.append(f"rank {rank}: {error.details()}")
 
@@ -182,13 +191,14 @@ def join_all(controller: str, topo: Topology) -> dict[int, pb.JobDescription]:
     return replies
 
 
-def heartbeat(controller: str, ranks: int, lease: float, stop: threading.Event) -> None:
+def heartbeat(controller: str, ranks: int, lease: float, stop: threading.Event, credential: str) -> None:
+    metadata = call_metadata(credential=credential)
     with grpc.insecure_channel(controller) as channel:
         stub = pb_grpc.JobServiceStub(channel)
         while not stop.wait(lease / 3):
             for rank in range(ranks):
                 try:
-                    stub.Heartbeat(pb.HeartbeatRequest(name=JOB, rank=rank), timeout=5)
+                    stub.Heartbeat(pb.HeartbeatRequest(name=JOB, rank=rank), timeout=5, metadata=metadata)
                 except grpc.RpcError:
                     pass
 
@@ -201,26 +211,32 @@ def counters(controller: str) -> list[tuple[str, str, int, int]]:
 
 def run(args: argparse.Namespace) -> int:
     topo = load(args.topo) if args.topo else generate(args.topology, args.workers)
-    for folder in ("logs", "pcaps", "results", "build"):
-        (ROOT / folder).mkdir(exist_ok=True)
+    out: Path = args.out
+    for folder in (out / "logs", out / "pcaps", out / "results", ROOT / "build"):
+        folder.mkdir(parents=True, exist_ok=True)
     if args.switch == "bmv2":
         program, p4info = build_bmv2()
     else:
         program, p4info = build_program(ROOT / "build")
     grpc_ports = {s.name: free_port() for s in topo.switches}
     job_port = free_port()
-    config = ROOT / "logs" / "lab-controller.yaml"
+    config = out / "logs" / "lab-controller.yaml"
     config.write_text(controller_config(topo, grpc_ports, program, p4info, kind=args.switch))
-    net = build_network(topo, args.switch, grpc_ports, args.bw, args.drop_rate, switch_log=args.switch_log)
+    net = build_network(
+        topo, args.switch, grpc_ports, args.bw, args.drop_rate, switch_log=args.switch_log, out=out
+    )
     controller: subprocess.Popen[bytes] | None = None
-    controller_log = ROOT / "logs" / "controller.log"
+    controller_log = out / "logs" / "controller.log"
     stop = threading.Event()
     started = time.time()
+    state = LabState()
     try:
         net.start()
+        record_network(state, net)
         configure_hosts(net, topo)
         print(f"*** network up: {len(topo.switches)} switch(es) ({args.switch}), {len(topo.hosts)} hosts")
         controller = start_controller(config, job_port, controller_log)
+        state.add([controller.pid])
         check_running(net, controller, controller_log)
         print(f"*** controller provisioned the switch(es); job API on 127.0.0.1:{job_port}")
         for attempt in range(1, 4):  # the first round may lose one ping: see docs/lab.md
@@ -231,14 +247,17 @@ def run(args: argparse.Namespace) -> int:
             if loss == 0:
                 break
         check_running(net, controller, controller_log)
+        credential = new_credential()
         try:
-            descs = join_all(f"127.0.0.1:{job_port}", topo)
+            descs = join_all(f"127.0.0.1:{job_port}", topo, credential)
         except RuntimeError:
             check_running(net, controller, controller_log)  # a dead daemon explains a refused join best
             raise
         desc = descs[0]
         threading.Thread(
-            target=heartbeat, args=(f"127.0.0.1:{job_port}", len(topo.hosts), 60.0, stop), daemon=True
+            target=heartbeat,
+            args=(f"127.0.0.1:{job_port}", len(topo.hosts), 60.0, stop, credential),
+            daemon=True,
         ).start()
         print(
             f"*** job {desc.name!r}: id {desc.job_id}, slots {desc.base_slot}.."
@@ -255,9 +274,10 @@ def run(args: argparse.Namespace) -> int:
             from mininet.cli import CLI
 
             CLI(net)
-        net.stop()
+        stop_network(net)
+        state.done()
     ok = print_results(reports, rows) and loss == 0
-    result_file = ROOT / "results" / f"lab-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    result_file = out / "results" / f"lab-{time.strftime('%Y%m%d-%H%M%S')}.json"
     result_file.write_text(
         json.dumps(
             {
@@ -274,8 +294,8 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     print(
-        f"*** {'PASS' if ok else 'FAIL'}: results in {result_file.relative_to(ROOT)}, logs in logs/, "
-        "pcaps in pcaps/"
+        f"*** {'PASS' if ok else 'FAIL'}: results in {result_file}, logs in {out / 'logs'}, "
+        f"pcaps in {out / 'pcaps'}"
     )
     return 0 if ok else 1
 
@@ -294,7 +314,7 @@ def run_workers(
         ]
         for dtype in args.dtype:
             command += ["--dtype", dtype]
-        log = open(ROOT / "logs" / f"worker-{h.name}.log", "wb")  # noqa: SIM115 (closed below)
+        log = open(args.out / "logs" / f"worker-{h.name}.log", "wb")  # noqa: SIM115 (closed below)
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         processes.append((net.get(h.name).popen(command, stdout=subprocess.PIPE, stderr=log, env=env), log))
     reports = []
@@ -365,6 +385,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds a worker may take")
     parser.add_argument("--cli", action="store_true", help="open the Mininet CLI after the run")
     parser.add_argument(
+        "--out", type=Path, default=ROOT, help="where logs/, pcaps/ and results/ go (default: the checkout)"
+    )
+    parser.add_argument(
         "--clean", action="store_true", help="only remove what an interrupted lab left (daemons, links)"
     )
     args = parser.parse_args()
@@ -396,26 +419,31 @@ def main() -> int:
         return 130
 
 
-def clean_leftovers() -> None:
-    """Remove what an interrupted lab or experiment leaves behind, and nothing else.
+def stop_network(net: Mininet) -> None:
+    """The switch daemons first, then Mininet, which deletes the links before it stops the switches."""
+    for switch in net.switches:
+        switch.stop_daemon()
+    net.stop()
 
-    That is the switch daemons on raw ports and the controller they were
-    provisioned by (both started with files under logs/), Mininet's host
-    shells and its `<node>-ethN` links. Mininet's own `mn -c` does this
-    too, but it also kills every `ping` on the machine and deletes every
-    /tmp/*.log and /tmp/*.out, which are not ours to delete.
+
+def record_network(state: LabState, net: Mininet) -> None:
+    """Remember the started network's node shells, switch daemons and links (mininet/lab_state.py)."""
+    nodes = [*net.hosts, *net.switches]
+    daemons = [s.process.pid for s in net.switches if getattr(s, "process", None) is not None]
+    links = [intf.name for link in net.links for intf in (link.intf1, link.intf2)]
+    state.add([n.pid for n in nodes if n.pid] + daemons, links)
+
+
+def clean_leftovers() -> None:
+    """Remove what an interrupted lab or experiment of this checkout left behind, and nothing else.
+
+    That is what its runs recorded in .lab-state.json: switch daemons, the
+    controller, Mininet's node shells and links (mininet/lab_state.py).
+    Mininet's own `mn -c` kills every `ping` on the machine and deletes every
+    /tmp/*.log and every `*-ethN` link, which are not ours to delete.
     """
-    logs = re.escape(str(ROOT / "logs"))
-    for pattern in (
-        rf"softswitch\.daemon --no-p4 -i .*--log-file {logs}/",
-        rf"simple_switch_grpc --no-p4 .*--log-file {logs}/",
-        rf"controller serve --config {logs}/",
-        "mininet:",  # Mininet's host shells: bash ... mininet:h1
-    ):
-        subprocess.run(["pkill", "-9", "-f", pattern], check=False)
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    for name in sorted(set(re.findall(r"^\d+: ([-_.\w]+-eth\d+)[@:]", links, re.MULTILINE))):
-        subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
+    done = clean()
+    print("\n".join(done) if done else "lab: nothing of this checkout's labs was left to remove")
 
 
 def _which(tool: str) -> bool:

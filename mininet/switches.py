@@ -92,13 +92,18 @@ class P4RuntimeSwitch(Switch):
         code = self.process.returncode
         raise LaunchError(f"switch {self.name} exited with code {code}{extra}; {where} ends:\n{tail(where)}")
 
-    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's signature)
+    def stop_daemon(self) -> None:
+        """End the switch daemon (before Mininet deletes its links: a daemon still reading a deleted
+        link would log an error per port on every clean teardown)."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+
+    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's signature)
+        self.stop_daemon()
         super().stop(deleteIntfs)
 
 

@@ -158,6 +158,14 @@ def parser() -> argparse.ArgumentParser:
         "specification requires, bmv2 answers as simple_switch_grpc does (to test clients against bmv2); "
         "everywhere else both answer as simple_switch_grpc",
     )
+    p.add_argument(
+        "--max-streams",
+        type=int,
+        default=16,
+        metavar="N",
+        help="StreamChannels served at once (default 16); one more is refused with RESOURCE_EXHAUSTED, "
+        "and unary RPCs keep threads of their own, so open streams never starve them",
+    )
     p.add_argument("--thrift-port", type=int, help="accepted for simple_switch_grpc compatibility; ignored")
     p.add_argument("--nanolog", help="accepted for simple_switch_grpc compatibility; ignored")
     return p
@@ -269,6 +277,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--drop-rate/--drop-rate-out: {error}") from None
     if args.device_id < 0:
         raise UsageError("--device-id must be >= 0")
+    if args.max_streams < 1:
+        raise UsageError("--max-streams must be at least 1")
     try:
         backend = args.backend or default_backend()
     except UnsupportedError as error:
@@ -299,7 +309,9 @@ def run(args: argparse.Namespace) -> int:
         dataplane = Dataplane(ports, args.cpu_port, faults, pcap)
     log.info("packet loop: %s", "native (C, without the GIL)" if native else "Python")
     loader = functools.partial(load_pipeline, backend=backend)
-    service = P4RuntimeService(args.device_id, dataplane, loader, Conformance(args.conformance))
+    service = P4RuntimeService(
+        args.device_id, dataplane, loader, Conformance(args.conformance), args.max_streams
+    )
     try:
         if config is not None:
             try:
@@ -328,6 +340,7 @@ def run(args: argparse.Namespace) -> int:
     )
     loop = threading.Thread(target=dataplane.run, args=(stop,), name="packet-loop", daemon=True)
     loop.start()
+    print(ready_line(args, ports, config is not None), flush=True)
     failed = False
     while not stop.wait(0.5):
         if not loop.is_alive():
@@ -342,6 +355,16 @@ def run(args: argparse.Namespace) -> int:
     if args.stats_file is not None:
         args.stats_file.write_text(json.dumps(dict(sorted(dataplane.stats.items())), indent=1) + "\n")
     return 1 if failed or loop.is_alive() else 0
+
+
+def ready_line(args: argparse.Namespace, ports: list[Port], loaded: bool) -> str:
+    """The one line on stdout that says the switch serves (simple_switch_grpc prints its own)."""
+    where = ", ".join(f"{port.number} ({port.describe()})" for port in ports) or "none"
+    program = str(args.program) if loaded else "no pipeline yet (a controller pushes one)"
+    return (
+        f"p4reduce-switch ready: P4Runtime on {args.grpc_server_addr}, device id {args.device_id}; "
+        f"ports {where}; {program}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

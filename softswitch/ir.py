@@ -46,7 +46,9 @@ Changes after the contract was published (additive only):
   * `TableEntry.priority` is set from `priority = N:` when the program gives one;
   * extern function calls `clone`, `clone_preserving_field_list`, `resubmit*`,
     `recirculate*`, `digest`, `random`, `truncate` may appear (semantics in
-    docs/softswitch-compiler.md, "v1model semantics").
+    docs/softswitch-compiler.md, "v1model semantics");
+  * a metadata `Field`'s `@field_list(i, ...)` annotation (integer literals, read with
+    `field_lists`) names what resubmit/recirculate keep.
 """
 
 from __future__ import annotations
@@ -1016,3 +1018,23 @@ def from_json(data: Any) -> Any:
     if isinstance(data, list):
         return tuple(from_json(v) for v in data)
     return data
+
+
+def contains_apply(node: object) -> bool:
+    """Whether evaluating `node` applies a table (both backends apply tables before the expression)."""
+    if isinstance(node, ApplyResultMember | TableApply):
+        return True
+    if isinstance(node, Binary):
+        return contains_apply(node.left) or contains_apply(node.right)
+    if isinstance(node, Unary | Cast):
+        return contains_apply(node.expr)
+    return False
+
+
+def field_lists(annotations: tuple[Annotation, ...]) -> tuple[int, ...]:
+    """The indices of a metadata field's `@field_list(i, j, ...)` (integer literals); ValueError if not."""
+    out: list[int] = []
+    for a in annotations:
+        if a.name == "field_list":
+            out += [int(part.strip(), 0) for part in a.body.split(",")]
+    return tuple(out)

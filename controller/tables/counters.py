@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import finsy as fy
 
 from contracts.protocol import DropReason
-from controller.p4switch import SwitchSession
+from controller.p4switch import SwitchSession, Update
 from controller.tables.p4names import EGRESS, INGRESS
 
 JOB_COUNTERS = (
@@ -52,6 +52,14 @@ class Counters:
                     continue  # index 0 and the spare indices are never counted
                 values.append(CounterValue(name, row.index, label, row.packet_count, row.byte_count))
         return values
+
+    def reset(self, job_id: int) -> list[Update]:
+        """Zero a job id's counters, so a recycled id counts only its new job's packets."""
+        zero = fy.P4CounterData(packet_count=0, byte_count=0)
+        return [
+            Update("~", fy.P4CounterEntry(f"{INGRESS}.{name}", index=job_id, data=zero), f"{name}[{job_id}]")
+            for name in JOB_COUNTERS
+        ]
 
     async def used_job_ids(self, session: SwitchSession) -> set[int]:
         """Job ids ever used on this switch: any DATA or QUERY accepted under them."""

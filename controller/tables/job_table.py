@@ -7,7 +7,8 @@ joining, so a restarted controller finds it, and it is inert: its pool size
 is 0, so any DATA that claimed rank 255 would be dropped as
 SLOT_OUT_OF_RANGE before touching a slot. Its `metadata` (P4Runtime
 TableEntry.metadata, kept by simple_switch_grpc and the embedded switch)
-holds the job name and sizes as JSON; its action parameters carry base,
+holds the job name, sizes, generation and the SHA-256 of its credential as
+JSON (never the credential itself); its action parameters carry base,
 world size, group and the job's epoch, and its sender_udp_port field the
 pool size, so a switch that drops metadata still yields everything but the
 name. Every rank's entry carries that rank's key (docs/protocol.md), so a
@@ -58,9 +59,13 @@ class JobTable:
 
     @staticmethod
     def metadata(job: Job) -> bytes:
-        return json.dumps(
-            {"name": job.name, "world_size": job.world_size, "pool_size": job.slots.size}, sort_keys=True
-        ).encode()
+        """What the action parameters cannot hold: the name, the generation and the credential's hash."""
+        data = {"name": job.name, "world_size": job.world_size, "pool_size": job.slots.size}
+        if job.generation:
+            data["generation"] = job.generation
+        if job.credential_hash:
+            data["credential"] = job.credential_hash
+        return json.dumps(data, sort_keys=True).encode()
 
     def record(self, op: str, job: Job) -> Update:
         action = None

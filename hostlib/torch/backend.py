@@ -32,6 +32,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import PrefixStore, ProcessGroupGloo
 from torch.distributed.distributed_c10d import _DistributedBackendOptions
 
+from contracts.jobapi_metadata import CREDENTIAL_ENV
 from hostlib.communicator import Communicator, JoinError
 from hostlib.torch.options import P4ReduceOptions, Settings, resolve
 from hostlib.torch.registration import BACKEND
@@ -42,6 +43,7 @@ __all__ = ["P4ReduceProcessGroup", "create_group"]
 SWITCH_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int32)
 _OPS = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.AVG: "avg"}
 _JOB_KEY = "p4reduce/job"
+_CREDENTIAL_KEY = "p4reduce/credential"
 
 
 class P4ReduceProcessGroup(dist.ProcessGroup):
@@ -62,6 +64,7 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         self._gloo = ProcessGroupGloo(PrefixStore("p4reduce-gloo", store), rank, size, timeout)
         self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
         job = _agree_job_name(store, rank, self.settings, group_id)
+        self.credential = _agree_credential(store, rank)  # the job's, for its other API calls too
         try:
             self.comm = Communicator.join(
                 self.settings.controller,
@@ -70,6 +73,7 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
                 size,
                 address=(self.settings.address, 0),
                 token=self.settings.token,
+                credential=self.credential,
                 join_timeout=self.settings.join_timeout,
                 progress_timeout=self.settings.progress_timeout,
             )
@@ -190,6 +194,31 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         self.shutdown()
 
 
+# Collectives that are not sums go to Gloo straight from Python. Left to torch's C++ dispatch they would
+# reach Gloo with the GIL held (torch 2.13's ProcessGroup trampoline keeps it), and Gloo's worker,
+# which drops a finished work's tensors under the same mutex the caller then waits for, needs the GIL
+# to release them: 300 rounds of all_gather + broadcast + barrier deadlocked 4 ranks. Gloo's own
+# Python bindings release the GIL, so this path cannot.
+_PASSED_TO_GLOO = (
+    "barrier", "broadcast", "allgather", "_allgather_base", "allgather_coalesced",
+    "allgather_into_tensor_coalesced", "gather", "scatter", "alltoall", "alltoall_base", "reduce",
+    "send", "recv", "recv_anysource",
+)  # fmt: skip
+
+
+def _passed_to_gloo(name: str) -> Callable[..., dist.Work]:
+    def collective(self: P4ReduceProcessGroup, *args: object, **kwargs: object) -> dist.Work:
+        return getattr(self._gloo, name)(*args, **kwargs)
+
+    collective.__name__ = collective.__qualname__ = name
+    collective.__doc__ = f"Gloo's {name}, called with the GIL released."
+    return collective
+
+
+for _name in _PASSED_TO_GLOO:
+    setattr(P4ReduceProcessGroup, _name, _passed_to_gloo(_name))
+
+
 def _write(target: torch.Tensor, values: np.ndarray) -> None:
     """The switch's result into the caller's tensor (rounded to its dtype), as Gloo writes: not autograd's."""
     with torch.no_grad():
@@ -219,6 +248,18 @@ def _agree_job_name(store: dist.Store, rank: int, settings: Settings, group_id: 
         group = "" if default_group else f"-g{group_id[:12]}"
         store.set(_JOB_KEY, _job_safe(f"torch-{master}-{port}{group}-{secrets.token_hex(4)}"))
     return store.get(_JOB_KEY).decode()
+
+
+def _agree_credential(store: dist.Store, rank: int) -> str:
+    """The job credential every rank of this group presents to the controller (docs/controller.md,
+    "Authorization"): $P4REDUCE_JOB_CREDENTIAL when the user chose one, else a secret rank 0 draws and
+    hands the others through torch's store, which only this job's processes share."""
+    chosen = os.environ.get(CREDENTIAL_ENV, "")
+    if chosen:
+        return chosen
+    if rank == 0:
+        store.set(_CREDENTIAL_KEY, secrets.token_urlsafe(24))
+    return store.get(_CREDENTIAL_KEY).decode()
 
 
 def _job_safe(name: str) -> str:

@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 from contracts import jobapi_pb2 as pb
 from contracts import jobapi_pb2_grpc as pb_grpc
+from contracts.jobapi_metadata import call_metadata
 from hostlib.torch.backend import P4ReduceProcessGroup
 
 __all__ = ["SwitchReport", "switch_report"]
@@ -64,7 +65,7 @@ def switch_report(group: dist.ProcessGroup | None = None, timeout: float = 10.0)
     dist.barrier(group=pg)  # no rank still sending: the counters are final
     stats = pg.comm.stats()
     settings = pg.settings
-    metadata = [("authorization", f"Bearer {settings.token}")] if settings.token else []
+    metadata = call_metadata(settings.token, pg.credential)
     with grpc.insecure_channel(settings.controller) as channel:
         reply = pb_grpc.JobServiceStub(channel).GetCounters(
             pb.GetCountersRequest(job=pg.job), timeout=timeout, metadata=metadata

@@ -20,6 +20,11 @@ from softswitch.runtime.build import build_state
 
 DROP_PORT = 511  # bmv2's default drop port (egress_spec value of mark_to_drop)
 INSTANCE_TYPE_REPLICATION = 5
+INSTANCE_TYPE_RECIRC = 4
+INSTANCE_TYPE_RESUBMIT = 6
+# Passes one received frame may make through the pipeline (itself, resubmits and recirculations):
+# bmv2 has no bound, a loop here would hang the switch; a packet that needs more fails (is dropped).
+MAX_PASSES = 16
 STD_ROOT = "standard_metadata"
 # Package parameter -> (generated function, index of the first parameter bound to a packet root).
 V1MODEL_BLOCKS = {
@@ -195,16 +200,6 @@ def may_exit(actions: dict[str, ir.ActionDecl], action: str, seen: frozenset[str
     return any(may_exit(actions, a, seen | {action}) for a in calls(decl.body) if a not in seen)
 
 
-def contains_apply(node: Any) -> bool:
-    if isinstance(node, ir.ApplyResultMember | ir.TableApply):
-        return True
-    if isinstance(node, ir.Binary):
-        return contains_apply(node.left) or contains_apply(node.right)
-    if isinstance(node, ir.Unary | ir.Cast):
-        return contains_apply(node.expr)
-    return False
-
-
 def all_actions(program: ir.Program) -> dict[str, ir.ActionDecl]:
     actions = {a.fq_name: a for a in program.actions}
     for control in program.controls:
@@ -231,3 +226,25 @@ def packet_types(program: ir.Program) -> tuple[ir.Type, ir.Type]:
 def block_roots(decl: ir.ParserDecl | ir.ControlDecl, first: int) -> dict[str, str]:
     """A block's parameter names -> the packet root each is bound to (hdr, meta, standard_metadata)."""
     return {prm.name: PACKET_ROOTS[i] for i, prm in enumerate(decl.params[first:]) if i < 3}
+
+
+def preserved_fields(program: ir.Program) -> dict[int, list[tuple[str, ...]]]:
+    """Field list index -> the user metadata fields `@field_list(index)` names, as paths under `meta`.
+
+    A resubmitted or recirculated packet starts with fresh metadata except these fields, which
+    keep the values they had when the pass ended (end of ingress, end of egress), as in bmv2.
+    """
+    out: dict[int, list[tuple[str, ...]]] = {}
+
+    def walk(struct: str, prefix: tuple[str, ...]) -> None:
+        for f in program.struct(struct).fields:
+            path = (*prefix, f.name)
+            for index in ir.field_lists(f.annotations):
+                out.setdefault(index, []).append(path)
+            if isinstance(f.type, ir.StructType) and not ir.field_lists(f.annotations):
+                walk(f.type.name, path)
+
+    _, meta_type = packet_types(program)
+    if isinstance(meta_type, ir.StructType):
+        walk(meta_type.name, ())
+    return out

@@ -23,6 +23,8 @@ FUNCTIONS = frozenset(
         "assert",
         "assume",
         "static_assert",
+        "resubmit_preserving_field_list",
+        "recirculate_preserving_field_list",
     }
 )
 

@@ -355,8 +355,13 @@ class _Checker:
                 continue
             seen.add(str(fname))
             typ = self.attempt(lambda t=t: self.resolve_type(t))
+            annotations = self.annotations(ann)
+            try:
+                ir.field_lists(annotations)
+            except ValueError:
+                self.error(f, "unsupported: @field_list with an index that is not an integer literal")
             if typ is not None:
-                out.append(ir.Field(str(fname), typ, self.annotations(ann)))
+                out.append(ir.Field(str(fname), typ, annotations))
         return tuple(out)
 
     def decl_header_decl(self, d: Tree) -> None:
@@ -1669,6 +1674,8 @@ class _Checker:
         if op in LOGIC:
             a = self.expect_bool(self.expr(a_t, ctx, ir.BoolType()), a_t, f"operand of {op}")
             b = self.expect_bool(self.expr(b_t, ctx, ir.BoolType()), b_t, f"operand of {op}")
+            if ir.contains_apply(b):  # both backends apply tables before the expression: no short circuit
+                raise self.error(b_t, f"unsupported: table apply on the right of {op}")
             if isinstance(a, ir.Const) and isinstance(b, ir.Const):
                 value = (a.value and b.value) if op == "&&" else (a.value or b.value)
                 return ir.Const(ir.BoolType(), bool(value), pos)
@@ -2029,6 +2036,9 @@ class _Checker:
             for i in (2, 4):
                 if not isinstance(args[i].type, ir.BitType | ir.InfIntType):
                     raise self.error(arg_trees[i], f"hash: argument {i + 1} must be a number")
+        if name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
+            if not isinstance(args[0], ir.Const):
+                raise self.error(arg_trees[0], f"unsupported: {name} with a non-constant field list index")
         if name == "random" and not isinstance(args[0].type, ir.BitType):
             raise self.error(arg_trees[0], f"unsupported: random of type {type_str(args[0].type)}")
 

@@ -1,13 +1,24 @@
 """Primary/backup election among the StreamChannel clients of the default role.
 
 The rules follow P4Runtime and PI (the server inside simple_switch_grpc):
-the connected client with the highest election id is the primary; a client
-without an election id is a backup that can never become primary; two
-connected clients cannot share an election id (INVALID_ARGUMENT). When the
-primary changes every client is told, otherwise only the client that sent
-the update; the answer carries the primary's election id and the status OK
-("Is primary"), ALREADY_EXISTS ("Is backup") or NOT_FOUND (there is no
-primary, election id = the highest ever seen).
+a client without an election id is a backup that can never become primary;
+two connected clients cannot share an election id (INVALID_ARGUMENT). When
+the primary changes every client is told, otherwise only the client that
+sent the update; the answer carries the primary's election id and the
+status OK ("Is primary"), ALREADY_EXISTS ("Is backup") or NOT_FOUND (there
+is no primary).
+
+Who is primary differs where PI breaks the specification:
+
+- the specification (Conformance.SPEC) keeps `election_id_past`, the
+  highest election id a primary ever had: a client becomes primary only
+  with an id at least that high, and when the primary leaves nobody takes
+  its place until a client sends such an id (a backup with a lower one is
+  not promoted: it might be a stale controller). NOT_FOUND answers carry
+  `election_id_past`;
+- PI (Conformance.BMV2) makes the connected client with the highest
+  election id primary, so a backup is promoted when the primary leaves;
+  NOT_FOUND answers carry the highest id ever seen.
 
 An update that repeats the client's election id changes nothing. A backup
 gets no answer (specification and PI agree); the primary's repeat is, by
@@ -25,7 +36,7 @@ import grpc
 from finsy.proto import p4r, rpc_code, rpc_status
 
 from softswitch.p4runtime.conformance import Conformance
-from softswitch.p4runtime.errors import invalid, unimplemented
+from softswitch.p4runtime.errors import invalid, unknown_role
 
 OUTBOX_SIZE = 4096
 
@@ -75,6 +86,7 @@ class Arbitration:
         self._lock = threading.Lock()
         self._clients: list[Client] = []
         self._highest_seen = 0
+        self._past: int | None = None  # election_id_past: the highest id a primary ever had (SPEC)
 
     def primary(self) -> Client | None:
         with self._lock:
@@ -82,12 +94,20 @@ class Arbitration:
 
     def _primary(self) -> Client | None:
         candidates = [c for c in self._clients if c.election_id is not None]
-        return max(candidates, key=lambda c: c.election_id or 0, default=None)
+        highest = max(candidates, key=lambda c: c.election_id or 0, default=None)
+        if self.conformance.bmv2 or highest is None:
+            return highest
+        return highest if highest.election_id == self._past else None
+
+    def _elect(self, new_id: int | None) -> None:
+        """The specification's rule: an id at least election_id_past makes its client the primary."""
+        if new_id is not None and (self._past is None or new_id >= self._past):
+            self._past = new_id
 
     def update(self, client: Client, msg: p4r.MasterArbitrationUpdate) -> None:
         """Handle a client's MasterArbitrationUpdate for this device; raises to end its stream."""
         if msg.HasField("role") and (msg.role.name or msg.role.id):
-            raise unimplemented("only the default role is supported (leave role unset)")
+            raise unknown_role(self.conformance)
         new_id = election_id(msg.election_id) if msg.HasField("election_id") else None
         with self._lock:
             if new_id is not None and any(c.election_id == new_id for c in self._clients if c is not client):
@@ -104,6 +124,7 @@ class Arbitration:
                 self._clients.append(client)
             if new_id is not None:
                 self._highest_seen = max(self._highest_seen, new_id)
+            self._elect(new_id)
             self._notify(before, client)
 
     def remove(self, client: Client) -> None:
@@ -136,7 +157,7 @@ class Arbitration:
     def _message(self, client: Client, primary: Client | None) -> p4r.StreamMessageResponse:
         if primary is None:
             status = rpc_status.Status(code=rpc_code.NOT_FOUND, message="no primary")
-            eid = self._highest_seen
+            eid = self._highest_seen if self.conformance.bmv2 else self._past or 0
         elif primary is client:
             status = rpc_status.Status(code=rpc_code.OK, message="Is primary")
             eid = primary.election_id or 0

@@ -23,7 +23,8 @@ def decode(data: bytes, width: int, what: str, *, lenient: bool = False) -> int:
     if value >> width:
         if lenient:
             raise invalid(TOO_WIDE.format(width=width))
-        raise out_of_range(f"{what}: value 0x{data.hex()} does not fit in bit<{width}>")
+        shown = f"0x{data.hex()}" if len(data) <= 16 else f"of {len(data)} bytes"
+        raise out_of_range(f"{what}: value {shown} does not fit in bit<{width}>")
     return value
 
 

@@ -127,6 +127,8 @@ class EntityStore:
             raise unknown(TABLE_WRITE_FAILED[_UPDATE_NAMES[kind]])
         if info.is_const:
             raise permission_denied(f"table {info.name} is const")
+        if msg.is_const and not self.conformance.bmv2:
+            raise invalid(f"table {info.name}: is_const is read-only (only the program makes const entries)")
         if msg.HasField("meter_config") or msg.HasField("meter_counter_data"):
             raise unimplemented(f"table {info.name}: meters are not supported")
         if msg.idle_timeout_ns:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import grpc
 
+from softswitch.p4runtime.conformance import Conformance
 from softswitch.runtime.state import StateError
 
 NO_PIPELINE = "No forwarding pipeline config set for this device"
@@ -37,10 +38,23 @@ RECONCILE_FAILED = "Error when reconciling config"
 UPDATE_BLOCKED = "Error in first phase of device update"
 
 
+MESSAGE_LIMIT = 300  # characters of an error message: it travels in gRPC metadata (8 KiB by default)
+
+
+def bounded(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """`text`, cut to `limit` characters with a note of how long it was: a client's input echoed in
+    an error must never make the answer too large for the client to receive."""
+    if len(text) <= limit:
+        return text
+    note = f"... ({len(text)} characters)"
+    return text[: limit - len(note)] + note
+
+
 class P4RuntimeError(Exception):
-    """A request the server refuses, with its canonical gRPC status code."""
+    """A request the server refuses, with its canonical gRPC status code and a bounded message."""
 
     def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        message = bounded(message)
         super().__init__(message)
         self.code = code
         self.message = message
@@ -83,3 +97,14 @@ def unknown(message: str) -> P4RuntimeError:
 def invalid_id() -> P4RuntimeError:
     """A table, counter or register id the P4Info does not have (PI's answer, word for word)."""
     return invalid(INVALID_P4_ID)
+
+
+def unknown_role(conformance: Conformance) -> P4RuntimeError:
+    """A named role: this target knows only the default one.
+
+    The specification answers a role the server does not know with NOT_FOUND;
+    PI refuses roles as a feature it lacks (UNIMPLEMENTED).
+    """
+    if conformance.bmv2:
+        return unimplemented("only the default role is supported (leave role unset)")
+    return not_found("unknown role: this switch has only the default role (leave role unset)")

@@ -43,11 +43,13 @@ from softswitch.p4runtime.errors import (
     RECONCILE_FAILED,
     UPDATE_BLOCKED,
     P4RuntimeError,
+    bounded,
     invalid,
     not_found,
     permission_denied,
     unimplemented,
     unknown,
+    unknown_role,
 )
 from softswitch.p4runtime.reconcile import reconcile
 from softswitch.p4runtime.schema import Bits, Schema
@@ -58,6 +60,9 @@ from softswitch.runtime.pipeline import Pipeline
 API_VERSION = "1.3.0"  # what simple_switch_grpc 1.15 reports; clients choose features by it
 READ_CHUNK = 1000
 MAX_MESSAGE = 256 * 1024 * 1024
+DETAILS_BUDGET = 4096  # bytes of a failed batch's details: they and the message fit 8 KiB of metadata
+DEFAULT_MAX_STREAMS = 16  # StreamChannels open at once; one more is RESOURCE_EXHAUSTED
+UNARY_WORKERS = 8  # threads only unary RPCs use: open streams can never starve them
 
 PipelineLoader = Callable[[p4i.P4Info, bytes], Pipeline]
 log = logging.getLogger("softswitch.p4runtime")
@@ -82,8 +87,13 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         dataplane: Dataplane,
         loader: PipelineLoader,
         conformance: Conformance = Conformance.SPEC,
+        max_streams: int = DEFAULT_MAX_STREAMS,
     ) -> None:
+        if max_streams < 1:
+            raise ValueError(f"max_streams must be at least 1, not {max_streams}")
         self.device_id = device_id
+        self.max_streams = max_streams
+        self._streams = threading.BoundedSemaphore(max_streams)
         self.dataplane = dataplane
         self.loader = loader
         self.conformance = conformance
@@ -165,11 +175,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                     self._commit(new, reconcile_state=action == Action.RECONCILE_AND_COMMIT)
                     self.saved = None
                 elif action == Action.COMMIT:
-                    if self.saved is None:
-                        raise P4RuntimeError(
-                            grpc.StatusCode.FAILED_PRECONDITION,
-                            "COMMIT without a config saved by VERIFY_AND_SAVE",
-                        )
+                    self._check_commit(request)
+                    assert self.saved is not None
                     self._commit(self.saved, reconcile_state=False)
                     self.saved = None
                 else:
@@ -178,6 +185,19 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                         "or RECONCILE_AND_COMMIT"
                     )
         return p4r.SetForwardingPipelineConfigResponse()
+
+    def _check_commit(self, request: p4r.SetForwardingPipelineConfigRequest) -> None:
+        """COMMIT realizes the config VERIFY_AND_SAVE saved: it carries none and needs one saved.
+
+        The specification: a config in the request is INVALID_ARGUMENT, nothing saved NOT_FOUND.
+        Under Conformance.BMV2 a config in the request is ignored and nothing saved is
+        FAILED_PRECONDITION, as this server answered before it followed the specification here.
+        """
+        if request.HasField("config") and not self.conformance.bmv2:
+            raise invalid("COMMIT carries no config: it commits the one saved by VERIFY_AND_SAVE")
+        if self.saved is None:
+            code = grpc.StatusCode.FAILED_PRECONDITION if self.conformance.bmv2 else grpc.StatusCode.NOT_FOUND
+            raise P4RuntimeError(code, "COMMIT without a config saved by VERIFY_AND_SAVE")
 
     def _check_reconcilable(self) -> None:
         """PI replays every counter cell as an INSERT, which it refuses; it is stuck until restarted."""
@@ -263,6 +283,21 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
 
     # ------------------------------------------------------------- stream
     def StreamChannel(  # noqa: N802 - gRPC method name
+        self, request_iterator: Iterator[p4r.StreamMessageRequest], context: grpc.ServicerContext
+    ) -> Iterator[p4r.StreamMessageResponse]:
+        if not self._streams.acquire(blocking=False):
+            log.warning("refused a StreamChannel: %d are open, the most this switch serves", self.max_streams)
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{self.max_streams} StreamChannels are open, the most this switch serves "
+                "(p4reduce-switch --max-streams): close one first",
+            )
+        try:
+            yield from self._stream(request_iterator, context)
+        finally:
+            self._streams.release()
+
+    def _stream(
         self, request_iterator: Iterator[p4r.StreamMessageRequest], context: grpc.ServicerContext
     ) -> Iterator[p4r.StreamMessageResponse]:
         client = Client()
@@ -392,10 +427,9 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     def _no_device(self, device_id: int) -> P4RuntimeError:
         return not_found(f"device id {device_id} does not exist (this is device {self.device_id})")
 
-    @staticmethod
-    def _check_role(role: str, role_id: int) -> None:
+    def _check_role(self, role: str, role_id: int) -> None:
         if role or role_id:
-            raise unimplemented("only the default role is supported")
+            raise unknown_role(self.conformance)
 
     def _check_primary(self, request: p4r.WriteRequest | p4r.SetForwardingPipelineConfigRequest) -> None:
         requested = election_id(request.election_id) if request.HasField("election_id") else None
@@ -409,8 +443,14 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         return current
 
 
-def serve(service: P4RuntimeService, address: str, workers: int = 32) -> grpc.Server:
-    """Start a gRPC server for the service; raises OSError when the address cannot be bound."""
+def serve(service: P4RuntimeService, address: str, unary_workers: int = UNARY_WORKERS) -> grpc.Server:
+    """Start a gRPC server for the service; raises OSError when the address cannot be bound.
+
+    A StreamChannel holds one of the pool's threads while it is open, so the
+    pool has one thread per stream the service admits plus `unary_workers`
+    that only unary RPCs (Write, Read, pipeline config) can take.
+    """
+    workers = service.max_streams + unary_workers
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="p4rt"),
         options=[
@@ -446,22 +486,44 @@ class _status:  # noqa: N801 - used as a statement: `with _status(context):`
         return False
 
 
-def _abort_batch(context: grpc.ServicerContext, errors: list[P4RuntimeError | None]) -> None:
-    details = []
+def batch_status(errors: list[P4RuntimeError | None], budget: int = DETAILS_BUDGET) -> rpc_status.Status:
+    """The google.rpc.Status of a failed batch: one p4.v1.Error per update, in order, as long as they
+    fit `budget` bytes.
+
+    A client accepts 8 KiB of metadata by default, and a batch of thousands of
+    updates has more details than that (10,000 OK entries alone are 360 KB):
+    beyond the budget the details stop, and the message says after how many,
+    how many updates failed, and which failed first.
+    """
+    details: list[any_pb2.Any] = []
+    size = 0
     for error in errors:
         p4_error = (
             p4r.Error(canonical_code=0)
             if error is None
-            else p4r.Error(canonical_code=error.code.value[0], message=error.message)
+            else p4r.Error(canonical_code=error.code.value[0], message=bounded(error.message, 120))
         )
         packed = any_pb2.Any()
         packed.Pack(p4_error)
+        size += packed.ByteSize() + 4  # the field's tag and length
+        if size > budget:
+            break
         details.append(packed)
-    failed = sum(e is not None for e in errors)
-    message = f"{failed} of {len(errors)} updates failed"
-    status = rpc_status.Status(code=grpc.StatusCode.UNKNOWN.value[0], message=message, details=details)
+    failed = [(index, error) for index, error in enumerate(errors) if error is not None]
+    message = f"{len(failed)} of {len(errors)} updates failed"
+    if len(details) < len(errors):
+        index, first = failed[0]
+        message += (
+            f"; details of the first {len(details)} updates only (gRPC metadata limit); the first "
+            f"failure is update {index}: {first.code.name}: {bounded(first.message, 120)}"
+        )
+    return rpc_status.Status(code=grpc.StatusCode.UNKNOWN.value[0], message=message, details=details)
+
+
+def _abort_batch(context: grpc.ServicerContext, errors: list[P4RuntimeError | None]) -> None:
+    status = batch_status(errors)
     context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
-    context.abort(grpc.StatusCode.UNKNOWN, message)
+    context.abort(grpc.StatusCode.UNKNOWN, status.message)
 
 
 def _stream_error(code: grpc.StatusCode, message: str) -> p4r.StreamMessageResponse:

@@ -13,10 +13,10 @@ from ctl_support import (
     Switch,
     compile_bmv2,
     compile_soft,
-    free_tcp_port,
+    daemons,
+    job_credential,  # noqa: F401 - autouse: every test's jobs share the suite's credential
     start_switch,
     stop,
-    write_config,
 )
 
 
@@ -56,17 +56,5 @@ def data_plane(switch: Switch) -> tuple[str, int]:
 @pytest.fixture
 def daemon(switch: Switch, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     """Start `p4reduce-ctl serve` against `switch`: daemon(*extra_args, **controller_config)."""
-    started: list[Daemon] = []
-    listen = f"127.0.0.1:{free_tcp_port()}"
-
-    def start(*args: str, token: str = "", tls_ca: Path | None = None, **controller: object) -> Daemon:
-        config = write_config(switch, tmp_path / f"lab{len(started)}.yaml", **controller)
-        d = Daemon(config, listen, tmp_path / "controller.log", args, token=token, tls_ca=tls_ca)
-        started.append(d)
-        return d.start()
-
-    try:
+    with daemons(switch, tmp_path) as start:
         yield start
-    finally:
-        for d in started:
-            d.stop()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import random
 import shutil
 import socket
 import struct
@@ -34,8 +33,10 @@ from finsy.proto import p4r, p4r_grpc
 
 from contracts import jobapi_pb2 as pb
 from contracts import jobapi_pb2_grpc as pb_grpc
+from contracts.jobapi_metadata import call_metadata
 from contracts.protocol import DEFAULT_VALUES_PER_PACKET, HEADER_BYTES, UDP_PORT, MsgType, payload_bytes
 from controller.cli import main as cli_main
+from hostlib.launch import free_loopback_address
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "mininet"))  # the lab's switch command lines (a folder of scripts)
@@ -50,25 +51,21 @@ VALUES = struct.Struct(f"!{K}i")
 assert HEADER.size == HEADER_BYTES and HEADER.size + VALUES.size == payload_bytes(K)
 CALL = 0x10000000 | K  # the descriptor of a sum of K int32 (docs/protocol.md, *Call agreement*)
 START_TIMEOUT = 30.0
+CREDENTIAL = "the-suite's-job-credential"  # every test job's, unless a test says otherwise
+
+
+@pytest.fixture(autouse=True)
+def job_credential(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The credential a tenant's shell would export: every `p4reduce-ctl job ...` of a test presents it
+    (autouse where a conftest imports it)."""
+    monkeypatch.setenv("P4REDUCE_JOB_CREDENTIAL", CREDENTIAL)
+    return CREDENTIAL
 
 
 def free_tcp_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def free_loopback_address() -> str:
-    """A 127.x.y.1 address whose port 20562 is free, so a rootless switch can serve the real DATA port."""
-    for _ in range(50):
-        address = f"127.{random.randint(64, 250)}.{random.randint(0, 255)}.1"
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            try:
-                s.bind((address, UDP_PORT))
-            except OSError:
-                continue
-        return address
-    raise RuntimeError("no free loopback address for the switch's UDP port")
 
 
 def environment() -> dict[str, str]:
@@ -111,9 +108,20 @@ def compile_bmv2(out: Path) -> Artifacts:
     return Artifacts(p4info, program)
 
 
-def start_switch(target: str, artifacts: Artifacts, logs: Path) -> Switch:
-    address = f"127.0.0.1:{free_tcp_port()}"
-    udp_address = None if target == "bmv2" else free_loopback_address()
+def start_switch(
+    target: str,
+    artifacts: Artifacts,
+    logs: Path,
+    same_as: Switch | None = None,
+    interfaces: tuple[tuple[int, str], ...] = (),
+    drop_rate: float = 0.0,
+) -> Switch:
+    """A new switch on free ports, or (`same_as`) on the ports of one that was stopped: a restart.
+
+    `interfaces` adds raw ports (port, Linux interface); `drop_rate` injects loss both ways.
+    """
+    address = same_as.address if same_as else f"127.0.0.1:{free_tcp_port()}"
+    udp_address = same_as.udp_address if same_as else None if target == "bmv2" else free_loopback_address()
     spec = SwitchSpec(
         name="switch",
         grpc_address=address,
@@ -121,6 +129,9 @@ def start_switch(target: str, artifacts: Artifacts, logs: Path) -> Switch:
         udp_ports=() if udp_address is None else (f"1@{udp_address}:{UDP_PORT}",),
         log_dir=logs,
         conformance="bmv2" if target == "soft-bmv2" else "spec",
+        interfaces=interfaces,
+        drop_rate=drop_rate,
+        drop_rate_out=drop_rate,
     )
     launch = LAUNCHERS["bmv2" if target == "bmv2" else "soft"](spec)
     console = launch.console_log
@@ -225,6 +236,26 @@ class Daemon:
             self.process = None
 
 
+@contextlib.contextmanager
+def daemons(switch: Switch, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    """Start `p4reduce-ctl serve` against `switch` (one listen address): start(*extra_args, token=...,
+    tls_ca=..., **controller_config); every daemon started is stopped at the end."""
+    started: list[Daemon] = []
+    listen = f"127.0.0.1:{free_tcp_port()}"
+
+    def start(*args: str, token: str = "", tls_ca: Path | None = None, **controller: object) -> Daemon:
+        config = write_config(switch, tmp_path / f"lab{len(started)}.yaml", **controller)
+        d = Daemon(config, listen, tmp_path / "controller.log", args, token=token, tls_ca=tls_ca)
+        started.append(d)
+        return d.start()
+
+    try:
+        yield start
+    finally:
+        for d in started:
+            d.stop()
+
+
 @dataclass
 class CliResult:
     code: int
@@ -294,15 +325,22 @@ class Worker:
         return False
 
 
-def join_all(stub: pb_grpc.JobServiceStub, name: str, workers: list[Worker]) -> list[pb.JobDescription]:
-    """Every rank calls JoinJob at once (as separate workers would); returns their answers by rank."""
+def join_all(
+    stub: pb_grpc.JobServiceStub,
+    name: str,
+    workers: list[Worker],
+    credential: str = CREDENTIAL,
+    token: str = "",
+) -> list[pb.JobDescription]:
+    """Every rank calls JoinJob at once (as separate workers would), presenting the job's credential;
+    returns their answers by rank."""
     answers: list[pb.JobDescription | Exception | None] = [None] * len(workers)
 
     def join(w: Worker) -> None:
         request = pb.JoinJobRequest(name=name, rank=w.rank, world_size=len(workers), address=w.address(),
                                     timeout_seconds=10)  # fmt: skip
         try:
-            answers[w.rank] = stub.JoinJob(request, timeout=15)
+            answers[w.rank] = stub.JoinJob(request, timeout=15, metadata=call_metadata(token, credential))
         except Exception as exc:  # reported below, in the test's thread
             answers[w.rank] = exc
 
@@ -359,7 +397,29 @@ def wait_until(condition: Callable[[], bool], timeout: float, step: float = 0.1)
     return condition()
 
 
+class _Presenting(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Adds metadata (a token, a credential) to every call that does not bring its own."""
+
+    def __init__(self, metadata: list[tuple[str, str]]) -> None:
+        self.metadata = metadata
+
+    def _details(self, details: grpc.ClientCallDetails) -> grpc.ClientCallDetails:
+        if details.metadata:
+            return details
+        return details._replace(metadata=self.metadata)  # type: ignore[attr-defined]
+
+    def intercept_unary_unary(self, continuation, details, request):  # type: ignore[no-untyped-def]
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):  # type: ignore[no-untyped-def]
+        return continuation(self._details(details), request)
+
+
 @contextlib.contextmanager
-def channel_to(daemon: Daemon) -> Iterator[pb_grpc.JobServiceStub]:
+def channel_to(
+    daemon: Daemon, credential: str = CREDENTIAL, token: str = ""
+) -> Iterator[pb_grpc.JobServiceStub]:
+    """A stub whose calls present `credential` (and `token`) unless they carry metadata of their own."""
     with grpc.insecure_channel(daemon.listen) as channel:
-        yield pb_grpc.JobServiceStub(channel)
+        presenting = grpc.intercept_channel(channel, _Presenting(call_metadata(token, credential)))
+        yield pb_grpc.JobServiceStub(presenting)

@@ -42,11 +42,34 @@ def test_python_dash_m_runs_the_cli_and_lists_every_command() -> None:
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["serve", "--help"], ["--config", "--listen", "--lease", "--token", "--tls-cert", "--tls-key"]),
+        (
+            ["serve", "--help"],
+            [
+                "--config",
+                "--listen",
+                "--lease",
+                "--token",
+                "--admin-token",
+                "--tls-cert",
+                "--tls-key",
+                "--insecure",
+            ],
+        ),  # fmt: skip
         (["pipeline", "push", "--help"], ["--switch", "--p4info", "--config", "--force", "--election-id"]),
-        (["job", "create", "--help"], ["--world-size", "--pool-size", "--controller", "--json"]),
+        (
+            ["job", "create", "--help"],
+            [
+                "--world-size",
+                "--pool-size",
+                "--controller",
+                "--json",
+                "--credential",
+                "job name: 1-64 letters",
+            ],
+        ),  # fmt: skip
         (["job", "list", "--help"], ["--controller", "--token", "--json"]),
-        (["fwd", "add", "--help"], ["mac", "port", "--switch"]),
+        (["job", "delete", "--help"], ["the job", "--credential"]),
+        (["fwd", "add", "--help"], ["destination MAC", "switch port (0..511)", "--switch"]),
         (["counters", "--help"], ["--job", "--watch", "--json"]),
         (["provision", "--help"], ["--config", "--force-push"]),
         (["shell", "--help"], ["--switch", "--venv"]),
@@ -67,7 +90,13 @@ def test_every_command_documents_its_options(
         ([], "the following arguments are required: COMMAND"),
         (["job", "create", "x"], "the following arguments are required: --world-size"),
         (["fwd", "list", "--switch", "nohost"], "'nohost' is not HOST:PORT"),
-        (["counters", "--watch", "-1"], "'-1' must be positive"),
+        (["counters", "--watch", "-1"], "'-1' must be a positive number"),
+        (["job", "create", "x", "--world-size", "-1"], "argument --world-size: -1 is outside 1..32"),
+        (["job", "create", "x", "--world-size", "99999999999"], "99999999999 is outside 1..32"),
+        (["job", "create", "x", "--world-size", "2", "--pool-size", "-3"], "-3 is outside 2..32768"),
+        (["job", "create", "x", "--world-size", "2", "--pool-size", "0"], "0 is outside 2..32768"),
+        (["job", "create", "x", "--world-size", "two"], "'two' is not an integer"),
+        (["provision", "--config", "x", "--election-id", "0"], f"0 is outside 1..{2**128 - 1}"),
         (["job", "frobnicate"], "invalid choice: 'frobnicate'"),
     ],
 )
@@ -78,6 +107,14 @@ def test_command_line_mistakes_exit_2_with_one_line(
     assert code == 2
     assert message in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_count_without_watch_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "counters", "--count", "3")
+    assert (code, err) == (
+        1,
+        "p4reduce-ctl: error: --count N needs --watch SECONDS (without --watch there is one round)\n",
+    )
 
 
 def test_unreachable_switch_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

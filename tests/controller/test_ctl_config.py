@@ -34,6 +34,7 @@ def test_the_shipped_examples_are_valid() -> None:
     assert [h.port for h in lab.hosts] == [1, 2, 3, 4]
     assert lab.switch().p4info == ROOT / "build" / "p4reduce.p4info.txtpb"
     assert lab.controller.lease_seconds == 30.0
+    assert lab.controller.id_quarantine_seconds == 10.0  # a deleted job's id rests this long
     loop = config.load(ROOT / "controller" / "examples" / "loopback.yaml")
     assert loop.switch("soft").default_host_port == 1
     assert loop.switch().agg_mac == 0x025052000001
@@ -76,6 +77,10 @@ def _with(change: dict[str, object] | None = None, **switch: object) -> dict[str
         (_with(device_id=-1), "switches[0].device_id: -1 is not a non-negative integer"),
         (_with(target="tofino"), "switches[0].target: 'tofino' is not a switch target (bmv2 or p4r"),
         (_with(flood_ports=[1, 600]), "switches[0].flood_ports[1]: 600 is not an integer in 0..511"),
+        (
+            _with({"controller": {"id_quarantine_seconds": -1}}),
+            "controller.id_quarantine_seconds: -1 is not a number",
+        ),
         (_with({"hosts": [{"name": "h1"}]}), "hosts[0]: missing key ipv4, mac, port, switch"),
         (
             _with(

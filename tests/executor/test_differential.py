@@ -29,10 +29,26 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKETS = int(os.environ.get("P4_DIFF_PACKETS", "300"))
 PROGRAMS = {
     "constructs": ROOT / "tests/executor/constructs.p4",
+    "passes": ROOT / "tests/executor/passes.p4",
     "general_features": ROOT / "tests/frontend/general_features.p4",
     "p4info_entities": ROOT / "tests/frontend/p4info_entities.p4",
-    "calc": ROOT / "tests/tutorials/calc.p4",
-    "source_routing": ROOT / "tests/tutorials/source_routing.p4",
+    **{
+        name: ROOT / f"tests/tutorials/{name}.p4"
+        for name in (
+            "calc",
+            "source_routing",
+            "basic",
+            "basic_tunnel",
+            "ecn",
+            "firewall",
+            "link_monitor",
+            "load_balance",
+            "mri",
+            "multicast",
+            "p4runtime",
+            "qos",
+        )
+    },
 }
 
 

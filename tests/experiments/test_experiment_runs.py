@@ -40,13 +40,16 @@ CASES = {
 
 
 def run_quick(name: str, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", f"experiments.{name}", "--quick", "--out", str(out), *extra]
+    command = [sys.executable, "-m", f"experiments.{name}", "--quick", "--out", str(out),
+               "--logs", str(out / "logs"), *extra]  # fmt: skip
+    env = dict(os.environ, P4REDUCE_LAB_STATE=str(out / "lab-state.json"))  # not the checkout's
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=280, cwd=ROOT)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=280, cwd=ROOT, env=env)
     finally:
         subprocess.run(
-            [sys.executable, str(ROOT / "mininet" / "lab.py"), "--clean"], capture_output=True, timeout=60
-        )
+            [sys.executable, str(ROOT / "mininet" / "lab.py"), "--clean"], capture_output=True, timeout=60,
+            env=env,
+        )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 

@@ -42,6 +42,22 @@ UNSUPPORTED = [
     ("varbit", {"top": "header v_t { varbit<32> x; }"}, "varbit"),
     ("header union", {"top": "header_union u_t { h_t a; }"}, "header unions"),
     (
+        "field list by name",
+        {"top": "const bit<8> FL = 1; struct f_t { @field_list(FL) bit<8> x; }"},
+        "@field_list with an index that is not an integer literal",
+    ),
+    (
+        "run-time field list index",
+        {"body": "resubmit_preserving_field_list(hdr.h.a);"},
+        "resubmit_preserving_field_list with a non-constant field list index",
+    ),
+    ("clone", {"body": "clone(CloneType.I2E, 1);"}, "extern function clone"),
+    (
+        "apply after ||",
+        {"local": "table u { actions = { NoAction; } }", "body": "if (hdr.h.isValid() || u.apply().hit) { }"},
+        "table apply on the right of ||",
+    ),
+    (
         "unknown hash",
         {"body": "hash(hdr.h.a, HashAlgorithm.crc32_custom, 8w0, {hdr.h.b}, 8w4);"},
         "crc32_custom",

@@ -34,6 +34,7 @@ PROGRAMS = {
     "constructs": (ROOT / "tests/executor/constructs.p4", []),
     "source_routing": (ROOT / "tests/tutorials/source_routing.p4", []),
     "calc": (ROOT / "tests/tutorials/calc.p4", []),
+    "passes": (ROOT / "tests/executor/passes.p4", []),  # resubmit and recirculate (frames in the arena)
 }
 HARNESS = """
 #include "program.c"

@@ -10,6 +10,7 @@ version 2 must give every rank the exact int32 sum and the bounded float32 sum, 
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import threading
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ import pytest
 
 from contracts import jobapi_pb2 as pb
 from contracts import jobapi_pb2_grpc as pb_grpc
+from contracts.jobapi_metadata import CREDENTIAL_ENV, call_metadata
 from hostlib import Communicator, JobSpec
 from hostlib.launch import ROOT, Services, services
 from hostlib.verify import check, make_input
@@ -50,7 +52,8 @@ def join_behind(proxy: ChaosProxy, controller: str, job: str) -> list[JobSpec]:
                 name=job, rank=rank, world_size=WORLD, address=pb.WorkerAddress(ipv4=ip, udp_port=port),
                 timeout_seconds=20,
             )  # fmt: skip
-            replies[rank] = stub.JoinJob(request, timeout=30)
+            metadata = call_metadata(credential=os.environ[CREDENTIAL_ENV])
+            replies[rank] = stub.JoinJob(request, timeout=30, metadata=metadata)
 
         threads = [threading.Thread(target=join, args=(rank,)) for rank in range(WORLD)]
         for thread in threads:
@@ -68,7 +71,8 @@ def join_behind(proxy: ChaosProxy, controller: str, job: str) -> list[JobSpec]:
 
 def leave(controller: str, job: str) -> None:
     with grpc.insecure_channel(controller) as channel:
-        pb_grpc.JobServiceStub(channel).DeleteJob(pb.JobRef(name=job), timeout=10)
+        metadata = call_metadata(credential=os.environ[CREDENTIAL_ENV])
+        pb_grpc.JobServiceStub(channel).DeleteJob(pb.JobRef(name=job), timeout=10, metadata=metadata)
 
 
 @pytest.mark.parametrize("rate", [0.001, 0.01, 0.05], ids=["0.1%", "1%", "5%"])

@@ -21,7 +21,7 @@ import pytest
 
 from contracts import jobapi_pb2 as pb
 from contracts import jobapi_pb2_grpc as pb_grpc
-from contracts.protocol import MsgType
+from contracts.protocol import UDP_PORT, MsgType
 from hostlib import AllreduceMismatch, AllreduceTimeout, Communicator, JoinError, NonFiniteError
 from hostlib.engine import HEADER
 from hostlib.launch import ROOT, Services, services
@@ -258,3 +258,20 @@ def forge_result(comm: Communicator, switch: tuple[str, int], use: int) -> None:
                      socket.inet_aton(src_ip), socket.inet_aton(dst_ip))  # fmt: skip
     with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW) as raw:
         raw.sendto(ip + udp + payload, (dst_ip, 0))
+
+
+def test_the_demos_switch_runs_beside_a_quick_start_switch_on_127_0_0_1(tmp_path: Path) -> None:
+    """`make demo` while the CLI quick start's switch holds 127.0.0.1:20562: the demo's switch takes
+    a loopback address of its own instead of failing with "Address already in use"."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as quick_start:
+        try:
+            quick_start.bind(("127.0.0.1", UDP_PORT))
+        except OSError:
+            pass  # something holds it already: the same situation
+        with services(tmp_path, ROOT / "build", pool_size=16) as svc:
+            assert svc.switch_address[0] != "127.0.0.1"
+
+            def work(comm: Communicator, rank: int) -> list[int]:
+                return comm.allreduce(np.full(100, rank + 1, dtype=np.int32)).tolist()
+
+            assert on_workers(svc, "beside", 2, work, first=52) == [[3] * 100] * 2

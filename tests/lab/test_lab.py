@@ -29,23 +29,34 @@ needs_mininet = pytest.mark.skipif(
 )
 
 
-def run_lab(*args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
-    before = set((ROOT / "results").glob("lab-*.json")) if (ROOT / "results").exists() else set()
-    try:
-        done = subprocess.run(
-            [sys.executable, str(LAB), *args], capture_output=True, text=True, timeout=240, cwd=ROOT
-        )
-    finally:
-        subprocess.run([sys.executable, str(LAB), "--clean"], capture_output=True, timeout=60)
-    new = sorted(set((ROOT / "results").glob("lab-*.json")) - before)
-    return done, json.loads(new[-1].read_text()) if new else {}
+def run_lab(*args: str) -> tuple[subprocess.CompletedProcess[str], dict, list[str]]:
+    """mininet/lab.py with its logs, pcaps, results and state file in a temporary folder (never the
+    checkout's, where a lab of the user's may be running)."""
+    with tempfile.TemporaryDirectory(prefix="p4reduce-lab-") as out:
+        env = dict(os.environ, P4REDUCE_LAB_STATE=str(Path(out) / "lab-state.json"))
+        try:
+            done = subprocess.run(
+                [sys.executable, str(LAB), "--out", out, *args], capture_output=True, text=True, timeout=240,
+                cwd=ROOT, env=env,
+            )  # fmt: skip
+        finally:
+            subprocess.run([sys.executable, str(LAB), "--clean"], capture_output=True, timeout=60, env=env)
+        new = sorted((Path(out) / "results").glob("lab-*.json"))
+        errors = [
+            f"{log.name}: {line}"
+            for log in sorted((Path(out) / "logs").glob("*.log"))
+            for line in log.read_text(errors="replace").splitlines()
+            if " ERROR " in line
+        ]
+        return done, json.loads(new[-1].read_text()) if new else {}, errors
 
 
 @needs_mininet
 @pytest.mark.root
 def test_star_lab_with_four_workers_verifies_every_sum() -> None:
-    done, results = run_lab("--workers", "4", "--size", "4096")
+    done, results, errors = run_lab("--workers", "4", "--size", "4096")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert errors == [], "a clean run and teardown log no errors"
     assert "*** PASS" in done.stdout
     assert results["ok"] and results["workers"] == 4 and results["ping_loss"] == 0
     assert all(r["ok"] for report in results["reports"] for r in report["results"])
@@ -60,7 +71,7 @@ def test_star_lab_with_four_workers_verifies_every_sum() -> None:
 @pytest.mark.root
 def test_line_lab_crosses_two_switches() -> None:
     """Hosts on the second switch reach the aggregator over the L2 path: pings and sums both work."""
-    done, results = run_lab("--topology", "line", "--workers", "4", "--size", "2048", "--dtype", "int32")
+    done, results, _ = run_lab("--topology", "line", "--workers", "4", "--size", "2048", "--dtype", "int32")
     assert done.returncode == 0, done.stdout + done.stderr
     assert results["ok"] and results["ping_loss"] == 0
 
@@ -70,7 +81,7 @@ def test_line_lab_crosses_two_switches() -> None:
 def test_bad_topology_file_is_one_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "topo.json"
     bad.write_text('{"switches": [], "hosts": []}')
-    done, _ = run_lab("--topo", str(bad))
+    done, _, _ = run_lab("--topo", str(bad))
     assert done.returncode == 1
     assert done.stderr.strip().startswith("lab:") and "Traceback" not in done.stderr
 
@@ -82,42 +93,50 @@ def test_bad_topology_file_is_one_clear_error(tmp_path: Path) -> None:
 @needs_mininet
 @pytest.mark.root
 def test_star_lab_on_bmv2() -> None:
-    done, results = run_lab("--switch", "bmv2", "--workers", "4", "--size", "4096")
+    done, results, _ = run_lab("--switch", "bmv2", "--workers", "4", "--size", "4096")
     assert done.returncode == 0, done.stdout + done.stderr
     assert results["ok"]
 
 
 @needs_mininet
 @pytest.mark.root
-def test_clean_removes_a_labs_leftovers_and_keeps_what_is_not_ours() -> None:
-    # An interrupted lab leaves links named like Mininet's and daemons started with files under logs/;
-    # `mn -c` would also delete every /tmp/*.log, which the user's and other programs' may be.
-    subprocess.run(["ip", "link", "add", "h97-eth0", "type", "veth", "peer", "name", "s97-eth3"], check=True)
-    daemon = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import time; time.sleep(60)",
-            "controller",
-            "serve",
-            "--config",
-            f"{ROOT}/logs/x",
-        ]
-    )
-    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "controller", "serve"])
+def test_clean_removes_what_this_checkouts_labs_recorded_and_nothing_else(tmp_path: Path) -> None:
+    """`make stop` reads the state file of its checkout's runs: it ends their recorded processes and
+    deletes their recorded links, and leaves alone look-alikes it did not start (another checkout's
+    lab, another user's Mininet shell, links that merely look like Mininet's)."""
+    sys.path.insert(0, str(ROOT / "mininet"))
+    from lab_state import Record, command_line, save
+
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    ours = subprocess.Popen([*sleeper, "controller", "serve", "--config", "lab.yaml"])
+    theirs = subprocess.Popen([*sleeper, "bash", "mininet:h1"])  # looks like a lab, was not recorded
+    for a, b in (("h97-eth0", "s97-eth3"), ("h98-eth0", "s98-eth3")):
+        subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+    state = tmp_path / "lab-state.json"
+    line = command_line(ours.pid)
+    assert line is not None
+    save([Record(owner=ours.pid, processes={ours.pid: line}, links=["s97-eth3"])], state)
+    env = dict(os.environ, P4REDUCE_LAB_STATE=str(state))
     with tempfile.NamedTemporaryFile(dir="/tmp", suffix=".log") as someone_elses_log:
         try:
             done = subprocess.run(
-                [sys.executable, str(LAB), "--clean"], capture_output=True, text=True, timeout=60
+                [sys.executable, str(LAB), "--clean"], capture_output=True, text=True, timeout=60, env=env
             )
             assert done.returncode == 0, done.stderr
+            assert f"killed {ours.pid}" in done.stdout and "deleted link s97-eth3" in done.stdout
             links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-            assert "h97-eth0" not in links and "s97-eth3" not in links
-            assert daemon.wait(timeout=10) != 0  # killed
-            assert bystander.poll() is None  # a controller not started by a lab is left alone
-            assert Path(someone_elses_log.name).exists()
+            assert "h97-eth0" not in links and "s97-eth3" not in links  # a veth pair goes as one
+            assert "h98-eth0" in links and "s98-eth3" in links
+            assert ours.wait(timeout=10) != 0  # killed
+            assert theirs.poll() is None
+            assert Path(someone_elses_log.name).exists() and not state.exists()
+            again = subprocess.run(
+                [sys.executable, str(LAB), "--clean"], capture_output=True, text=True, env=env
+            )
+            assert "nothing of this checkout's labs was left to remove" in again.stdout
         finally:
-            subprocess.run(["ip", "link", "del", "h97-eth0"], capture_output=True)
-            for process in (daemon, bystander):
+            for name in ("h97-eth0", "h98-eth0"):
+                subprocess.run(["ip", "link", "del", name], capture_output=True)
+            for process in (ours, theirs):
                 process.kill()
                 process.wait()

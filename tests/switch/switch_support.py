@@ -18,7 +18,8 @@ from finsy.proto import p4i, p4r, p4r_grpc, p4t, rpc_status
 
 from softswitch.dataplane.loop import Dataplane
 from softswitch.p4runtime.arbitration import uint128
-from softswitch.p4runtime.server import P4RuntimeService, PipelineLoader, serve
+from softswitch.p4runtime.conformance import Conformance
+from softswitch.p4runtime.server import DEFAULT_MAX_STREAMS, P4RuntimeService, PipelineLoader, serve
 from softswitch.runtime import state as st
 
 DEVICE_ID = 1
@@ -244,12 +245,16 @@ class Server:
 
 
 def start_server(
-    dataplane: Dataplane | None = None, device_id: int = DEVICE_ID, loader: PipelineLoader = ReflectorPipeline
+    dataplane: Dataplane | None = None,
+    device_id: int = DEVICE_ID,
+    loader: PipelineLoader = ReflectorPipeline,
+    conformance: Conformance = Conformance.SPEC,
+    max_streams: int = DEFAULT_MAX_STREAMS,
 ) -> Server:
     dataplane = dataplane or Dataplane([], cpu_port=CPU_PORT)
-    service = P4RuntimeService(device_id, dataplane, loader)
+    service = P4RuntimeService(device_id, dataplane, loader, conformance, max_streams)
     address = f"127.0.0.1:{free_tcp_port()}"
-    server = serve(service, address, workers=16)
+    server = serve(service, address)
     channel = grpc.insecure_channel(address)
     return Server(service, dataplane, server, address, channel, p4r_grpc.P4RuntimeStub(channel))
 

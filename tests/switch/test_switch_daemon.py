@@ -111,6 +111,7 @@ def test_help_explains_every_flag() -> None:
         "--drop-rate-out",
         "--seed",
         "--conformance",
+        "--max-streams",
         "--backend",
     ):
         assert flag in result.stdout
@@ -132,6 +133,7 @@ def test_help_explains_every_flag() -> None:
         (["--no-p4", "--log-level", "loud"], "invalid choice"),
         (["--no-p4", "--pcap", "/no/such/folder"], "directory does not exist"),  # as bmv2
         (["--no-p4", "--conformance", "pi"], "invalid choice"),
+        (["--no-p4", "--max-streams", "0"], "--max-streams must be at least 1"),
         (["--no-p4", "--backend", "rust"], "invalid choice"),
     ],
 )
@@ -188,14 +190,17 @@ def test_a_busy_udp_port_is_a_clear_error() -> None:
 def test_signals_stop_cleanly_and_flush_captures(
     daemon: tuple[subprocess.Popen[str], str, int, Path], signum: int
 ) -> None:
-    process, _, udp, pcaps = daemon
+    process, address, udp, pcaps = daemon
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as worker:
         worker.sendto(b"no pipeline yet", ("127.0.0.1", udp))
     time.sleep(0.3)
     process.send_signal(signum)
-    _, stderr = process.communicate(timeout=10)
+    stdout, stderr = process.communicate(timeout=10)
     assert process.returncode == 0, stderr
     assert "dropped, no pipeline" in stderr  # per-packet debug logging
+    [ready] = stdout.splitlines()  # the one line that says it serves, as simple_switch_grpc prints one
+    assert ready.startswith(f"p4reduce-switch ready: P4Runtime on {address}, device id 1; ports 1 (udp ")
+    assert ready.endswith("no pipeline yet (a controller pushes one)")
     [frame] = read_pcap(pcaps / "1_in.pcap")
     assert frame.endswith(b"no pipeline yet")
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as again:

@@ -17,9 +17,12 @@ from switch_support import (
     become_primary,
     make_p4info,
     reflector_config,
+    start_server,
+    stop_server,
 )
 
 from softswitch.p4runtime.arbitration import uint128
+from softswitch.p4runtime.conformance import Conformance
 
 Code = grpc.StatusCode
 Set = p4r.SetForwardingPipelineConfigRequest
@@ -111,12 +114,28 @@ def test_verify_checks_without_installing(server: Server) -> None:
 
 def test_verify_and_save_then_commit(server: Server) -> None:
     client = become_primary(server.stub, 10)
-    assert status_of(lambda: set_config(server, Set.COMMIT)).code() == Code.FAILED_PRECONDITION
+    assert status_of(lambda: set_config(server, Set.COMMIT)).code() == Code.NOT_FOUND  # nothing saved
     set_config(server, Set.VERIFY_AND_SAVE, reflector_config(cookie=3))
     assert status_of(lambda: get_config(server)).code() == Code.FAILED_PRECONDITION
+    # COMMIT realizes the saved config; one carried by the COMMIT itself is a mistake, not a second save.
+    error = status_of(lambda: set_config(server, Set.COMMIT, reflector_config(cookie=4)))
+    assert error.code() == Code.INVALID_ARGUMENT
     set_config(server, Set.COMMIT)
     assert get_config(server).cookie.cookie == 3
     client.close()
+
+
+def test_bmv2_answers_commit_without_a_saved_config_and_ignores_a_config_in_it() -> None:
+    server = start_server(conformance=Conformance.BMV2)
+    try:
+        client = become_primary(server.stub, 10)
+        assert status_of(lambda: set_config(server, Set.COMMIT)).code() == Code.FAILED_PRECONDITION
+        set_config(server, Set.VERIFY_AND_SAVE, reflector_config(cookie=3))
+        set_config(server, Set.COMMIT, reflector_config(cookie=4))
+        assert get_config(server).cookie.cookie == 3
+        client.close()
+    finally:
+        stop_server(server)
 
 
 def test_only_the_primary_sets_the_pipeline(server: Server, primary: StreamClient) -> None:

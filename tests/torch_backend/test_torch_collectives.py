@@ -23,6 +23,7 @@ from hostlib.launch import ROOT, services  # noqa: E402
 from tests.torch_backend.ranks import init, run_ranks, values  # noqa: E402
 
 WORLD, N = 4, 1000  # N: not a multiple of K, so the last packet is partial
+ROUNDS = 200  # of Gloo collectives that are not sums: enough to meet a GIL deadlock (it did)
 
 
 def gradients(rank: int, n: int = N, dtype: Any = None) -> Any:
@@ -85,6 +86,11 @@ def collectives(rank: int, world: int, port: int, controller: str) -> dict[str, 
     dist.all_gather(gathered, torch.full((2,), float(rank)))
     seen["all_gather"] = [t.tolist() for t in gathered]
     dist.barrier()
+    for _ in range(ROUNDS):  # temporaries Gloo alone holds, freed while the next collective starts
+        dist.all_gather([torch.zeros(2) for _ in range(world)], torch.full((2,), float(rank)))
+        dist.broadcast(torch.zeros(4), src=1)
+        dist.barrier()
+    seen["rounds"] = ROUNDS
 
     # Ranks that disagree on the dtype (bfloat16 travels as float32, but says so) all fail, then go on.
     tensor = torch.ones(8, dtype=torch.bfloat16 if rank == 0 else torch.float32)
@@ -191,6 +197,13 @@ def test_reduce_scatter_through_the_switch_gives_each_rank_its_part(ranks: Any) 
         assert rank_seen["reduce_scatter_single avg"] == pytest.approx(mine / WORLD, rel=1e-6, abs=1e-7)
         assert rank_seen["reduce_scatter"] == pytest.approx(mine, rel=1e-6, abs=1e-7)
         assert rank_seen["collectives"]["switch", "reduce_scatter"] == 2
+
+
+def test_collectives_passed_to_gloo_never_deadlock_on_the_gil(ranks: Any) -> None:
+    """all_gather, broadcast and barrier, over and over: torch's C++ dispatch would reach Gloo holding the
+    GIL, and Gloo's worker needs it to free the temporaries it holds (docs/torch.md, Limitations)."""
+    seen, _ = ranks
+    assert [s["rounds"] for s in seen] == [ROUNDS] * WORLD
 
 
 def test_async_work_has_a_real_future(ranks: Any) -> None:

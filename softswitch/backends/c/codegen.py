@@ -38,7 +38,10 @@ from finsy.proto import p4i
 from softswitch import ir
 from softswitch.backends.common import (
     DROP_PORT,
+    INSTANCE_TYPE_RECIRC,
     INSTANCE_TYPE_REPLICATION,
+    INSTANCE_TYPE_RESUBMIT,
+    MAX_PASSES,
     STD_ROOT,
     V1MODEL_BLOCKS,
     CallDispatch,
@@ -47,9 +50,9 @@ from softswitch.backends.common import (
     all_instances,
     block_roots,
     check_v1model,
-    contains_apply,
     may_exit,
     packet_types,
+    preserved_fields,
     switch_arms,
 )
 
@@ -184,6 +187,7 @@ class CCompiler(CallDispatch):
         self.locals: dict[str, dict[str, ir.Type]] = {}
         self.deparse_bound = 0
         self.may_fail = False  # whether any code calls p4_fail (then p4_process sets up the failure exit)
+        self.passes = False  # whether the program resubmits or recirculates (else p4_pass never checks)
 
     # ================================================================ types
     def scalar_type(self, t: ir.Type, where: str) -> str:
@@ -253,7 +257,9 @@ class CCompiler(CallDispatch):
         packet = (
             "/* The state of one packet: the blocks' header, metadata and standard_metadata parameters. */\n"
             f"typedef struct {{\n    {self.type_names[self.hdr_type]} hdr;\n"
-            f"    {self.type_names[self.meta_type]} meta;\n    {std} sm;\n}} packet_t;\n"
+            f"    {self.type_names[self.meta_type]} meta;\n    {std} sm;\n"
+            "    uint32_t resubmit, recirculate; /* requested: 0, or the field list index + 1 */\n"
+            "} packet_t;\n"
         )
         self._declare_objects()
         blocks: dict[str, str] = {}
@@ -870,6 +876,13 @@ class CCompiler(CallDispatch):
             )
         elif name in ("log_msg", "assume", "assert"):
             self.emit(depth, f"/* {name} */")
+        elif name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
+            (index,) = call.args
+            assert isinstance(index, ir.Const)
+            self.may_fail = True  # a pass too many fails the packet
+            self.passes = True
+            member = "resubmit" if name.startswith("resubmit") else "recirculate"
+            self.emit(depth, f"P->{member} = {(int(index.value) & 0xFF) + 1}; /* {name} */")
         else:
             raise UnsupportedError(f"extern function {name} at {call.pos}")
 
@@ -1164,7 +1177,7 @@ class CCompiler(CallDispatch):
 
     def _binary(self, e: ir.Binary, depth: int) -> str:
         op = e.op
-        if op in ("&&", "||") and contains_apply(e.right):
+        if op in ("&&", "||") and ir.contains_apply(e.right):
             raise UnsupportedError(f"table apply on the right of {op} at {e.pos}")
         a, b = self.expr(e.left, depth), self.expr(e.right, depth)
         if op in ("&&", "||"):
@@ -1229,32 +1242,79 @@ class CCompiler(CallDispatch):
         raise UnsupportedError(f"cast to {dst} at {e.pos}")
 
     # ================================================================ the pipeline
+    def _preserve_function(self) -> str:
+        """p4_preserve: copy the metadata fields of a field list from one packet to the next pass."""
+        cases = []
+        for index, paths in sorted(preserved_fields(self.program).items()):
+            copies = " ".join(
+                f"D->meta.{'.'.join(map(cname, path))} = S->meta.{'.'.join(map(cname, path))};"
+                for path in paths
+            )
+            cases.append(f"    case {index}: {copies} break;")
+        body = "\n".join(cases)
+        return f"""/* The user metadata fields @field_list(index) keeps across resubmit and recirculate. */
+static P4_UNUSED void p4_preserve(packet_t *D, const packet_t *S, uint32_t list) {{
+    switch (list) {{
+{body}
+    default: (void)D; (void)S; break;
+    }}
+}}
+"""
+
     def _process(self, blocks: dict[str, str]) -> str:
         bound = self.deparse_bound
-        return f"""/*
- * One frame through the v1model pipeline: parser, verify checksum, ingress,
- * traffic manager (multicast replicas or unicast), then per copy egress,
- * compute checksum and deparser, the unparsed payload appended. Returns how
- * many frames came out (p4_outputs / p4_arena say where), or -1 when the
- * packet failed (p4_error says why), as the Python backend raises.
- */
-P4_EXPORT int p4_process(ctx_t *ctx, uint64_t port, const uint8_t *frame, uint32_t length) {{
+        resubmit = recirculate = ""
+        if self.passes:
+            resubmit = f"""    if (P->resubmit) {{
+        p4_again(ctx, port, frame, at, length, {INSTANCE_TYPE_RESUBMIT}, P, P->resubmit, passes);
+        return 0;
+    }}
+"""
+            recirculate = f"""        if (C->recirculate) {{ /* the deparsed frame goes round, not out */
+            size_t again = B->arena_used;
+            B->arena_used += n + payload_len;
+            p4_again(ctx, port, NULL, again, (uint32_t)(n + payload_len), {INSTANCE_TYPE_RECIRC}, C,
+                     C->recirculate, passes);
+            continue;
+        }}
+"""
+        return f"""{self._preserve_function()}
+static int p4_pass(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, uint32_t length,
+                   uint64_t instance_type, const packet_t *keep, uint32_t list, uint32_t *passes);
+
+/* Start the pass a resubmit or recirculate asked for, with the field list's values of `from`. */
+static void p4_again(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, uint32_t length,
+                     uint64_t instance_type, const packet_t *from, uint32_t request, uint32_t *passes) {{
     p4_base_t *B = &ctx->base;
-    B->nouts = 0;
-    B->arena_used = 0;
-    B->error[0] = 0;
+    if (++*passes > {MAX_PASSES})
+        p4_fail(B, "more than {MAX_PASSES} passes (resubmit/recirculate loop)", "pipeline");
+    uint64_t plen = B->plen;
+    p4_pass(ctx, port, frame, at, length, instance_type, from, request - 1, passes);
+    B->plen = plen;
+}}
+
+/*
+ * One pass of a frame: parser, verify checksum, ingress, traffic manager
+ * (multicast replicas or unicast), then per copy egress, compute checksum
+ * and deparser, the unparsed payload appended. The frame is `frame`, or when
+ * that is NULL the arena's bytes from `at` (a recirculated frame: the arena
+ * may move while outputs are added, so it is found again each time).
+ */
+static int p4_pass(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, uint32_t length,
+                   uint64_t instance_type, const packet_t *keep, uint32_t list, uint32_t *passes) {{
+    p4_base_t *B = &ctx->base;
     packet_t packet, copy;
     memset(&packet, 0, sizeof packet);
-    packet_t *{"volatile " if self.may_fail else ""}P = &packet;
-    {"if (setjmp(B->fail)) return -1;" if self.may_fail else "/* nothing in this program can fail */"}
+    packet_t *P = &packet;
     B->plen = length;
     P->sm.ingress_port = port;
     P->sm.packet_length = length;
-    uint32_t payload_at = {blocks["parse"]}(ctx, P, frame, length);
+    P->sm.instance_type = instance_type;
+    if (keep) p4_preserve(P, keep, list);
+    uint32_t payload_at = {blocks["parse"]}(ctx, P, frame ? frame : B->arena + at, length);
     {blocks["verify_checksum"]}(ctx, P, length);
     {blocks["ingress"]}(ctx, P, length);
-    const uint8_t *payload = frame + payload_at;
-    size_t payload_len = length - payload_at;
+{resubmit}    size_t payload_len = length - payload_at;
     uint64_t group = P->sm.mcast_grp;
     uint32_t copies = 1;
     const p4_group_t *g = NULL;
@@ -1281,9 +1341,26 @@ P4_EXPORT int p4_process(ctx_t *ctx, uint64_t port, const uint8_t *frame, uint32
         {blocks["compute_checksum"]}(ctx, C, length);
         uint8_t *out = p4_out_begin(B, {bound} + payload_len);
         size_t n = {blocks["deparse"]}(ctx, C, out);
-        memcpy(out + n, payload, payload_len);
-        p4_out_end(B, C->sm.egress_port, n + payload_len);
+        memcpy(out + n, (frame ? frame : B->arena + at) + payload_at, payload_len);
+{recirculate}        p4_out_end(B, C->sm.egress_port, n + payload_len);
     }}
+    return 0;
+}}
+
+/*
+ * One frame through the v1model pipeline (p4_pass, and the passes resubmit
+ * and recirculate start, depth first). Returns how many frames came out
+ * (p4_outputs / p4_arena say where), or -1 when the packet failed (p4_error
+ * says why), as the Python backend raises.
+ */
+P4_EXPORT int p4_process(ctx_t *ctx, uint64_t port, const uint8_t *frame, uint32_t length) {{
+    p4_base_t *B = &ctx->base;
+    B->nouts = 0;
+    B->arena_used = 0;
+    B->error[0] = 0;
+    uint32_t passes = 1;
+    {"if (setjmp(B->fail)) return -1;" if self.may_fail else "/* nothing in this program can fail */"}
+    p4_pass(ctx, port, frame, 0, length, 0, NULL, 0, &passes);
     return (int)B->nouts;
 }}
 

@@ -45,9 +45,9 @@ from softswitch.backends.common import (
     all_instances,
     block_roots,
     contains,
-    contains_apply,
     may_exit,
     packet_types,
+    preserved_fields,
     switch_arms,
 )
 from softswitch.backends.python.layout import (
@@ -154,6 +154,9 @@ class Compiler(CallDispatch):
             ((STD_ROOT,), std_type),
         ]
         self.layout = build_layout(program, roots + composite_locals(program))
+        # resubmit/recirculate requests of the pass: 0, or the field list index + 1 (the last call wins)
+        self.resubmit_slot = self.layout.take(0)
+        self.recirculate_slot = self.layout.take(0)
         self.global_actions = {a.fq_name for a in program.actions}
         self.owners: list[str] = []  # block name, or the top-level action being inlined
         self.inlining: list[str] = []  # fq names of the actions being inlined, innermost last
@@ -200,6 +203,20 @@ class Compiler(CallDispatch):
 
     def std(self, fieldname: str) -> int:
         return self.layout.scalars[(STD_ROOT, fieldname)][0]
+
+    def preserved_slots(self) -> dict[int, list[int]]:
+        """Field list index -> the vector slots of the metadata fields it preserves."""
+        out: dict[int, list[int]] = {}
+        for index, paths in preserved_fields(self.program).items():
+            slots = out.setdefault(index, [])
+            for path in paths:
+                full = ("meta", *path)
+                if full in self.layout.scalars:
+                    slots.append(self.layout.scalars[full][0])
+                else:
+                    start, end = self.layout.composites[full]
+                    slots += range(start, end)
+        return out
 
     # -------------------------------------------------------------- blocks
     def _locals(self, depth: int, decls: tuple[ir.VarDecl, ...]) -> None:
@@ -576,6 +593,11 @@ class Compiler(CallDispatch):
             self.store(depth, result, f"(_random({low}, {high}) if {low} <= {high} else {low})")
         elif name in ("log_msg", "assume", "assert"):
             self.emit(depth, "pass  # " + name)
+        elif name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
+            slot = self.resubmit_slot if name.startswith("resubmit") else self.recirculate_slot
+            (index,) = call.args
+            assert isinstance(index, ir.Const)
+            self.emit(depth, f"V[{slot}] = {(int(index.value) & 0xFF) + 1}")
         else:
             raise UnsupportedError(f"extern function {name} at {call.pos}")
 
@@ -825,7 +847,7 @@ class Compiler(CallDispatch):
 
     def _binary(self, e: ir.Binary, depth: int) -> str:
         op = e.op
-        if op in ("&&", "||") and contains_apply(e.right):
+        if op in ("&&", "||") and ir.contains_apply(e.right):
             raise UnsupportedError(f"table apply on the right of {op} at {e.pos}")
         a, b = self.expr(e.left, depth), self.expr(e.right, depth)
         if op == "&&":

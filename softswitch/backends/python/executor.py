@@ -13,7 +13,15 @@ with bmv2's standard_metadata semantics:
 * a parser error (frame too short for an `extract`, a failed `verify`, no
   matching `select` case) stops parsing and sets `parser_error`; the packet
   still goes through ingress, which decides;
-* the payload after the last parsed header is carried through untouched.
+* the payload after the last parsed header is carried through untouched;
+* `resubmit_preserving_field_list` in ingress: at the end of ingress the
+  packet (nothing else of this pass goes on) enters the parser again as it
+  was received, with `instance_type` 6; `recirculate_preserving_field_list`:
+  at the end of egress the deparsed frame enters the parser again instead
+  of leaving, with `instance_type` 4. Either keeps the ingress port and the
+  metadata fields of the field list (values at the end of the pass); other
+  state starts fresh. New passes run at once, depth first (frames out in
+  that order), at most MAX_PASSES per received frame.
 
 The per-packet work is in the functions `softswitch.backends.python.codegen` generates.
 """
@@ -25,7 +33,10 @@ from finsy.proto import p4i
 from softswitch import ir
 from softswitch.backends.common import (
     DROP_PORT,
+    INSTANCE_TYPE_RECIRC,
     INSTANCE_TYPE_REPLICATION,
+    INSTANCE_TYPE_RESUBMIT,
+    MAX_PASSES,
     UnsupportedError,
     check_v1model,
     initial_state,
@@ -59,6 +70,9 @@ class Pipeline:
         self._mcast_grp = std["mcast_grp"]
         self._instance_type = std["instance_type"]
         self._packet_length = std["packet_length"]
+        self._resubmit = compiler.resubmit_slot
+        self._recirculate = compiler.recirculate_slot
+        self._preserved = compiler.preserved_slots()
         self._parse = namespace["parse"]
         self._verify = namespace["verify_checksum"]
         self._ingress = namespace["ingress"]
@@ -68,13 +82,34 @@ class Pipeline:
 
     def process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
         """Frames out as (egress port, bytes), in emission order; [] when dropped or consumed."""
+        out: list[tuple[int, bytes]] = []
+        self._pass(ingress_port, frame, 0, None, [1], out)
+        return out
+
+    def _pass(
+        self,
+        ingress_port: int,
+        frame: bytes,
+        instance_type: int,
+        kept: tuple[list[int], list[object]] | None,
+        passes: list[int],
+        out: list[tuple[int, bytes]],
+    ) -> None:
+        """One pass of `frame` through the pipeline; frames out (and of the passes it starts) to `out`."""
         vector = self._template.copy()
         length = len(frame)
         vector[self._ingress_port] = ingress_port
         vector[self._packet_length] = length
+        vector[self._instance_type] = instance_type
+        if kept is not None:
+            for slot, value in zip(*kept):
+                vector[slot] = value
         payload_at = self._parse(vector, frame, length)
         self._verify(vector, length)
         self._ingress(vector, length)
+        if vector[self._resubmit]:
+            self._again(ingress_port, frame, INSTANCE_TYPE_RESUBMIT, vector, self._resubmit, passes, out)
+            return
         payload = frame[payload_at:]
         group = vector[self._mcast_grp]
         if group:
@@ -87,11 +122,10 @@ class Pipeline:
                 copy[self._instance_type] = INSTANCE_TYPE_REPLICATION
                 copies.append(copy)
         elif vector[self._egress_spec] == DROP_PORT:
-            return []
+            return
         else:
             vector[self._egress_port] = vector[self._egress_spec]
             copies = [vector]
-        out: list[tuple[int, bytes]] = []
         egress, compute, deparse, drop_at = self._egress, self._compute, self._deparse, self._egress_spec
         for copy in copies:
             egress(copy, length)
@@ -101,5 +135,26 @@ class Pipeline:
             parts: list[bytes] = []
             deparse(copy, parts)
             parts.append(payload)
-            out.append((copy[self._egress_port], b"".join(parts)))
-        return out
+            if copy[self._recirculate]:
+                again = b"".join(parts)
+                self._again(ingress_port, again, INSTANCE_TYPE_RECIRC, copy, self._recirculate, passes, out)
+            else:
+                out.append((copy[self._egress_port], b"".join(parts)))
+
+    def _again(
+        self,
+        ingress_port: int,
+        frame: bytes,
+        instance_type: int,
+        vector: list[object],
+        request: int,
+        passes: list[int],
+        out: list[tuple[int, bytes]],
+    ) -> None:
+        """Start the pass a resubmit or recirculate asked for, with its field list's values."""
+        passes[0] += 1
+        if passes[0] > MAX_PASSES:
+            raise RuntimeError(f"more than {MAX_PASSES} passes (resubmit/recirculate loop)")
+        slots = self._preserved.get(int(vector[request]) - 1, [])  # type: ignore[call-overload]
+        kept = (slots, [vector[slot] for slot in slots])
+        self._pass(ingress_port, frame, instance_type, kept, passes, out)

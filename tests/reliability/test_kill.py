@@ -1,0 +1,165 @@
+"""Kill tests: a worker, the controller, the switch dies; how soon the rest knows, and what survives.
+
+Ranks run as processes of their own (rank_process.py) so that a kill is a
+real one: SIGKILL, no LeaveJob, sockets closed by the kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+from ctl_support import Daemon, Switch, channel_to, environment, start_switch, stop, wait_until
+from rel_support import record
+
+from contracts import jobapi_pb2 as pb
+from hostlib import AllreduceAborted, Communicator
+
+RANK_PROCESS = Path(__file__).with_name("rank_process.py")
+
+
+class Rank:
+    """A rank process and the JSON lines it printed so far."""
+
+    def __init__(self, d: Daemon, job: str, rank: int, world: int, ip: str, size: int) -> None:
+        command = [sys.executable, str(RANK_PROCESS), d.listen, job, str(rank), str(world), ip, str(size)]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=environment())
+        self.lines: list[dict] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(json.loads(line))
+
+    def calls(self) -> int:
+        return sum("call" in line for line in self.lines)
+
+    def error(self) -> dict | None:
+        return next((line for line in self.lines if "error" in line), None)
+
+
+@contextmanager
+def ranks(d: Daemon, job: str, world: int, first_ip: int, size: int) -> Iterator[list[Rank]]:
+    started = [Rank(d, job, r, world, f"127.0.0.{first_ip + r}", size) for r in range(world)]
+    try:
+        yield started
+    finally:
+        for r in started:
+            if r.process.poll() is None:
+                r.process.kill()
+            r.process.wait(timeout=10)
+
+
+def jobs(d: Daemon) -> set[str]:
+    with channel_to(d) as stub:
+        return {j.name for j in stub.ListJobs(pb.Empty(), timeout=5).jobs}
+
+
+def test_a_killed_worker_ends_its_peers_calls_with_its_name_within_seconds(
+    daemon: Callable[..., Daemon],
+) -> None:
+    d = daemon()
+    with ranks(d, "victim", 3, 140, 20_000) as rs:
+        assert wait_until(lambda: all(r.calls() >= 3 for r in rs), timeout=60), [r.lines for r in rs]
+        assert all(line["exact"] for r in rs for line in r.lines)
+        killed_at = time.time()
+        os.kill(rs[1].process.pid, signal.SIGKILL)
+        assert wait_until(lambda: rs[0].error() is not None and rs[2].error() is not None, timeout=20)
+        errors = [rs[0].error(), rs[2].error()]
+        assert wait_until(lambda: "victim" not in jobs(d), timeout=5), "the job is reclaimed"
+        reclaimed = time.time() - killed_at
+    for error in errors:
+        assert error is not None and error["kind"] == "AllreduceAborted"
+        assert error["error"].startswith(
+            "job 'victim' was reclaimed: rank 1's connection to the controller closed"
+        )
+    to_error = max(e["t"] for e in errors if e) - killed_at
+    assert to_error < 6, to_error  # 3 s of grace for a reconnect, then at once (not the 10 s timeout)
+    record("kill-worker", seconds_to_error=round(to_error, 2), seconds_to_reclaim=round(reclaimed, 2))
+
+
+def test_a_killed_controller_leaves_jobs_aggregating_and_its_successor_recovers_them(
+    daemon: Callable[..., Daemon],
+) -> None:
+    d = daemon()
+    with ranks(d, "survivor", 2, 150, 5_000) as rs:
+        assert wait_until(lambda: all(r.calls() >= 2 for r in rs), timeout=60)
+        assert d.process is not None
+        os.kill(d.process.pid, signal.SIGKILL)
+        d.process.wait(timeout=10)
+        calls = [r.calls() for r in rs]
+        assert wait_until(lambda: all(r.calls() >= c + 5 for r, c in zip(rs, calls)), timeout=30), (
+            "calls go on while no controller runs (the switch keeps every entry)"
+        )
+        d.process = None
+        started = time.monotonic()
+        d2 = daemon()
+        serving = time.monotonic() - started
+        with channel_to(d2) as stub:
+            job = stub.GetJob(pb.JobRef(name="survivor"), timeout=5)
+        assert job.state == "active" and len(job.workers) == 2
+        calls = [r.calls() for r in rs]
+        assert wait_until(lambda: all(r.calls() >= c + 3 for r, c in zip(rs, calls)), timeout=30)
+        assert all(line.get("exact", True) for r in rs for line in r.lines) and not any(r.error() for r in rs)
+    record("kill-controller", seconds_to_serve_again=round(serving, 2), calls_while_down=min(calls))
+
+
+def test_a_killed_switch_fails_the_call_in_flight_and_the_job_heals(
+    daemon: Callable[..., Daemon], switch: Switch, tmp_path: Path
+) -> None:
+    d = daemon()
+    size, world = 1_500_000, 2
+    restarted: list[Switch] = []
+    times: dict[str, float] = {}
+
+    def rank(r: int) -> tuple[str, bool]:
+        data = (np.arange(size, dtype=np.int64) * (r + 3) % 100_003).astype(np.int32)
+        with Communicator.join(d.listen, "healing", r, world, address=(f"127.0.0.{160 + r}", 0)) as comm:
+            handle = comm.allreduce_async(data)
+            if r == 0:
+                time.sleep(0.3)
+                times["killed"] = time.monotonic()
+                os.kill(switch.process.pid, signal.SIGKILL)
+                switch.process.wait(timeout=10)
+                restarted.append(start_switch("soft", switch.artifacts, tmp_path, same_as=switch))
+                times["restarted"] = time.monotonic()
+            try:
+                handle.wait()
+                outcome = "completed"
+            except AllreduceAborted as error:
+                outcome = str(error)
+            times[f"failed-{r}"] = time.monotonic()
+            again = comm.allreduce(data[:10_000])
+            times[f"next-{r}"] = time.monotonic()
+            expected = sum((np.arange(10_000, dtype=np.int64) * (k + 3) % 100_003) for k in range(world))
+            return outcome, bool(np.array_equal(again, expected.astype(np.int32)))
+
+    results: list[tuple[str, bool]] = [("", False)] * world
+    threads = [threading.Thread(target=lambda r=r: results.__setitem__(r, rank(r))) for r in range(world)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        for outcome, exact in results:
+            assert outcome.startswith(
+                "switch restarted: switch sw1 restarted and lost the state of job 'healing'"
+            )
+            assert exact
+    finally:
+        for sw in restarted:
+            stop(sw.process)
+    to_error = max(times[f"failed-{r}"] for r in range(world)) - times["killed"]
+    after_restart = max(times[f"failed-{r}"] for r in range(world)) - times["restarted"]
+    record("kill-switch", seconds_to_error=round(to_error, 2), seconds_after_restart=round(after_restart, 2))
