@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=4, help="worker processes (1..32, default 4)")
     parser.add_argument("--elements", type=int, default=1 << 20, help="tensor size (default 1048576)")
     parser.add_argument(
-        "--pool-size", type=int, default=32, help="slots (window) of the demo job (default 32)"
+        "--pool-size", type=int, default=256, help="slots of the demo job (default 256, the controller's)"
     )
     parser.add_argument("--logs", type=Path, default=ROOT / "logs" / "demo", help="log directory")
     args = parser.parse_args(argv)
