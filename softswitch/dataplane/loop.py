@@ -50,6 +50,16 @@ class Faults:
         self.rng = random.Random(self.seed)
 
 
+def by_number(ports: list[Port], cpu_port: int | None) -> dict[int, Port]:
+    """The data ports by number; the numbers distinct and none of them the CPU port's (both loops)."""
+    numbered = {port.number: port for port in ports}
+    if len(numbered) != len(ports):
+        raise ValueError("two ports have the same number")
+    if cpu_port is not None and cpu_port in numbered:
+        raise ValueError(f"the CPU port {cpu_port} is also a data port")
+    return numbered
+
+
 class Dataplane:
     """Ports, the installed pipeline and the loop that connects them."""
 
@@ -60,11 +70,7 @@ class Dataplane:
         faults: Faults | None = None,
         pcap: PcapDirectory | None = None,
     ) -> None:
-        self.ports = {port.number: port for port in ports}
-        if len(self.ports) != len(ports):
-            raise ValueError("two ports have the same number")
-        if cpu_port is not None and cpu_port in self.ports:
-            raise ValueError(f"the CPU port {cpu_port} is also a data port")
+        self.ports = by_number(ports, cpu_port)
         self.cpu_port = cpu_port
         self.faults = faults or Faults()
         self.pcap = pcap

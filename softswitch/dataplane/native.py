@@ -29,7 +29,7 @@ from types import TracebackType
 
 from softswitch.backends.c import build
 from softswitch.backends.c.pipeline import Pipeline as NativePipeline
-from softswitch.dataplane.loop import Faults
+from softswitch.dataplane.loop import Faults, by_number
 from softswitch.dataplane.pcap import PcapDirectory
 from softswitch.dataplane.ports import Port, RawPort, UdpPort
 from softswitch.runtime.pipeline import Pipeline
@@ -196,11 +196,7 @@ class NativeDataplane:
         faults: Faults | None = None,
         pcap: PcapDirectory | None = None,
     ) -> None:
-        self.ports = {port.number: port for port in ports}
-        if len(self.ports) != len(ports):
-            raise ValueError("two ports have the same number")
-        if cpu_port is not None and cpu_port in self.ports:
-            raise ValueError(f"the CPU port {cpu_port} is also a data port")
+        self.ports = by_number(ports, cpu_port)
         self.cpu_port = cpu_port
         faults = faults or Faults()
         self._lib = library()
