@@ -49,12 +49,12 @@ from switch_aggregation import (  # noqa: E402
     Worker,
     compile_program,
     data_packet,
-    free_aggregation_address,
     job_entities,
     query_packet,
 )
 
 from contracts.protocol import UDP_PORT  # noqa: E402
+from hostlib.launch import free_loopback_address  # noqa: E402
 from softswitch.backends.c import build as c_build  # noqa: E402
 from softswitch.dataplane.ports import host_mac  # noqa: E402
 
@@ -212,7 +212,7 @@ def wait_for_switch(address: str, process: subprocess.Popen[bytes]) -> None:
 
 def bench_switch(args: argparse.Namespace, build: Path) -> list[float]:
     program, p4info = compile_program(build)
-    address, agg = f"127.0.0.1:{free_port(socket.SOCK_STREAM)}", free_aggregation_address()
+    address, agg = f"127.0.0.1:{free_port(socket.SOCK_STREAM)}", free_loopback_address()
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     command = [
         sys.executable,

@@ -8,8 +8,6 @@ fixed job to prove the switch computes what docs/protocol.md says).
 from __future__ import annotations
 
 import os
-import random
-import socket
 import struct
 import subprocess
 import sys
@@ -18,7 +16,7 @@ from pathlib import Path
 
 import finsy as fy
 
-from contracts.protocol import DEFAULT_VALUES_PER_PACKET, HEADER_BYTES, UDP_PORT, MsgType, payload_bytes
+from contracts.protocol import DEFAULT_VALUES_PER_PACKET, HEADER_BYTES, MsgType, payload_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "p4src" / "v1model" / "p4reduce.p4"
@@ -28,24 +26,6 @@ VALUES = struct.Struct(f"!{K}i")
 assert HEADER.size == HEADER_BYTES and HEADER.size + VALUES.size == payload_bytes(K)
 EPOCH = 0x5EED0001
 CALL = 0x10000000 | K  # the descriptor of a sum of K int32 (docs/protocol.md, *Call agreement*)
-
-
-def free_aggregation_address() -> str:
-    """A loopback address where UDP port 20562 is free: the switch's --udp-port endpoint.
-
-    DATA must be sent to UDP port 20562 (docs/protocol.md), and other tests
-    may hold 127.0.0.1:20562, so each run takes its own 127.x.y.z.
-    """
-    rng = random.Random()
-    for _ in range(100):
-        address = f"127.{rng.randrange(100, 200)}.{rng.randrange(256)}.{rng.randrange(1, 255)}"
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            try:
-                probe.bind((address, UDP_PORT))
-            except OSError:
-                continue
-        return address
-    raise RuntimeError("no loopback address with a free UDP port 20562")
 
 
 @dataclass(frozen=True)

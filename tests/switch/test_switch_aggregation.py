@@ -16,11 +16,12 @@ from pathlib import Path
 
 import finsy as fy
 import pytest
-from switch_aggregation import K, Worker, data_packet, free_aggregation_address, job_entities, parse
+from switch_aggregation import K, Worker, data_packet, job_entities, parse
 from switch_support import free_tcp_port
 from test_switch_daemon import command, environment, wait_for_grpc
 
 from contracts.protocol import UDP_PORT, MsgType
+from hostlib.launch import free_loopback_address
 from softswitch.dataplane.ports import host_mac
 
 JOB, GROUP = 7, 2
@@ -30,7 +31,7 @@ JOB, GROUP = 7, 2
 def switch(tmp_path: Path) -> Iterator[tuple[str, int]]:
     """`p4reduce-switch --no-p4` with UDP port 1 on AGG:20562: (gRPC address, AGG)."""
     address = f"127.0.0.1:{free_tcp_port()}"
-    agg = free_aggregation_address()
+    agg = free_loopback_address()
     process = subprocess.Popen(
         command(
             "--no-p4",
