@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -11,6 +13,8 @@ torch = pytest.importorskip("torch", reason="PyTorch is an optional extra (pip i
 
 from hostlib.launch import ROOT, free_port, services  # noqa: E402
 from tests import torch_overflow  # noqa: E402
+
+T = TypeVar("T")
 
 STEPS, WORLD = 15, 2
 
@@ -54,15 +58,23 @@ def train(rank: int, controller: str | None, port: int, job: str) -> list[float]
     return losses
 
 
-def test_ddp_through_the_switch_follows_gloo(tmp_path: Path) -> None:
+def through_switch_and_gloo(
+    tmp_path: Path, rank_fn: Callable[..., T], switch_ip: str, job: str
+) -> tuple[list[T], list[T]]:
+    """`rank_fn(rank, controller, port, job)` on WORLD spawned ranks: through the switch, then on Gloo."""
     ctx = multiprocessing.get_context("spawn")
-    with services(tmp_path, ROOT / "build", switch_ip="127.0.3.1", pool_size=16) as svc:
+    with services(tmp_path, ROOT / "build", switch_ip=switch_ip, pool_size=16) as svc:
         port = free_port()
         with ctx.Pool(WORLD) as pool:
-            switch = pool.starmap(train, [(r, svc.controller, port, "ddp") for r in range(WORLD)])
+            switch = pool.starmap(rank_fn, [(r, svc.controller, port, job) for r in range(WORLD)])
     port = free_port()
     with ctx.Pool(WORLD) as pool:
-        gloo = pool.starmap(train, [(r, None, port, "") for r in range(WORLD)])
+        gloo = pool.starmap(rank_fn, [(r, None, port, "") for r in range(WORLD)])
+    return switch, gloo
+
+
+def test_ddp_through_the_switch_follows_gloo(tmp_path: Path) -> None:
+    switch, gloo = through_switch_and_gloo(tmp_path, train, "127.0.3.1", "ddp")
     for rank in range(WORLD):
         assert switch[rank][-1] < switch[rank][0] * 0.8, "training through the switch did not learn"
         for ours, theirs in zip(switch[rank], gloo[rank]):
@@ -85,14 +97,7 @@ def train_with_scaler(
 
 
 def test_grad_scaler_skips_an_overflowing_step_on_every_rank_as_with_gloo(tmp_path: Path) -> None:
-    ctx = multiprocessing.get_context("spawn")
-    with services(tmp_path, ROOT / "build", switch_ip="127.0.3.2", pool_size=16) as svc:
-        port = free_port()
-        with ctx.Pool(WORLD) as pool:
-            switch = pool.starmap(train_with_scaler, [(r, svc.controller, port, "amp") for r in range(WORLD)])
-    port = free_port()
-    with ctx.Pool(WORLD) as pool:
-        gloo = pool.starmap(train_with_scaler, [(r, None, port, "") for r in range(WORLD)])
+    switch, gloo = through_switch_and_gloo(tmp_path, train_with_scaler, "127.0.3.2", "amp")
     torch_overflow.check_against_gloo(switch, gloo)
 
 
