@@ -165,6 +165,10 @@ def fuzz_during_calls(
         sizes = {"size": 6000}
         done = threading.Event()
         results: list[bool] = []
+        # Both ranks decide together whether to make another call: a rank that left while its peer
+        # had begun one more would leave that call to time out.
+        decision = {"stop": False}
+        agree = threading.Barrier(2, action=lambda: decision.update(stop=done.is_set()))
 
         def rank(r: int) -> None:
             with Communicator.join(d.listen, "live", r, 2, address=(f"127.0.0.{170 + r}", 0)) as comm:
@@ -172,7 +176,10 @@ def fuzz_during_calls(
                 expected = sum(
                     (np.arange(sizes["size"], dtype=np.int64) * (k + 5) % 99_991) for k in range(2)
                 )
-                while not done.is_set():
+                while True:
+                    agree.wait(timeout=60)  # a peer that failed breaks it: this rank stops too
+                    if decision["stop"]:
+                        break
                     results.append(bool(np.array_equal(comm.allreduce(data), expected.astype(np.int32))))
 
         threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
