@@ -28,6 +28,7 @@ ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
 SOL_PACKET = 263
 PACKET_ADD_MEMBERSHIP = 1
+PACKET_IGNORE_OUTGOING = 23  # Linux 4.20+
 PACKET_MR_PROMISC = 1
 MAX_FRAME = 65536
 SOCKET_BUFFER = 4 * 1024 * 1024
@@ -180,6 +181,10 @@ class RawPort:
         except OSError:
             self._sock.close()
             raise
+        try:  # the kernel would hand every frame we send back to us, as OUTGOING, to be thrown away
+            self._sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        except OSError:
+            pass  # older kernels: receive() still filters them
         self._sock.setblocking(False)
 
     def fileno(self) -> int:
