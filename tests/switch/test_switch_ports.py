@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 from pathlib import Path
 
@@ -171,3 +172,46 @@ def test_both_loops_drop_the_same_frames_for_the_same_seed(seed: int) -> None:
     from softswitch.dataplane.native import NativeDataplane
 
     assert dropped_indices(seed, 0.3, 0.2, NativeDataplane) == dropped_indices(seed, 0.3, 0.2, Dataplane)
+
+
+class Reply:
+    """Sends every IPv4/UDP frame back to its sender (addresses and ports swapped)."""
+
+    state = RuntimeState()
+
+    def process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        ip, udp = 14, 34
+        swapped_ip = frame[ip + 16 : ip + 20] + frame[ip + 12 : ip + 16]
+        swapped_udp = frame[udp + 2 : udp + 4] + frame[udp : udp + 2]
+        return [(ingress_port, frame[: ip + 12] + swapped_ip + swapped_udp + frame[udp + 4 :])]
+
+
+UDP_SEGMENT = 103  # linux/udp.h: send one message that the kernel cuts into datagrams of this size
+
+
+def test_datagrams_sent_as_one_gso_message_are_frames_of_their_own_both_ways(
+    udp_port: UdpPort, dataplane_class: type
+) -> None:
+    # On loopback a GSO message reaches a socket that takes GRO buffers whole: the native loop
+    # must cut it into the sender's datagrams, and its replies, joined again on the way out,
+    # must reach a plain socket as the same datagrams in the same order.
+    dataplane = dataplane_class([udp_port], cpu_port=None)
+    dataplane.pipeline = Reply()
+    stop = threading.Event()
+    loop = threading.Thread(target=dataplane.run, args=(stop,), daemon=True)
+    loop.start()
+    datagrams = [bytes([i]) * 100 for i in range(1, 7)] + [b"\x07" * 40]  # the last may be shorter
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as worker:
+            worker.bind(("127.0.0.11", 0))
+            worker.settimeout(5)
+            gso = [(socket.SOL_UDP, UDP_SEGMENT, struct.pack("H", 100))]
+            worker.sendmsg([b"".join(datagrams)], gso, 0, ("127.0.0.1", udp_port.udp_port))
+            worker.sendto(b"\x08" * 100, ("127.0.0.1", udp_port.udp_port))  # and one more, alone
+            received = [worker.recv(2048) for _ in range(8)]
+    finally:
+        stop.set()
+        loop.join(timeout=5)
+        dataplane.close()
+    assert received == [*datagrams, b"\x08" * 100]
+    assert dataplane.stats["rx"] == 8 and dataplane.stats["tx"] == 8

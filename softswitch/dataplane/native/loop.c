@@ -14,6 +14,10 @@
  *  - UDP: each datagram becomes an Ethernet/IPv4/UDP frame (switch MAC 02:50:52:00:<port>, host
  *    MAC 02:00:<sender IPv4>, IPv4 with DF, TTL 64 and a valid checksum, UDP checksum 0); a frame
  *    sent out of it must be IPv4/UDP and leaves as a datagram to its IPv4/UDP destination.
+ *    Datagrams cross the kernel in bulk where it can: the socket takes GRO buffers (datagrams a
+ *    host sent as one GSO message arrive as one buffer, split here into one frame each), and runs
+ *    of equal-sized frames to one address leave as one GSO message. What the pipeline sees, and
+ *    what the receiver gets, is the same datagrams one by one; only the system calls are fewer.
  *  - raw (AF_PACKET): frames as they are; our own transmissions (PACKET_OUTGOING) are skipped.
  *
  * Fault injection draws from Python's own generator (MT19937 seeded as random.Random(seed) seeds
@@ -29,6 +33,7 @@
 #include <fcntl.h>
 #include <linux/if_packet.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +51,16 @@
 #define MAX_FRAME 65536
 #define MAX_PORTS 256
 #define UDP_HEADERS 42 /* Ethernet 14 + IPv4 20 + UDP 8 */
+#define RX_FRAMES 1024                 /* frames handed to the pipeline at once, once GRO buffers are split */
+#define SPLIT_BYTES (1u << 20)         /* where the datagrams of a GRO buffer become frames */
+#define GSO_SEGMENTS 64                /* datagrams per GSO send (the kernel's oldest limit) */
+#define GSO_BYTES 60000                /* and their bytes, under the 65507 one datagram may carry */
+
+/* Room for one int-sized control message (UDP_GRO's segment size, UDP_SEGMENT's). */
+typedef union {
+    char bytes[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+} control_t;
 
 /* Counters, by index; names in softswitch/dataplane/native.py (STATS) in this order. */
 enum {
@@ -213,16 +228,20 @@ static long queue_pop(queue_t *q, record_t *hdr, uint8_t *out, size_t cap, int m
 typedef struct {
     uint32_t number;
     int fd, udp, enabled;
+    int gso;           /* UDP: runs of datagrams to one address leave as one GSO send (until one fails) */
     uint32_t local_ip; /* UDP: network order */
     uint16_t udp_port; /* UDP: host order */
 } port_t;
 
-/* Frames on their way out of one port, sent together with sendmmsg. */
+/* Frames on their way out of one port, sent together with sendmmsg (UDP: runs joined by GSO). */
 typedef struct {
     struct mmsghdr msgs[BATCH];
     struct iovec iov[BATCH];
     struct sockaddr_in to[BATCH];
     uint32_t pending;
+    struct mmsghdr joined[BATCH]; /* UDP with GSO: one message per run */
+    uint32_t firsts[BATCH + 1];   /* the frame each joined message starts at */
+    control_t control[BATCH];
 } batch_t;
 
 typedef struct {
@@ -263,6 +282,10 @@ typedef struct {
     char last_error[256];
     uint64_t errors_reported;
     uint8_t *rx; /* receive buffers: BATCH * (UDP_HEADERS + MAX_FRAME) */
+    control_t rx_control[BATCH];
+    uint8_t *split;  /* SPLIT_BYTES: the datagrams of GRO buffers, each behind its own headers */
+    uint8_t **frames; /* RX_FRAMES frames for the pipeline, and their lengths */
+    uint32_t *lens;
     sender_t *loop_sender, *inject_sender;
     pthread_mutex_t inject;
     queue_t packet_in, pcap;
@@ -293,11 +316,17 @@ EXPORT dp_t *dp_create(int64_t cpu_port, double drop_in, double drop_out, const 
     d->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&d->inject, NULL);
     d->rx = malloc((size_t)BATCH * (UDP_HEADERS + MAX_FRAME));
+    d->split = malloc(SPLIT_BYTES);
+    d->frames = malloc(RX_FRAMES * sizeof *d->frames);
+    d->lens = malloc(RX_FRAMES * sizeof *d->lens);
     d->loop_sender = calloc(1, sizeof *d->loop_sender);
     d->inject_sender = calloc(1, sizeof *d->inject_sender);
-    if (d->epfd < 0 || d->wakefd < 0 || !d->rx || !d->loop_sender || !d->inject_sender ||
-        queue_init(&d->packet_in, 16u << 20) || queue_init(&d->pcap, 64u << 20)) {
+    if (d->epfd < 0 || d->wakefd < 0 || !d->rx || !d->split || !d->frames || !d->lens || !d->loop_sender ||
+        !d->inject_sender || queue_init(&d->packet_in, 16u << 20) || queue_init(&d->pcap, 64u << 20)) {
         free(d->rx);
+        free(d->split);
+        free(d->frames);
+        free(d->lens);
         free(d->loop_sender);
         free(d->inject_sender);
         free(d);
@@ -319,6 +348,11 @@ EXPORT int dp_add_port(dp_t *d, uint32_t number, int fd, int udp, uint32_t local
     p->enabled = 1;
     p->local_ip = local_ip;
     p->udp_port = udp_port;
+    if (udp) { /* datagrams that came as one GSO send stay one buffer: split here, not by the kernel */
+        int on = 1;
+        if (setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof on) != 0) { /* an old kernel: one per buffer */ }
+        p->gso = 1;
+    }
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = d->nports};
     if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return -1;
     d->nports++;
@@ -387,18 +421,84 @@ static void udp_frame(const port_t *p, uint8_t *f, const struct sockaddr_in *fro
 
 /* ------------------------------------------------------------------ sending */
 
-static void flush_port(dp_t *d, const port_t *p, batch_t *b) {
-    uint32_t done = 0;
-    while (done < b->pending) {
-        int n = sendmmsg(p->fd, b->msgs + done, b->pending - done, MSG_DONTWAIT);
+/* Send frames [from, to) as they are, one message each. */
+static void send_plain(dp_t *d, const port_t *p, batch_t *b, uint32_t from, uint32_t to) {
+    while (from < to) {
+        int n = sendmmsg(p->fd, b->msgs + from, to - from, MSG_DONTWAIT);
         if (n <= 0) {
             if (n < 0 && errno == EINTR) continue;
-            count(d, S_UNSENDABLE, b->pending - done); /* the socket refused them (buffer full, no route) */
-            break;
+            count(d, S_UNSENDABLE, to - from); /* the socket refused them (buffer full, no route) */
+            return;
         }
         count(d, S_TX, (uint64_t)n);
-        done += (uint32_t)n;
+        from += (uint32_t)n;
     }
+}
+
+/* Can frame i join the run that starts at `first` as one more GSO segment? Same address, the
+ * first's size (only the last segment may be shorter), within the kernel's limits. */
+static int joins(const batch_t *b, uint32_t first, uint32_t i, size_t bytes) {
+    size_t segment = b->iov[first].iov_len, len = b->iov[i].iov_len;
+    return segment > 0 && len > 0 && len <= segment && b->iov[i - 1].iov_len == segment &&
+           i - first < GSO_SEGMENTS && bytes + len <= GSO_BYTES &&
+           b->to[i].sin_addr.s_addr == b->to[first].sin_addr.s_addr && b->to[i].sin_port == b->to[first].sin_port;
+}
+
+/*
+ * Send a UDP port's frames as few messages as GSO allows: a run of datagrams to one address, of
+ * one size, leaves as one message the kernel cuts into the same datagrams (on loopback the
+ * receiver may even take them as one GRO buffer). A kernel or device without UDP GSO refuses the
+ * first run: the port sends plainly from then on.
+ */
+static void send_joined(dp_t *d, port_t *p, batch_t *b) {
+    uint32_t runs = 0;
+    for (uint32_t i = 0; i < b->pending; runs++) {
+        uint32_t first = i;
+        size_t bytes = b->iov[i].iov_len;
+        for (i++; i < b->pending && joins(b, first, i, bytes); i++) bytes += b->iov[i].iov_len;
+        struct msghdr *h = &b->joined[runs].msg_hdr;
+        *h = b->msgs[first].msg_hdr;
+        h->msg_iovlen = i - first;
+        if (i - first > 1) {
+            int segment = (int)b->iov[first].iov_len;
+            h->msg_control = b->control[runs].bytes;
+            h->msg_controllen = sizeof b->control[runs].bytes;
+            struct cmsghdr *c = CMSG_FIRSTHDR(h);
+            c->cmsg_level = SOL_UDP;
+            c->cmsg_type = UDP_SEGMENT;
+            c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            uint16_t size = (uint16_t)segment;
+            memcpy(CMSG_DATA(c), &size, sizeof size);
+            h->msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+        }
+        b->firsts[runs] = first;
+    }
+    b->firsts[runs] = b->pending;
+    uint32_t done = 0;
+    while (done < runs) {
+        int n = sendmmsg(p->fd, b->joined + done, runs - done, MSG_DONTWAIT);
+        if (n > 0) {
+            count(d, S_TX, b->firsts[done + (uint32_t)n] - b->firsts[done]);
+            done += (uint32_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP) &&
+            b->firsts[done + 1] - b->firsts[done] > 1) {
+            p->gso = 0; /* no UDP GSO here: the rest goes plainly */
+            send_plain(d, p, b, b->firsts[done], b->pending);
+            return;
+        }
+        count(d, S_UNSENDABLE, b->pending - b->firsts[done]); /* buffer full, no route */
+        return;
+    }
+}
+
+static void flush_port(dp_t *d, port_t *p, batch_t *b) {
+    if (p->udp && p->gso && b->pending > 1)
+        send_joined(d, p, b);
+    else
+        send_plain(d, p, b, 0, b->pending);
     b->pending = 0;
 }
 
@@ -533,22 +633,38 @@ EXPORT void dp_inject(dp_t *d, uint32_t port, const uint8_t *frame, uint32_t len
     pthread_mutex_unlock(&d->inject);
 }
 
+/* The size of the datagrams a GRO buffer holds, or its whole length when it holds one. */
+static uint32_t gro_segment(const struct msghdr *h, uint32_t length) {
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c != NULL; c = CMSG_NXTHDR((struct msghdr *)h, c)) {
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            int segment;
+            memcpy(&segment, CMSG_DATA(c), sizeof segment);
+            if (segment > 0 && (uint32_t)segment < length) return (uint32_t)segment;
+        }
+    }
+    return length;
+}
+
 static void receive(dp_t *d, port_t *p) {
     struct mmsghdr msgs[BATCH];
     struct iovec iov[BATCH];
     struct sockaddr_storage from[BATCH];
-    uint8_t *frames[BATCH];
-    uint32_t lens[BATCH], n = 0;
+    uint8_t **frames = d->frames;
+    uint32_t *lens = d->lens, n = 0;
+    size_t split = 0; /* bytes of d->split in use */
     uint32_t head = p->udp ? UDP_HEADERS : 0;
     for (int i = 0; i < BATCH; i++) {
-        frames[i] = d->rx + (size_t)i * (UDP_HEADERS + MAX_FRAME);
-        iov[i].iov_base = frames[i] + head;
+        iov[i].iov_base = d->rx + (size_t)i * (UDP_HEADERS + MAX_FRAME) + head;
         iov[i].iov_len = MAX_FRAME;
         memset(&msgs[i], 0, sizeof msgs[i]);
         msgs[i].msg_hdr.msg_iov = &iov[i];
         msgs[i].msg_hdr.msg_iovlen = 1;
         msgs[i].msg_hdr.msg_name = &from[i];
         msgs[i].msg_hdr.msg_namelen = sizeof from[i];
+        if (p->udp) {
+            msgs[i].msg_hdr.msg_control = d->rx_control[i].bytes;
+            msgs[i].msg_hdr.msg_controllen = sizeof d->rx_control[i].bytes;
+        }
     }
     int got = recvmmsg(p->fd, msgs, BATCH, MSG_DONTWAIT, NULL);
     if (got < 0) {
@@ -560,16 +676,32 @@ static void receive(dp_t *d, port_t *p) {
         return;
     }
     for (int i = 0; i < got; i++) {
+        uint8_t *frame = d->rx + (size_t)i * (UDP_HEADERS + MAX_FRAME);
         uint32_t len = msgs[i].msg_len;
-        if (p->udp) {
-            udp_frame(p, frames[i], (const struct sockaddr_in *)&from[i], len);
-            frames[n] = frames[i];
-            lens[n++] = len + UDP_HEADERS;
-        } else {
+        if (!p->udp) {
             const struct sockaddr_ll *ll = (const struct sockaddr_ll *)&from[i];
-            if (ll->sll_pkttype == PACKET_OUTGOING) continue; /* our own transmissions */
-            frames[n] = frames[i];
-            lens[n++] = len;
+            if (ll->sll_pkttype == PACKET_OUTGOING) continue; /* our own transmissions (older kernels) */
+        }
+        uint32_t segment = p->udp ? gro_segment(&msgs[i].msg_hdr, len) : len;
+        if (segment == len) { /* one frame, in place: a UDP datagram gets its headers in front of it */
+            if (n == RX_FRAMES) forward(d, d->loop_sender, p->number, frames, lens, n), n = 0, split = 0;
+            if (p->udp) udp_frame(p, frame, (const struct sockaddr_in *)&from[i], len);
+            frames[n] = frame;
+            lens[n++] = len + head;
+            continue;
+        }
+        /* a GRO buffer: each of its datagrams becomes a frame of its own, as if it came alone */
+        for (uint32_t at = 0; at < len; at += segment) {
+            uint32_t piece = len - at < segment ? len - at : segment;
+            size_t need = (UDP_HEADERS + piece + 7u) & ~(size_t)7u;
+            if (n == RX_FRAMES || split + need > SPLIT_BYTES)
+                forward(d, d->loop_sender, p->number, frames, lens, n), n = 0, split = 0;
+            uint8_t *f = d->split + split;
+            memcpy(f + UDP_HEADERS, frame + UDP_HEADERS + at, piece);
+            udp_frame(p, f, (const struct sockaddr_in *)&from[i], piece);
+            frames[n] = f;
+            lens[n++] = UDP_HEADERS + piece;
+            split += need;
         }
     }
     if (n) forward(d, d->loop_sender, p->number, frames, lens, n);
@@ -683,6 +815,9 @@ EXPORT void dp_destroy(dp_t *d) {
     queue_free(&d->packet_in);
     queue_free(&d->pcap);
     free(d->rx);
+    free(d->split);
+    free(d->frames);
+    free(d->lens);
     sender_t *senders[2] = {d->loop_sender, d->inject_sender};
     for (int i = 0; i < 2; i++) {
         free(senders[i]->tx);
