@@ -34,6 +34,7 @@ from hostlib.launch import ROOT, LaunchError, build_program, free_port, start_co
 sys.path.insert(0, str(ROOT / "mininet"))  # the lab's modules (a folder of scripts, not a package)
 
 from lab import (  # noqa: E402
+    LINK_BURST_KB,
     WORKER_PORT,
     build_bmv2,
     build_network,
@@ -73,6 +74,7 @@ class StarCluster:
         bw: float | None = None,
         drop_rate: float = 0.0,
         queue: int | None = None,
+        burst: int | None = None,
         gloo: bool = True,
         pool_size: int = 64,
         logs: Path = ROOT / "logs" / "experiments",
@@ -82,7 +84,7 @@ class StarCluster:
         if os.geteuid() != 0:
             raise ExperimentError("experiments run in Mininet, which needs root: use sudo")
         self.workers, self.switch_kind, self.bw, self.drop_rate = workers, switch, bw, drop_rate
-        self.queue = queue
+        self.queue, self.burst = queue, LINK_BURST_KB if burst is None else burst
         self.switch_log = switch_log  # off: bmv2's trace log would cost it a factor of 1.6 (docs/lab.md)
         self.gloo, self.pool_size, self.logs, self.step_timeout = gloo, pool_size, logs, step_timeout
         self.topo = generate("star", workers)
@@ -124,6 +126,7 @@ class StarCluster:
             self.drop_rate,
             self.queue,
             switch_log=self.switch_log,
+            burst=self.burst,
         )
         for switch in net.switches:
             switch.log_dir, switch.pcap_dir = self.logs, None  # no pcaps: runs move hundreds of MB

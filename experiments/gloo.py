@@ -46,7 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with (
             StarCluster(
-                n, switch=args.switch, bw=args.bw, queue=args.queue, pool_size=args.pool, logs=args.logs
+                n,
+                switch=args.switch,
+                bw=args.bw,
+                queue=args.queue,
+                burst=args.burst,
+                pool_size=args.pool,
+                logs=args.logs,
             ) as cluster,
             progress(len(sizes) * iters * 2, f"p4reduce vs Gloo, {n} workers, {args.bw:g} Mbit/s") as advance,
         ):

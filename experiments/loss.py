@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.workers,
                     bw=args.bw,
                     queue=args.queue,
+                    burst=args.burst,
                     drop_rate=rate,
                     pool_size=args.pool,
                     logs=args.logs,

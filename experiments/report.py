@@ -84,13 +84,19 @@ def parser(name: str, doc: str) -> argparse.ArgumentParser:
 
 
 def add_link_arguments(p: argparse.ArgumentParser, bw: float) -> None:
-    """--bw and --queue: the htb-limited links of experiments where the network is the bottleneck."""
+    """--bw, --queue and --burst: the htb-limited links of experiments where the network is the bottleneck."""
     p.add_argument("--bw", type=float, default=bw, help=f"link rate in Mbit/s (default {bw:g})")
     p.add_argument(
         "--queue",
         type=int,
         default=100,
         help="packets a limited link queues (default 100; the kernel's 1000 is seconds at a few Mbit/s)",
+    )
+    p.add_argument(
+        "--burst",
+        type=int,
+        help="KB a limited link may send at once, at rate and at ceiling (default: the lab's, "
+        "mininet/lab.py LINK_BURST_KB; 0: Mininet's htb, one frame at a time once the link is busy)",
     )
 
 

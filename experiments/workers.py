@@ -54,7 +54,13 @@ def main(argv: list[str] | None = None) -> int:
             for kind, bw in series:
                 for n in counts:
                     with StarCluster(
-                        n, switch=kind, bw=bw, queue=args.queue, pool_size=args.pool, logs=args.logs
+                        n,
+                        switch=kind,
+                        bw=bw,
+                        queue=args.queue,
+                        burst=args.burst,
+                        pool_size=args.pool,
+                        logs=args.logs,
                     ) as cluster:
                         for iteration in range(iters):
                             for system in systems:

@@ -92,6 +92,19 @@ def controller_config(
     return "\n".join(lines) + "\n"
 
 
+LINK_BURST_KB = 15  # Mininet's own htb burst, also as the ceiling's (build_network)
+
+
+def add_burst_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--burst",
+        type=int,
+        default=LINK_BURST_KB,
+        help=f"KB a limited link may send at once, at rate and at ceiling (default {LINK_BURST_KB}; "
+        "0: Mininet's htb, one frame at a time once the link is busy)",
+    )
+
+
 def build_network(
     topo: Topology,
     kind: str,
@@ -102,11 +115,17 @@ def build_network(
     queue: int | None = None,
     switch_log: str = "info",
     out: Path = ROOT,
+    burst: int = LINK_BURST_KB,
 ) -> Mininet:
     """The lab's network, not started; `bw` limits links with htb, `queue` (packets) bounds htb's queue.
 
     Without `queue` a limited link queues txqueuelen (1000) packets: seconds
     at a few Mbit/s, which a TCP flow fills and every ring step then waits behind.
+
+    `burst` (KB) is what a throttled link may send at once, at its ceiling as at its rate (htb's
+    burst and cburst). Mininet gives htb a 15 KB burst but a ceiling burst of one frame: once the
+    link is busy it releases frames one per timer, and the emulation spends its CPU waking every
+    process once per frame, while a TCP flow's 64 KB GSO packets pass whole. 0 keeps Mininet's.
     """
     net = Mininet(topo=None, build=False, controller=None, link=TCLink if bw else Link, autoSetMacs=False)
     cls = SWITCH_CLASSES[kind]
@@ -129,6 +148,13 @@ def build_network(
         links.append(net.addLink(host, net.get(h.switch), port2=h.port, **link_opts))
     for a, pa, b, pb_ in topo.links:
         links.append(net.addLink(net.get(a), net.get(b), port1=pa, port2=pb_, **link_opts))
+    if bw and burst:
+        for link in links:
+            for intf in (link.intf1, link.intf2):
+                shape = (
+                    f"htb rate {bw}Mbit burst {burst}k cburst {burst}k quantum 1514"  # one class: no sharing
+                )
+                intf.tc(f"%s class change dev %s parent 5:0 classid 5:1 {shape}")
     if bw and queue:
         for link in links:
             for intf in (link.intf1, link.intf2):  # a pfifo under TCLink's htb class 5:1
@@ -223,7 +249,14 @@ def run(args: argparse.Namespace) -> int:
     config = out / "logs" / "lab-controller.yaml"
     config.write_text(controller_config(topo, grpc_ports, program, p4info, kind=args.switch))
     net = build_network(
-        topo, args.switch, grpc_ports, args.bw, args.drop_rate, switch_log=args.switch_log, out=out
+        topo,
+        args.switch,
+        grpc_ports,
+        args.bw,
+        args.drop_rate,
+        switch_log=args.switch_log,
+        out=out,
+        burst=args.burst,
     )
     controller: subprocess.Popen[bytes] | None = None
     controller_log = out / "logs" / "controller.log"
@@ -375,6 +408,7 @@ def main() -> int:
         help="dtype(s) to reduce (default float32 and int32)",
     )
     parser.add_argument("--bw", type=float, help="link bandwidth in Mbit/s (TCLink/htb)")
+    add_burst_argument(parser)
     parser.add_argument("--drop-rate", type=float, default=0.0, help="loss injected at the embedded switch")
     parser.add_argument(
         "--switch-log",
