@@ -119,7 +119,7 @@ def test_a_killed_switch_fails_the_call_in_flight_and_the_job_heals(
     daemon: Callable[..., Daemon], switch: Switch, tmp_path: Path
 ) -> None:
     d = daemon()
-    size, world = 1_500_000, 2
+    size, world = 6_000_000, 2  # long enough (about 0.5 s through the native paths) to be cut short
     restarted: list[Switch] = []
     times: dict[str, float] = {}
 
@@ -128,7 +128,7 @@ def test_a_killed_switch_fails_the_call_in_flight_and_the_job_heals(
         with Communicator.join(d.listen, "healing", r, world, address=(f"127.0.0.{160 + r}", 0)) as comm:
             handle = comm.allreduce_async(data)
             if r == 0:
-                time.sleep(0.3)
+                time.sleep(0.05)  # the call is under way
                 times["killed"] = time.monotonic()
                 os.kill(switch.process.pid, signal.SIGKILL)
                 switch.process.wait(timeout=10)

@@ -175,15 +175,21 @@ def test_both_loops_drop_the_same_frames_for_the_same_seed(seed: int) -> None:
 
 
 class Reply:
-    """Sends every IPv4/UDP frame back to its sender (addresses and ports swapped)."""
+    """Sends every IPv4/UDP frame back to its sender, and a copy to each of `also` (IPv4, UDP port)."""
 
     state = RuntimeState()
 
+    def __init__(self, also: tuple[tuple[str, int], ...] = ()) -> None:
+        self.also = [(socket.inet_aton(host), port.to_bytes(2, "big")) for host, port in also]
+
     def process(self, ingress_port: int, frame: bytes) -> list[tuple[int, bytes]]:
         ip, udp = 14, 34
-        swapped_ip = frame[ip + 16 : ip + 20] + frame[ip + 12 : ip + 16]
-        swapped_udp = frame[udp + 2 : udp + 4] + frame[udp : udp + 2]
-        return [(ingress_port, frame[: ip + 12] + swapped_ip + swapped_udp + frame[udp + 4 :])]
+        sender = (frame[ip + 12 : ip + 16], frame[udp : udp + 2])
+        out = []
+        for host, port in [sender, *self.also]:
+            header = frame[: ip + 12] + frame[ip + 16 : ip + 20] + host + frame[udp + 2 : udp + 4] + port
+            out.append((ingress_port, header + frame[udp + 4 :]))
+        return out
 
 
 UDP_SEGMENT = 103  # linux/udp.h: send one message that the kernel cuts into datagrams of this size
@@ -193,25 +199,32 @@ def test_datagrams_sent_as_one_gso_message_are_frames_of_their_own_both_ways(
     udp_port: UdpPort, dataplane_class: type
 ) -> None:
     # On loopback a GSO message reaches a socket that takes GRO buffers whole: the native loop
-    # must cut it into the sender's datagrams, and its replies, joined again on the way out,
-    # must reach a plain socket as the same datagrams in the same order.
-    dataplane = dataplane_class([udp_port], cpu_port=None)
-    dataplane.pipeline = Reply()
-    stop = threading.Event()
-    loop = threading.Thread(target=dataplane.run, args=(stop,), daemon=True)
-    loop.start()
-    datagrams = [bytes([i]) * 100 for i in range(1, 7)] + [b"\x07" * 40]  # the last may be shorter
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as worker:
-            worker.bind(("127.0.0.11", 0))
-            worker.settimeout(5)
+    # must cut it into the sender's datagrams. Its replies, and their copies to a second host
+    # (alternating with them in the batch, as a multicast's copies do), are joined again per
+    # address on the way out: each host must get the same datagrams in the same order.
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as worker,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as other,
+    ):
+        worker.bind(("127.0.0.11", 0))
+        other.bind(("127.0.0.12", 0))
+        for s in (worker, other):
+            s.settimeout(5)
+        dataplane = dataplane_class([udp_port], cpu_port=None)
+        dataplane.pipeline = Reply(also=(other.getsockname(),))
+        stop = threading.Event()
+        loop = threading.Thread(target=dataplane.run, args=(stop,), daemon=True)
+        loop.start()
+        datagrams = [bytes([i]) * 100 for i in range(1, 7)] + [b"\x07" * 40]  # the last may be shorter
+        try:
             gso = [(socket.SOL_UDP, UDP_SEGMENT, struct.pack("H", 100))]
             worker.sendmsg([b"".join(datagrams)], gso, 0, ("127.0.0.1", udp_port.udp_port))
             worker.sendto(b"\x08" * 100, ("127.0.0.1", udp_port.udp_port))  # and one more, alone
             received = [worker.recv(2048) for _ in range(8)]
-    finally:
-        stop.set()
-        loop.join(timeout=5)
-        dataplane.close()
-    assert received == [*datagrams, b"\x08" * 100]
-    assert dataplane.stats["rx"] == 8 and dataplane.stats["tx"] == 8
+            copies = [other.recv(2048) for _ in range(8)]
+        finally:
+            stop.set()
+            loop.join(timeout=5)
+            dataplane.close()
+    assert received == copies == [*datagrams, b"\x08" * 100]
+    assert dataplane.stats["rx"] == 8 and dataplane.stats["tx"] == 16

@@ -6,8 +6,8 @@
  * sockets in Python (so that every error message stays the daemon's) and hands their descriptors
  * here. The loop waits on all of them with epoll, drains a ready socket in a batch of up to 64
  * frames with recvmmsg, runs the batch through the pipeline under `lock` (the lock P4Runtime
- * writes take: a packet never sees half an update), and sends what came out with sendmmsg after
- * releasing it. The pipeline is whatever the loader made: the C backend's p4_process, or a
+ * writes take: a packet never sees half an update), and, once every ready socket has been read,
+ * sends what came out with sendmmsg, a batch per port, outside the lock. The pipeline is whatever the loader made: the C backend's p4_process, or a
  * callback into a Python pipeline with the same signature.
  *
  * Port kinds, as softswitch/dataplane/ports.py defines them:
@@ -240,8 +240,9 @@ typedef struct {
     struct sockaddr_in to[BATCH];
     uint32_t pending;
     struct mmsghdr joined[BATCH]; /* UDP with GSO: one message per run */
-    uint32_t firsts[BATCH + 1];   /* the frame each joined message starts at */
+    struct iovec runs_iov[BATCH]; /* the frames of the runs, run after run */
     control_t control[BATCH];
+    struct mmsghdr plain[BATCH];  /* the runs again, a datagram each, where GSO is refused */
 } batch_t;
 
 typedef struct {
@@ -421,75 +422,103 @@ static void udp_frame(const port_t *p, uint8_t *f, const struct sockaddr_in *fro
 
 /* ------------------------------------------------------------------ sending */
 
-/* Send frames [from, to) as they are, one message each. */
-static void send_plain(dp_t *d, const port_t *p, batch_t *b, uint32_t from, uint32_t to) {
-    while (from < to) {
-        int n = sendmmsg(p->fd, b->msgs + from, to - from, MSG_DONTWAIT);
+/* Send m messages of one frame each. */
+static void send_plain(dp_t *d, const port_t *p, struct mmsghdr *msgs, uint32_t m) {
+    for (uint32_t done = 0; done < m;) {
+        int n = sendmmsg(p->fd, msgs + done, m - done, MSG_DONTWAIT);
         if (n <= 0) {
             if (n < 0 && errno == EINTR) continue;
-            count(d, S_UNSENDABLE, to - from); /* the socket refused them (buffer full, no route) */
+            count(d, S_UNSENDABLE, m - done); /* the socket refused them (buffer full, no route) */
             return;
         }
         count(d, S_TX, (uint64_t)n);
-        from += (uint32_t)n;
+        done += (uint32_t)n;
     }
 }
 
-/* Can frame i join the run that starts at `first` as one more GSO segment? Same address, the
- * first's size (only the last segment may be shorter), within the kernel's limits. */
-static int joins(const batch_t *b, uint32_t first, uint32_t i, size_t bytes) {
-    size_t segment = b->iov[first].iov_len, len = b->iov[i].iov_len;
-    return segment > 0 && len > 0 && len <= segment && b->iov[i - 1].iov_len == segment &&
-           i - first < GSO_SEGMENTS && bytes + len <= GSO_BYTES &&
-           b->to[i].sin_addr.s_addr == b->to[first].sin_addr.s_addr && b->to[i].sin_port == b->to[first].sin_port;
+static int same_destination(const batch_t *b, uint32_t i, uint32_t j) {
+    return b->to[i].sin_addr.s_addr == b->to[j].sin_addr.s_addr && b->to[i].sin_port == b->to[j].sin_port;
+}
+
+/* Send runs [from, runs) one datagram per message (a kernel without UDP GSO refused a run). */
+static void send_runs_plain(dp_t *d, const port_t *p, batch_t *b, uint32_t from, uint32_t runs) {
+    uint32_t m = 0;
+    for (uint32_t r = from; r < runs; r++) {
+        const struct msghdr *run = &b->joined[r].msg_hdr;
+        for (size_t k = 0; k < run->msg_iovlen; k++) {
+            struct msghdr *h = &b->plain[m++].msg_hdr;
+            memset(h, 0, sizeof *h);
+            h->msg_name = run->msg_name;
+            h->msg_namelen = run->msg_namelen;
+            h->msg_iov = run->msg_iov + k;
+            h->msg_iovlen = 1;
+        }
+    }
+    send_plain(d, p, b->plain, m);
 }
 
 /*
- * Send a UDP port's frames as few messages as GSO allows: a run of datagrams to one address, of
- * one size, leaves as one message the kernel cuts into the same datagrams (on loopback the
- * receiver may even take them as one GRO buffer). A kernel or device without UDP GSO refuses the
+ * Send a UDP port's frames as few messages as GSO allows: the frames to one address, in their
+ * order, of one size (the last of a run may be shorter), leave as one message that the kernel cuts
+ * into the same datagrams (on loopback a receiver with GRO may take them as one buffer). Frames
+ * to different addresses may change places (a multicast's copies to several hosts through one
+ * port alternate); frames to one address never do. A kernel or device without UDP GSO refuses the
  * first run: the port sends plainly from then on.
  */
 static void send_joined(dp_t *d, port_t *p, batch_t *b) {
-    uint32_t runs = 0;
-    for (uint32_t i = 0; i < b->pending; runs++) {
-        uint32_t first = i;
-        size_t bytes = b->iov[i].iov_len;
-        for (i++; i < b->pending && joins(b, first, i, bytes); i++) bytes += b->iov[i].iov_len;
+    uint8_t taken[BATCH] = {0};
+    uint32_t runs = 0, joined = 0; /* messages built, iovecs used */
+    for (uint32_t i = 0; i < b->pending; i++) {
+        if (taken[i]) continue;
+        uint32_t first = joined;
+        size_t segment = b->iov[i].iov_len, bytes = 0, last = 0;
+        for (uint32_t j = i; j < b->pending; j++) {
+            if (taken[j] || !same_destination(b, i, j)) continue;
+            size_t len = b->iov[j].iov_len;
+            uint32_t n = joined - first;
+            if (n > 0 && (segment == 0 || len == 0 || len > segment || last != segment || n == GSO_SEGMENTS ||
+                          bytes + len > GSO_BYTES))
+                break; /* the next frame to this address starts the next run */
+            taken[j] = 1;
+            b->runs_iov[joined++] = b->iov[j];
+            bytes += len, last = len;
+        }
         struct msghdr *h = &b->joined[runs].msg_hdr;
-        *h = b->msgs[first].msg_hdr;
-        h->msg_iovlen = i - first;
-        if (i - first > 1) {
-            int segment = (int)b->iov[first].iov_len;
+        memset(h, 0, sizeof *h);
+        h->msg_name = &b->to[i];
+        h->msg_namelen = sizeof b->to[i];
+        h->msg_iov = &b->runs_iov[first];
+        h->msg_iovlen = joined - first;
+        if (joined - first > 1) {
+            uint16_t size = (uint16_t)segment;
             h->msg_control = b->control[runs].bytes;
             h->msg_controllen = sizeof b->control[runs].bytes;
             struct cmsghdr *c = CMSG_FIRSTHDR(h);
             c->cmsg_level = SOL_UDP;
             c->cmsg_type = UDP_SEGMENT;
-            c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-            uint16_t size = (uint16_t)segment;
+            c->cmsg_len = CMSG_LEN(sizeof size);
             memcpy(CMSG_DATA(c), &size, sizeof size);
-            h->msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+            h->msg_controllen = CMSG_SPACE(sizeof size);
         }
-        b->firsts[runs] = first;
+        runs++;
     }
-    b->firsts[runs] = b->pending;
-    uint32_t done = 0;
-    while (done < runs) {
+    for (uint32_t done = 0; done < runs;) {
         int n = sendmmsg(p->fd, b->joined + done, runs - done, MSG_DONTWAIT);
         if (n > 0) {
-            count(d, S_TX, b->firsts[done + (uint32_t)n] - b->firsts[done]);
+            for (int k = 0; k < n; k++) count(d, S_TX, b->joined[done + (uint32_t)k].msg_hdr.msg_iovlen);
             done += (uint32_t)n;
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP) &&
-            b->firsts[done + 1] - b->firsts[done] > 1) {
+            b->joined[done].msg_hdr.msg_iovlen > 1) {
             p->gso = 0; /* no UDP GSO here: the rest goes plainly */
-            send_plain(d, p, b, b->firsts[done], b->pending);
+            send_runs_plain(d, p, b, done, runs);
             return;
         }
-        count(d, S_UNSENDABLE, b->pending - b->firsts[done]); /* buffer full, no route */
+        uint64_t left = 0; /* buffer full, no route: what is left is lost */
+        for (uint32_t r = done; r < runs; r++) left += b->joined[r].msg_hdr.msg_iovlen;
+        count(d, S_UNSENDABLE, left);
         return;
     }
 }
@@ -498,7 +527,7 @@ static void flush_port(dp_t *d, port_t *p, batch_t *b) {
     if (p->udp && p->gso && b->pending > 1)
         send_joined(d, p, b);
     else
-        send_plain(d, p, b, 0, b->pending);
+        send_plain(d, p, b->msgs, b->pending);
     b->pending = 0;
 }
 
@@ -551,9 +580,24 @@ static void send_frame(dp_t *d, sender_t *s, uint64_t number, const uint8_t *f, 
     b->pending++;
 }
 
+static void flush_port(dp_t *d, port_t *p, batch_t *b);
+
+/* Send every port's queued frames (their bytes stay in s->tx until flush_all). */
+static void flush_pending(dp_t *d, sender_t *s) {
+    for (uint32_t i = 0; i < d->nports; i++)
+        if (s->batches[i].pending) flush_port(d, &d->ports[i], &s->batches[i]);
+}
+
+/* Send everything queued and start the bytes over. */
+static void flush_all(dp_t *d, sender_t *s) {
+    flush_pending(d, s);
+    s->used = 0;
+}
+
 /* Keep one produced frame (copied: the pipeline reuses its arena); 0 when out of memory. */
-static int plan(sender_t *s, uint64_t port, const uint8_t *data, uint32_t len) {
+static int plan(dp_t *d, sender_t *s, uint64_t port, const uint8_t *data, uint32_t len) {
     if (s->used + len > s->cap) {
+        flush_pending(d, s); /* queued frames point into s->tx: send them before it moves (rare: it only grows) */
         size_t cap = s->cap ? s->cap : 1 << 20;
         while (cap < s->used + len) cap *= 2;
         uint8_t *tx = realloc(s->tx, cap);
@@ -613,16 +657,13 @@ static void forward(dp_t *d, sender_t *s, uint32_t ingress, uint8_t *const *fram
                 count(d, S_FAULT_OUT, 1);
                 continue;
             }
-            if (!plan(s, outs[k].port, arena + outs[k].offset, outs[k].length)) count(d, S_UNSENDABLE, 1);
+            if (!plan(d, s, outs[k].port, arena + outs[k].offset, outs[k].length)) count(d, S_UNSENDABLE, 1);
         }
     }
     pthread_mutex_unlock(&d->lock);
     for (size_t i = 0; i < s->nplanned; i++)
         send_frame(d, s, s->planned[i].port, s->tx + s->planned[i].offset, s->planned[i].length);
-    for (uint32_t i = 0; i < d->nports; i++)
-        if (s->batches[i].pending) flush_port(d, &d->ports[i], &s->batches[i]);
-    s->nplanned = 0;
-    s->used = 0;
+    s->nplanned = 0; /* queued on their ports: sent when full, or by flush_all */
 }
 
 /* Run one frame as if it arrived on `port` (PacketOut); what it produces is sent before it returns. */
@@ -630,6 +671,7 @@ EXPORT void dp_inject(dp_t *d, uint32_t port, const uint8_t *frame, uint32_t len
     uint8_t *f = (uint8_t *)frame;
     pthread_mutex_lock(&d->inject);
     forward(d, d->inject_sender, port, &f, &len, 1);
+    flush_all(d, d->inject_sender);
     pthread_mutex_unlock(&d->inject);
 }
 
@@ -721,6 +763,9 @@ static void *loop(void *arg) {
             port_t *p = &d->ports[events[i].data.u64];
             if (p->enabled) receive(d, p);
         }
+        /* What every ready port brought is out only now: a port's frames to one host, from several
+         * senders' batches, leave as one run (one GSO message on a UDP port). */
+        flush_all(d, d->loop_sender);
     }
     return NULL;
 }
