@@ -99,12 +99,12 @@ def test_a_call_in_flight_fails_with_switch_restarted_and_the_next_call_is_exact
 ) -> None:
     d = daemon()
     restarted: list[Switch] = []
-    size = 1_500_000  # seconds through the Python switch: long enough to be cut in the middle
+    size = 6_000_000  # about 0.5 s through the native paths: long enough to be cut in the middle
 
     def work(comm: Communicator, rank: int) -> tuple[str, float, bool]:
         handle = comm.allreduce_async(inputs(rank, size))
         if rank == 0:
-            time.sleep(0.3)
+            time.sleep(0.05)  # the call is under way
             kill(switch)
             restarted.append(start_switch(switch.target, switch.artifacts, tmp_path, same_as=switch))
         try:
