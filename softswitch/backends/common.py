@@ -22,8 +22,13 @@ DROP_PORT = 511  # bmv2's default drop port (egress_spec value of mark_to_drop)
 INSTANCE_TYPE_REPLICATION = 5
 INSTANCE_TYPE_RECIRC = 4
 INSTANCE_TYPE_RESUBMIT = 6
-# Passes one received frame may make through the pipeline (itself, resubmits and recirculations):
-# bmv2 has no bound, a loop here would hang the switch; a packet that needs more fails (is dropped).
+INSTANCE_TYPE_INGRESS_CLONE = 1
+INSTANCE_TYPE_EGRESS_CLONE = 2
+# bmv2 keeps the low 16 bits of clone's bit<32> session (its mirroring session ids are 16 bits).
+CLONE_SESSION_MASK = 0xFFFF
+# Passes one received frame may make through the pipeline (itself, resubmits, recirculations and
+# clone operations): bmv2 has no bound, a loop here would hang the switch; a packet that needs more
+# fails (is dropped).
 MAX_PASSES = 16
 STD_ROOT = "standard_metadata"
 # Package parameter -> (generated function, index of the first parameter bound to a packet root).
@@ -231,7 +236,7 @@ def block_roots(decl: ir.ParserDecl | ir.ControlDecl, first: int) -> dict[str, s
 def preserved_fields(program: ir.Program) -> dict[int, list[tuple[str, ...]]]:
     """Field list index -> the user metadata fields `@field_list(index)` names, as paths under `meta`.
 
-    A resubmitted or recirculated packet starts with fresh metadata except these fields, which
+    A resubmitted, recirculated or cloned packet starts with fresh metadata except these fields, which
     keep the values they had when the pass ended (end of ingress, end of egress), as in bmv2.
     """
     out: dict[int, list[tuple[str, ...]]] = {}

@@ -2036,9 +2036,12 @@ class _Checker:
             for i in (2, 4):
                 if not isinstance(args[i].type, ir.BitType | ir.InfIntType):
                     raise self.error(arg_trees[i], f"hash: argument {i + 1} must be a number")
-        if name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
-            if not isinstance(args[0], ir.Const):
-                raise self.error(arg_trees[0], f"unsupported: {name} with a non-constant field list index")
+        if name in subset.FIELD_LIST_CALLS:
+            if not isinstance(args[subset.FIELD_LIST_CALLS[name]], ir.Const):
+                raise self.error(
+                    arg_trees[subset.FIELD_LIST_CALLS[name]],
+                    f"unsupported: {name} with a non-constant field list index",
+                )
         if name == "random" and not isinstance(args[0].type, ir.BitType):
             raise self.error(arg_trees[0], f"unsupported: random of type {type_str(args[0].type)}")
 

@@ -51,7 +51,11 @@ UNSUPPORTED = [
         {"body": "resubmit_preserving_field_list(hdr.h.a);"},
         "resubmit_preserving_field_list with a non-constant field list index",
     ),
-    ("clone", {"body": "clone(CloneType.I2E, 1);"}, "extern function clone"),
+    (
+        "run-time clone field list index",
+        {"body": "clone_preserving_field_list(CloneType.I2E, 1, hdr.h.a);"},
+        "clone_preserving_field_list with a non-constant field list index",
+    ),
     (
         "apply after ||",
         {"local": "table u { actions = { NoAction; } }", "body": "if (hdr.h.isValid() || u.apply().hit) { }"},

@@ -36,6 +36,7 @@ from finsy.proto import p4i
 
 from softswitch import ir
 from softswitch.backends.common import (
+    CLONE_SESSION_MASK,
     DROP_PORT,
     STD_ROOT,
     V1MODEL_BLOCKS,
@@ -157,6 +158,9 @@ class Compiler(CallDispatch):
         # resubmit/recirculate requests of the pass: 0, or the field list index + 1 (the last call wins)
         self.resubmit_slot = self.layout.take(0)
         self.recirculate_slot = self.layout.take(0)
+        # clone requests of the pass: 0, or the session + 1; and 0 or the field list index + 1
+        self.clone_slot = self.layout.take(0)
+        self.clone_list_slot = self.layout.take(0)
         self.global_actions = {a.fq_name for a in program.actions}
         self.owners: list[str] = []  # block name, or the top-level action being inlined
         self.inlining: list[str] = []  # fq names of the actions being inlined, innermost last
@@ -598,6 +602,13 @@ class Compiler(CallDispatch):
             (index,) = call.args
             assert isinstance(index, ir.Const)
             self.emit(depth, f"V[{slot}] = {(int(index.value) & 0xFF) + 1}")
+        elif name in ("clone", "clone_preserving_field_list"):
+            session, index = call.args[1], call.args[2] if len(call.args) > 2 else None
+            self.emit(
+                depth, f"V[{self.clone_slot}] = ({self.expr(session, depth)} & {CLONE_SESSION_MASK}) + 1"
+            )
+            listed = 0 if index is None else (int(index.value) & 0xFF) + 1  # type: ignore[attr-defined]
+            self.emit(depth, f"V[{self.clone_list_slot}] = {listed}")
         else:
             raise UnsupportedError(f"extern function {name} at {call.pos}")
 
