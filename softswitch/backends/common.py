@@ -15,6 +15,7 @@ from typing import Any
 from finsy.proto import p4i
 
 from softswitch import ir
+from softswitch.p4info import digest_member_widths
 from softswitch.runtime import state as st
 from softswitch.runtime.build import build_state
 
@@ -231,6 +232,14 @@ def packet_types(program: ir.Program) -> tuple[ir.Type, ir.Type]:
 def block_roots(decl: ir.ParserDecl | ir.ControlDecl, first: int) -> dict[str, str]:
     """A block's parameter names -> the packet root each is bound to (hdr, meta, standard_metadata)."""
     return {prm.name: PACKET_ROOTS[i] for i, prm in enumerate(decl.params[first:]) if i < 3}
+
+
+def digest_widths(info: p4i.P4Info) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Digest struct name -> (its index among the P4Info's digests, its members' widths)."""
+    return {
+        d.type_spec.struct.name: (index, digest_member_widths(info, d))
+        for index, d in enumerate(info.digests)
+    }
 
 
 def preserved_fields(program: ir.Program) -> dict[int, list[tuple[str, ...]]]:

@@ -27,6 +27,7 @@ FUNCTIONS = frozenset(
         "recirculate_preserving_field_list",
         "clone",
         "clone_preserving_field_list",
+        "digest",
     }
 )
 

@@ -2042,6 +2042,15 @@ class _Checker:
                     arg_trees[subset.FIELD_LIST_CALLS[name]],
                     f"unsupported: {name} with a non-constant field list index",
                 )
+        if name == "digest":
+            data_type = args[1].type
+            fields = self.structs[data_type.name].fields if isinstance(data_type, ir.StructType) else ()
+            if not fields or not all(isinstance(f.type, ir.BitType) for f in fields):
+                raise self.error(
+                    arg_trees[1],
+                    f"unsupported: digest of {type_str(data_type)} "
+                    "(a struct of bit<W>/int<W> fields is supported, as P4Runtime servers deliver)",
+                )
         if name == "random" and not isinstance(args[0].type, ir.BitType):
             raise self.error(arg_trees[0], f"unsupported: random of type {type_str(args[0].type)}")
 

@@ -31,6 +31,7 @@ PROGRAMS = {
     "constructs": ROOT / "tests/executor/constructs.p4",
     "passes": ROOT / "tests/executor/passes.p4",
     "clones": ROOT / "tests/executor/clones.p4",
+    "digests": ROOT / "tests/executor/digests.p4",
     "general_features": ROOT / "tests/frontend/general_features.p4",
     "p4info_entities": ROOT / "tests/frontend/p4info_entities.p4",
     **{

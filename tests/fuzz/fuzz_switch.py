@@ -36,6 +36,7 @@ PROGRAMS = {
     "calc": (ROOT / "tests/tutorials/calc.p4", []),
     "passes": (ROOT / "tests/executor/passes.p4", []),  # resubmit and recirculate (frames in the arena)
     "clones": (ROOT / "tests/executor/clones.p4", []),  # clone at ingress and egress
+    "digests": (ROOT / "tests/executor/digests.p4", []),  # digest messages out of the pipeline
 }
 # C run once after p4_create, per program: what the control plane would have configured.
 SETUP = {

@@ -53,11 +53,13 @@ from softswitch.backends.common import (
     all_instances,
     block_roots,
     check_v1model,
+    digest_widths,
     may_exit,
     packet_types,
     preserved_fields,
     switch_arms,
 )
+from softswitch.runtime.pipeline import DIGEST_PORT_BASE
 
 GENERATOR_VERSION = 4  # bump whenever the generated code changes meaning: it is part of the cache key
 MAX_WIDTH = 64
@@ -192,6 +194,8 @@ class CCompiler(CallDispatch):
         self.may_fail = False  # whether any code calls p4_fail (then p4_process sets up the failure exit)
         self.passes = False  # whether the program resubmits or recirculates (else p4_pass never checks)
         self.clones = False  # whether the program clones (then the context holds the clone sessions)
+        self.digests = digest_widths(info)
+        self.digest_bytes = max((sum((w + 7) // 8 for w in ws) for _, ws in self.digests.values()), default=0)
 
     # ================================================================ types
     def scalar_type(self, t: ir.Type, where: str) -> str:
@@ -264,7 +268,9 @@ class CCompiler(CallDispatch):
             f"    {self.type_names[self.meta_type]} meta;\n    {std} sm;\n"
             "    uint32_t resubmit, recirculate; /* requested: 0, or the field list index + 1 */\n"
             "    uint32_t clone, clone_list; /* requested: session + 1, list index + 1 */\n"
-            "} packet_t;\n"
+            + self._digest_members()
+            + "} packet_t;\n"
+            + self._digest_put()
         )
         self._declare_objects()
         blocks: dict[str, str] = {}
@@ -922,6 +928,14 @@ class CCompiler(CallDispatch):
                 f"P->clone = (uint32_t)({self.expr(session, depth)} & {CLONE_SESSION_MASK}) + 1; "
                 f"P->clone_list = {listed}; /* {name} */",
             )
+        elif name == "digest":
+            assert isinstance(call.type_args[0], ir.StructType)
+            index, widths = self.digests[call.type_args[0].name]
+            self.emit(depth, f"P->digest = {index + 1}; /* digest<{call.type_args[0].name}> */")
+            at = 0
+            for (value, _), width in zip(self._leaves(depth, call.args[1]), widths, strict=True):
+                self.emit(depth, f"p4_digest_put(P->digest_data + {at}, {value}, {(width + 7) // 8});")
+                at += (width + 7) // 8
         else:
             raise UnsupportedError(f"extern function {name} at {call.pos}")
 
@@ -943,14 +957,19 @@ class CCompiler(CallDispatch):
                 out.append((f"{place}.{cname(f.name)}", ir.width_of(f.type)))
         return out
 
-    def _concat(self, depth: int, data: ir.Expr) -> tuple[str, int]:
-        """A p4_bits_t holding the bits of a list, header or struct (first element most significant)."""
+    def _leaves(self, depth: int, data: ir.Expr) -> list[tuple[str, int]]:
+        """The scalars of a list, header or struct, first element first: (C expression, width)."""
         leaves = []
         for item in data.elements if isinstance(data, ir.ListExpr) else (data,):
             if _composite(item.type):
                 leaves += self._composite_leaves(self.place(item, depth), item.type)
             else:
                 leaves.append((self.expr(item, depth), ir.width_of(item.type)))
+        return leaves
+
+    def _concat(self, depth: int, data: ir.Expr) -> tuple[str, int]:
+        """A p4_bits_t holding the bits of a list, header or struct (first element most significant)."""
+        leaves = self._leaves(depth, data)
         if sum(w for _, w in leaves) > 8 * 1024:
             raise UnsupportedError(f"a checksum or hash over more than 8192 bits at {_pos(data)}")
         name = self.tmp("bits")
@@ -1300,6 +1319,43 @@ static P4_UNUSED void p4_preserve(packet_t *D, const packet_t *S, uint32_t list)
 }}
 """
 
+    def _digest_members(self) -> str:
+        if not self.digests:
+            return ""
+        return (
+            "    uint32_t digest; /* requested: 0, or the digest's P4Info index + 1 */\n"
+            f"    uint8_t digest_data[{self.digest_bytes}]; /* its data, packed when digest was called */\n"
+        )
+
+    def _digest_put(self) -> str:
+        if not self.digests:
+            return ""
+        return """
+/* One member of a digest's data: big-endian, in `n` whole bytes. */
+static inline void p4_digest_put(uint8_t *at, uint64_t value, unsigned n) {
+    for (unsigned i = 0; i < n; i++) at[i] = (uint8_t)(value >> (8 * (n - 1 - i)));
+}
+"""
+
+    def _digest_functions(self) -> str:
+        """digest: the message of the pass leaves at the end of ingress as a frame to a digest port."""
+        if not self.digests:
+            return ""
+        lengths = [0] * len(self.digests)
+        for index, widths in self.digests.values():
+            lengths[index] = sum((w + 7) // 8 for w in widths)
+        return f"""
+static const uint32_t p4_digest_length[] = {{{", ".join(map(str, lengths))}}};
+
+/* The digest requested in ingress, as a frame to port {DIGEST_PORT_BASE} + its index. */
+static void p4_digest_out(p4_base_t *B, const packet_t *P) {{
+    uint32_t n = p4_digest_length[P->digest - 1];
+    uint8_t *out = p4_out_begin(B, n);
+    memcpy(out, P->digest_data, n);
+    p4_out_end(B, {DIGEST_PORT_BASE}ull + P->digest - 1, n);
+}}
+"""
+
     def _clone_functions(self, blocks: dict[str, str]) -> str:
         """clone/clone_preserving_field_list at the end of ingress and of egress (as the Python backend)."""
         if not self.clones:
@@ -1383,6 +1439,7 @@ static void p4_clone_at_egress(ctx_t *ctx, uint64_t port, const uint8_t *frame, 
         return;
     }}
 """
+        digest = "    if (P->digest) p4_digest_out(&ctx->base, P);\n" if self.digests else ""
         clone_at_ingress = clone_at_egress = ""
         if self.clones:
             clone_at_ingress = (
@@ -1412,7 +1469,7 @@ static void p4_again(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at,
     p4_pass(ctx, port, frame, at, length, instance_type, from, request - 1, passes);
     B->plen = plen;
 }}
-{self._clone_functions(blocks)}
+{self._clone_functions(blocks)}{self._digest_functions()}
 /*
  * One pass of a frame: parser, verify checksum, ingress, traffic manager
  * (multicast replicas or unicast), then per copy egress, compute checksum
@@ -1434,7 +1491,7 @@ static int p4_pass(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, u
     uint32_t payload_at = {blocks["parse"]}(ctx, P, frame ? frame : B->arena + at, length);
     {blocks["verify_checksum"]}(ctx, P, length);
     {blocks["ingress"]}(ctx, P, length);
-{clone_at_ingress}{resubmit}    uint64_t group = P->sm.mcast_grp;
+{clone_at_ingress}{digest}{resubmit}    uint64_t group = P->sm.mcast_grp;
     uint32_t copies = 1;
     const p4_group_t *g = NULL;
     if (group) {{

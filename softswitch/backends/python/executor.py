@@ -34,7 +34,13 @@ with bmv2's standard_metadata semantics:
   egress at once, before the packet they were cloned from goes on; a clone
   operation whose session has replicas counts as a pass against MAX_PASSES
   (an egress clone of egress clones would loop for ever); an unknown
-  session clones nothing.
+  session clones nothing;
+* `digest(receiver, data)` in ingress: at the end of ingress (after the
+  clones, before resubmit, even when the packet is dropped) one message of
+  the data as it was at the call (the last call of the pass wins, as bmv2
+  keeps one request) comes out as a "frame" to port DIGEST_PORT_BASE + the
+  digest's P4Info index (runtime.pipeline.DIGEST_PORT_BASE); a digest requested in
+  egress is ignored, as bmv2 only looks at the end of ingress.
 
 The per-packet work is in the functions `softswitch.backends.python.codegen` generates.
 """
@@ -58,6 +64,7 @@ from softswitch.backends.common import (
 )
 from softswitch.backends.python.codegen import Compiler
 from softswitch.runtime import state as st
+from softswitch.runtime.pipeline import DIGEST_PORT_BASE
 
 __all__ = ["Pipeline", "UnsupportedError"]
 
@@ -89,6 +96,7 @@ class Pipeline:
         self._recirculate = compiler.recirculate_slot
         self._clone = compiler.clone_slot
         self._clone_list = compiler.clone_list_slot
+        self._digest = compiler.digest_slot
         self._headers = range(*layout.composites[("hdr",)])
         self._preserved = compiler.preserved_slots()
         self._parse = namespace["parse"]
@@ -127,6 +135,9 @@ class Pipeline:
         self._ingress(vector, length)
         if vector[self._clone]:
             self._clone_at_ingress(ingress_port, frame, vector, passes, out)
+        if vector[self._digest]:
+            index, data = vector[self._digest]  # type: ignore[misc]
+            out.append((DIGEST_PORT_BASE + index, data))
         if vector[self._resubmit]:
             self._again(ingress_port, frame, INSTANCE_TYPE_RESUBMIT, vector, self._resubmit, passes, out)
             return
