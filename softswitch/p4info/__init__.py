@@ -162,7 +162,7 @@ def _collect(program: ir.Program) -> _Listed:
                 seen_actions.add(name)
                 listed.actions.append(decl)
         listed.tables += tables
-        instances = {i.fq_name: i for i in block.instances}
+        instances = {i.fq_name: i for i in (*program.instances, *block.instances)}
         for table in tables:
             for name in (table.direct_counter, table.direct_meter):
                 if name is not None and name in instances:
