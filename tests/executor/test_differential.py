@@ -49,6 +49,8 @@ PROGRAMS = {
             "multicast",
             "p4runtime",
             "qos",
+            "mirror",
+            "learning_switch",
         )
     },
 }
