@@ -31,6 +31,7 @@ from softswitch.p4runtime.digests import Digests
 from softswitch.p4runtime.errors import (
     COUNTER_READ_FAILED,
     COUNTER_WILDCARD_WRITE,
+    DIGEST_WILDCARD_READ,
     NO_CLONE_SESSION,
     NO_DIRECT_COUNTER_TABLE,
     NO_MULTICAST_GROUP,
@@ -341,6 +342,8 @@ class EntityStore:
         elif which == "register_entry":
             yield from self._read_registers(entity.register_entry)
         elif which == "digest_entry":
+            if self.conformance.bmv2 and entity.digest_entry.digest_id == 0:
+                raise unimplemented(DIGEST_WILDCARD_READ)
             yield from (p4r.Entity(digest_entry=e) for e in self.digests.read(entity.digest_entry))
         elif which is None:
             raise invalid("read request entity is empty")
