@@ -38,6 +38,10 @@ FIELD_LIST_CALLS = {
     "clone_preserving_field_list": 2,
 }
 
+# Calls that ask the traffic manager or the control plane for something at the end of ingress or
+# egress; p4c's bmv2 backend refuses them in a parser, and so does this one.
+CONTROL_ONLY_CALLS = frozenset({"clone", "digest", *FIELD_LIST_CALLS})
+
 # The deprecated v1model calls whose field-list argument bmv2 implements through
 # a data argument; named so that the refusal can say what to use instead.
 DEPRECATED_FIELD_LIST_CALLS = {

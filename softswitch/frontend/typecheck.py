@@ -2114,6 +2114,8 @@ class _Checker:
             )
         if ctx.block == "global":
             raise self.error(t, f"{name} cannot be called here")
+        if ctx.block == "parser" and name in subset.CONTROL_ONLY_CALLS:
+            raise self.error(t, f"unsupported: {name} in a parser (call it in ingress or egress)")
         f = overloads[0]
         binding: dict[str, ir.Type] = {}
         if type_args is not None:
