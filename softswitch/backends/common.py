@@ -15,6 +15,7 @@ from typing import Any
 from finsy.proto import p4i
 
 from softswitch import ir
+from softswitch.p4info import digest_member_widths
 from softswitch.runtime import state as st
 from softswitch.runtime.build import build_state
 
@@ -22,8 +23,13 @@ DROP_PORT = 511  # bmv2's default drop port (egress_spec value of mark_to_drop)
 INSTANCE_TYPE_REPLICATION = 5
 INSTANCE_TYPE_RECIRC = 4
 INSTANCE_TYPE_RESUBMIT = 6
-# Passes one received frame may make through the pipeline (itself, resubmits and recirculations):
-# bmv2 has no bound, a loop here would hang the switch; a packet that needs more fails (is dropped).
+INSTANCE_TYPE_INGRESS_CLONE = 1
+INSTANCE_TYPE_EGRESS_CLONE = 2
+# bmv2 keeps the low 16 bits of clone's bit<32> session (its mirroring session ids are 16 bits).
+CLONE_SESSION_MASK = 0xFFFF
+# Passes one received frame may make through the pipeline (itself, resubmits, recirculations and
+# clone operations): bmv2 has no bound, a loop here would hang the switch; a packet that needs more
+# fails (is dropped).
 MAX_PASSES = 16
 STD_ROOT = "standard_metadata"
 # Package parameter -> (generated function, index of the first parameter bound to a packet root).
@@ -228,10 +234,18 @@ def block_roots(decl: ir.ParserDecl | ir.ControlDecl, first: int) -> dict[str, s
     return {prm.name: PACKET_ROOTS[i] for i, prm in enumerate(decl.params[first:]) if i < 3}
 
 
+def digest_widths(info: p4i.P4Info) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Digest struct name -> (its index among the P4Info's digests, its members' widths)."""
+    return {
+        d.type_spec.struct.name: (index, digest_member_widths(info, d))
+        for index, d in enumerate(info.digests)
+    }
+
+
 def preserved_fields(program: ir.Program) -> dict[int, list[tuple[str, ...]]]:
     """Field list index -> the user metadata fields `@field_list(index)` names, as paths under `meta`.
 
-    A resubmitted or recirculated packet starts with fresh metadata except these fields, which
+    A resubmitted, recirculated or cloned packet starts with fresh metadata except these fields, which
     keep the values they had when the pass ended (end of ingress, end of egress), as in bmv2.
     """
     out: dict[int, list[tuple[str, ...]]] = {}

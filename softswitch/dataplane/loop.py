@@ -5,7 +5,8 @@ socket in batches and runs the batch through the pipeline under `lock`,
 the lock the P4Runtime server also holds while it changes tables, so a
 packet never sees half an update. Sending happens after the lock is
 released. Frames the pipeline emits on the CPU port go to `packet_in`
-(the P4Runtime server's PacketIn path); PacketOut frames come in through
+(the P4Runtime server's PacketIn path), digest messages (outputs to
+`DIGEST_PORT_BASE` + i) to `digest`; PacketOut frames come in through
 `inject`.
 
 Fault injection (`--drop-rate`, `--drop-rate-out`) draws from one seeded
@@ -20,12 +21,13 @@ import random
 import selectors
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from softswitch.dataplane.pcap import PcapDirectory
 from softswitch.dataplane.ports import Port
-from softswitch.runtime.pipeline import Pipeline
+from softswitch.runtime.pipeline import DIGEST_PORT_BASE, Pipeline
 
 TRACE = 5  # log level below DEBUG: per-packet hex dumps
 BATCH = 64
@@ -60,6 +62,21 @@ def by_number(ports: list[Port], cpu_port: int | None) -> dict[int, Port]:
     return numbered
 
 
+class DigestSink(Protocol):
+    digest: Callable[[int, bytes], None] | None
+    stats: MutableMapping[str, int]
+
+
+def deliver_digest(plane: DigestSink, index: int, data: bytes) -> None:
+    """Hand a digest message of the P4Info's `index`-th digest to the controller side (both loops)."""
+    sink = plane.digest
+    if sink is None:
+        plane.stats["dropped_digest_no_controller"] += 1
+    else:
+        plane.stats["digest"] += 1
+        sink(index, data)
+
+
 class Dataplane:
     """Ports, the installed pipeline and the loop that connects them."""
 
@@ -77,6 +94,7 @@ class Dataplane:
         self.lock = threading.Lock()
         self.pipeline: Pipeline | None = None
         self.packet_in: Callable[[bytes], None] | None = None
+        self.digest: Callable[[int, bytes], None] | None = None
         self.stats: Counter[str] = Counter()
         self._selector = selectors.DefaultSelector()
         for port in ports:
@@ -177,6 +195,9 @@ class Dataplane:
             self._emit(port_number, out, packet_id, debug)
 
     def _emit(self, port_number: int, frame: bytes, packet_id: int, debug: bool) -> None:
+        if port_number >= DIGEST_PORT_BASE:
+            deliver_digest(self, port_number - DIGEST_PORT_BASE, frame)
+            return
         if port_number == self.cpu_port:
             sink = self.packet_in
             if sink is None:

@@ -29,7 +29,7 @@ from types import TracebackType
 
 from softswitch.backends.c import build
 from softswitch.backends.c.pipeline import Pipeline as NativePipeline
-from softswitch.dataplane.loop import Faults, by_number
+from softswitch.dataplane.loop import Faults, by_number, deliver_digest
 from softswitch.dataplane.pcap import PcapDirectory
 from softswitch.dataplane.ports import Port, RawPort, UdpPort
 from softswitch.runtime.pipeline import Pipeline
@@ -81,7 +81,10 @@ def library() -> ctypes.CDLL:
             "dp_capture": ([_VP, ctypes.c_char_p], ctypes.c_int),
             "dp_start": ([_VP], ctypes.c_int),
             "dp_stop": ([_VP], None),
-            "dp_packet_in": ([_VP, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_long),
+            "dp_packet_in": (
+                [_VP, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, ctypes.POINTER(_U32)],
+                ctypes.c_long,
+            ),
             "dp_destroy": ([_VP], None),
         }
         for name, (args, result) in signatures.items():
@@ -225,6 +228,7 @@ class NativeDataplane:
         self.lock = _Lock(self._lib, self._dp)
         self.stats = _Stats(self)
         self.packet_in: Callable[[bytes], None] | None = None
+        self.digest: Callable[[int, bytes], None] | None = None
         self._pipeline: Pipeline | None = None
         self._bound: object = None  # what keeps the installed pipeline's callbacks alive
         self._errors_seen = 0
@@ -288,11 +292,15 @@ class NativeDataplane:
 
     def _packet_ins(self, wait_ms: int) -> None:
         with self._deliver:  # one thread at a time, so that PacketIns keep their order
+            digest = _U32()
             while True:
-                n = self._lib.dp_packet_in(self._dp, self._buffer, len(self._buffer), wait_ms)
+                n = self._lib.dp_packet_in(self._dp, self._buffer, len(self._buffer), wait_ms, digest)
                 if n < 0:
                     return
                 wait_ms = 0
+                if digest.value:
+                    deliver_digest(self, digest.value - 1, self._buffer.raw[:n])
+                    continue
                 sink = self.packet_in
                 if sink is None:
                     self.stats["dropped_no_controller"] += 1

@@ -36,6 +36,17 @@ class _TypeNames(PostLex):
         in_typedef = False
         last_name: str | None = None
         for tok in stream:
+            if tok.type == "GENERIC_NAME" and tok.value.rstrip(" \t<") in types:
+                # `T<...>(` where T is a type (an annotated `register<bit<8>>(4) r;`): type arguments
+                # of a type, not of a call; the lexer took it for a call where a call could follow.
+                name = tok.value.rstrip(" \t<")
+                yield Token.new_borrow_pos("TYPE_NAME", name, tok)
+                lt = Token.new_borrow_pos("LT", "<", tok)
+                lt.column = (tok.column or 0) + len(tok.value) - 1
+                lt.start_pos = (tok.start_pos or 0) + len(tok.value) - 1
+                yield lt
+                last_name = name
+                continue
             if tok.type == "NAME":
                 if tok.value in types:
                     tok.type = "TYPE_NAME"

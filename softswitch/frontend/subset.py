@@ -25,8 +25,22 @@ FUNCTIONS = frozenset(
         "static_assert",
         "resubmit_preserving_field_list",
         "recirculate_preserving_field_list",
+        "clone",
+        "clone_preserving_field_list",
+        "digest",
     }
 )
+
+# The calls that take a @field_list index, and the position of that argument (an integer literal).
+FIELD_LIST_CALLS = {
+    "resubmit_preserving_field_list": 0,
+    "recirculate_preserving_field_list": 0,
+    "clone_preserving_field_list": 2,
+}
+
+# Calls that ask the traffic manager or the control plane for something at the end of ingress or
+# egress; p4c's bmv2 backend refuses them in a parser, and so does this one.
+CONTROL_ONLY_CALLS = frozenset({"clone", "digest", *FIELD_LIST_CALLS})
 
 # The deprecated v1model calls whose field-list argument bmv2 implements through
 # a data argument; named so that the refusal can say what to use instead.

@@ -2036,9 +2036,21 @@ class _Checker:
             for i in (2, 4):
                 if not isinstance(args[i].type, ir.BitType | ir.InfIntType):
                     raise self.error(arg_trees[i], f"hash: argument {i + 1} must be a number")
-        if name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
-            if not isinstance(args[0], ir.Const):
-                raise self.error(arg_trees[0], f"unsupported: {name} with a non-constant field list index")
+        if name in subset.FIELD_LIST_CALLS:
+            if not isinstance(args[subset.FIELD_LIST_CALLS[name]], ir.Const):
+                raise self.error(
+                    arg_trees[subset.FIELD_LIST_CALLS[name]],
+                    f"unsupported: {name} with a non-constant field list index",
+                )
+        if name == "digest":
+            data_type = args[1].type
+            fields = self.structs[data_type.name].fields if isinstance(data_type, ir.StructType) else ()
+            if not fields or not all(isinstance(f.type, ir.BitType) for f in fields):
+                raise self.error(
+                    arg_trees[1],
+                    f"unsupported: digest of {type_str(data_type)} "
+                    "(a struct of bit<W>/int<W> fields is supported, as P4Runtime servers deliver)",
+                )
         if name == "random" and not isinstance(args[0].type, ir.BitType):
             raise self.error(arg_trees[0], f"unsupported: random of type {type_str(args[0].type)}")
 
@@ -2102,6 +2114,8 @@ class _Checker:
             )
         if ctx.block == "global":
             raise self.error(t, f"{name} cannot be called here")
+        if ctx.block == "parser" and name in subset.CONTROL_ONLY_CALLS:
+            raise self.error(t, f"unsupported: {name} in a parser (call it in ingress or egress)")
         f = overloads[0]
         binding: dict[str, ir.Type] = {}
         if type_args is not None:

@@ -12,7 +12,9 @@ front end has run:
   apply body calls (an action only called from other actions is inlined
   there and disappears); every counter, meter and register instance; a
   direct counter or meter only with the table that uses it; one
-  controller_packet_metadata per @controller_header header;
+  controller_packet_metadata per @controller_header header; one digest per
+  struct type T that a listed `digest<T>` call sends (named after T, its
+  struct described in type_info);
 * order: declaration order, block by block in the order p4c evaluates them
   (top-level instances, then the parser and the five controls in V1Switch
   order); within a control the top-level actions it uses come first, in
@@ -69,6 +71,7 @@ class _Listed:
     instances: list[ir.InstanceDecl] = field(default_factory=list)
     direct: list[tuple[ir.InstanceDecl, ir.TableDecl]] = field(default_factory=list)
     headers: list[ir.HeaderDecl] = field(default_factory=list)
+    digests: list[str] = field(default_factory=list)  # struct names, in order of first call
     extern_calls: bool = False
 
 
@@ -159,13 +162,19 @@ def _collect(program: ir.Program) -> _Listed:
                 seen_actions.add(name)
                 listed.actions.append(decl)
         listed.tables += tables
-        instances = {i.fq_name: i for i in block.instances}
+        instances = {i.fq_name: i for i in (*program.instances, *block.instances)}
         for table in tables:
             for name in (table.direct_counter, table.direct_meter):
                 if name is not None and name in instances:
                     listed.direct.append((instances[name], table))
-        bodies = [block.apply] + [a.body for a in block.actions if a.fq_name in used_set]
-        listed.extern_calls |= any(isinstance(n, ir.ExternFunctionCall) for b in bodies for n in _walk(b))
+        bodies = [a.body for a in (*program.actions, *block.actions) if a.fq_name in used_set]
+        bodies.append(block.apply)
+        calls = [n for b in bodies for n in _walk(b) if isinstance(n, ir.ExternFunctionCall)]
+        listed.extern_calls |= bool(calls)
+        for call in calls:
+            if call.name == "digest" and isinstance(call.type_args[0], ir.StructType):
+                if call.type_args[0].name not in listed.digests:
+                    listed.digests.append(call.type_args[0].name)
     listed.headers = [h for h in program.headers if _has(h.annotations, "controller_header")]
     return listed
 
@@ -190,6 +199,7 @@ def build_p4info(program: ir.Program) -> p4i.P4Info:
     symbols += [
         (p4ids.CONTROLLER_HEADER, _controller_name(h), _explicit_id(h.annotations)) for h in listed.headers
     ]
+    symbols += [(p4ids.DIGEST, name, None) for name in listed.digests]
     ids = p4ids.assign_ids(symbols)
     alias = p4ids.aliases(name for _, name, _ in symbols)
 
@@ -309,6 +319,16 @@ def build_p4info(program: ir.Program) -> p4i.P4Info:
             (bitstring.int if element.signed else bitstring.bit).bitwidth = element.width
         out_register.size = _int_arg(register.args[0])
 
+    for name in listed.digests:
+        out_digest = info.digests.add()
+        preamble(out_digest.preamble, p4ids.DIGEST, name, ())
+        out_digest.type_spec.struct.name = name
+        members = info.type_info.structs[name].members
+        for f in program.struct(name).fields:
+            assert isinstance(f.type, ir.BitType)  # the front end refuses other digest members
+            bitstring = members.add(name=f.name).type_spec.bitstring
+            (bitstring.int if f.type.signed else bitstring.bit).bitwidth = f.type.width
+
     if (
         listed.tables
         or listed.instances
@@ -357,6 +377,24 @@ def _unit(expr: ir.Expr, units: dict[str, int]) -> int:
 
 
 TEXT_HEADER = "# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n"
+
+
+def digest_member_widths(info: p4i.P4Info, digest: p4i.Digest) -> tuple[int, ...]:
+    """The widths of a digest's struct members; LookupError when the struct is not in type_info,
+    TypeError when the digest is not a struct of bit<W>/int<W> (what P4Runtime servers deliver)."""
+    if digest.type_spec.WhichOneof("type_spec") != "struct":
+        raise TypeError(f"digest {digest.preamble.name}: only a struct of bit<W>/int<W> is supported")
+    name = digest.type_spec.struct.name
+    if name not in info.type_info.structs:
+        raise LookupError(f"Struct name '{name}' name not found in P4TypeInfo struct map")
+    widths = []
+    for member in info.type_info.structs[name].members:
+        bitstring = member.type_spec.bitstring
+        kind = bitstring.WhichOneof("type_spec") if member.type_spec.HasField("bitstring") else None
+        if kind not in ("bit", "int"):
+            raise TypeError("Struct can only include bistring members for digests")
+        widths.append(getattr(bitstring, kind).bitwidth)
+    return tuple(widths)
 
 
 def to_text(info: p4i.P4Info) -> str:

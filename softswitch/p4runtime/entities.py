@@ -23,13 +23,15 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TypeVar
 
-from finsy.proto import p4d, p4r
+from finsy.proto import p4d, p4i, p4r
 
 from softswitch.p4runtime.codec import decode, encode
 from softswitch.p4runtime.conformance import Conformance
+from softswitch.p4runtime.digests import Digests
 from softswitch.p4runtime.errors import (
     COUNTER_READ_FAILED,
     COUNTER_WILDCARD_WRITE,
+    DIGEST_WILDCARD_READ,
     NO_CLONE_SESSION,
     NO_DIRECT_COUNTER_TABLE,
     NO_MULTICAST_GROUP,
@@ -63,7 +65,6 @@ _UNSUPPORTED_ID_FIELDS = {
     "action_profile_group": "action_profile_id",
     "meter_entry": "meter_id",
     "value_set_entry": "value_set_id",
-    "digest_entry": "digest_id",
 }
 
 
@@ -84,10 +85,12 @@ class EntityStore:
         conformance: Conformance = Conformance.SPEC,
         *,
         broken: bool = False,
+        digests: Digests | None = None,
     ) -> None:
         schema.check_state(state)
         self.schema = schema
         self.state = state
+        self.digests = digests if digests is not None else Digests(p4i.P4Info())
         self.conformance = conformance
         self.broken = broken  # PI accepted a config its target could not load: tables and counters fail
         self.decode: Decode = partial(decode, lenient=conformance.bmv2)
@@ -109,6 +112,8 @@ class EntityStore:
             self._write_direct_counter(kind, update.entity.direct_counter_entry)
         elif which == "register_entry":
             self._write_register(kind, update.entity.register_entry)
+        elif which == "digest_entry":
+            self.digests.write(kind, update.entity.digest_entry)
         elif which is None:
             raise invalid("update has no entity")
         else:
@@ -336,6 +341,10 @@ class EntityStore:
             yield from self._read_direct_counters(entity.direct_counter_entry)
         elif which == "register_entry":
             yield from self._read_registers(entity.register_entry)
+        elif which == "digest_entry":
+            if self.conformance.bmv2 and entity.digest_entry.digest_id == 0:
+                raise unimplemented(DIGEST_WILDCARD_READ)
+            yield from (p4r.Entity(digest_entry=e) for e in self.digests.read(entity.digest_entry))
         elif which is None:
             raise invalid("read request entity is empty")
         elif _UNSUPPORTED_ID_FIELDS.get(which) and not getattr(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from softswitch.dataplane.loop import Dataplane
 from softswitch.p4runtime.arbitration import Abort, Arbitration, Client, election_id
 from softswitch.p4runtime.codec import decode, encode
 from softswitch.p4runtime.conformance import Conformance
+from softswitch.p4runtime.digests import Digests
 from softswitch.p4runtime.entities import EntityStore
 from softswitch.p4runtime.errors import (
     NO_PIPELINE,
@@ -63,6 +65,7 @@ MAX_MESSAGE = 256 * 1024 * 1024
 DETAILS_BUDGET = 4096  # bytes of a failed batch's details: they and the message fit 8 KiB of metadata
 DEFAULT_MAX_STREAMS = 16  # StreamChannels open at once; one more is RESOURCE_EXHAUSTED
 UNARY_WORKERS = 8  # threads only unary RPCs use: open streams can never starve them
+DIGEST_SWEEP_PERIOD = 0.02  # seconds between checks of digest timeouts (PI: at least 100 ms)
 
 PipelineLoader = Callable[[p4i.P4Info, bytes], Pipeline]
 log = logging.getLogger("softswitch.p4runtime")
@@ -105,6 +108,9 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         self._update_blocked = False  # PI after a failed RECONCILE_AND_COMMIT, until it restarts
         self._config_lock = threading.Lock()
         dataplane.packet_in = self._packet_in
+        dataplane.digest = self._digest
+        self._sweeper: threading.Thread | None = None  # sends timed digest lists while any is configured
+        self._sweeper_lock = threading.Lock()
 
     # ----------------------------------------------------------- pipeline
     def install(self, config: p4r.ForwardingPipelineConfig) -> None:
@@ -122,7 +128,10 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             raise
         except Exception as error:  # the loader's own validation, whatever it raises
             raise invalid(f"invalid device config: {error}") from None
-        return Forwarding(config, pipeline, EntityStore(schema, pipeline.state, self.conformance))
+        digests = Digests(config.p4info)
+        return Forwarding(
+            config, pipeline, EntityStore(schema, pipeline.state, self.conformance, digests=digests)
+        )
 
     def _verify_as_target(self, config: p4r.ForwardingPipelineConfig) -> Forwarding:
         """`_verify`, except that under Conformance.BMV2 a config that cannot run is accepted, as PI does.
@@ -251,6 +260,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                         errors.append(None)
                     except P4RuntimeError as error:
                         errors.append(error)
+            if any(u.entity.HasField("digest_entry") for u in request.updates) and store.digests.timed():
+                self._start_sweeper()
             failed = [e for e in errors if e is not None]
             if failed:
                 for error in failed:
@@ -326,6 +337,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                     self._arbitrate(client, request.arbitration)
                 elif which == "packet":
                     self._packet_out(client, request.packet)
+                elif which == "digest_ack":
+                    self._digest_ack(client, request.digest_ack)
                 else:
                     client.send(
                         _stream_error(
@@ -402,6 +415,46 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             packet.payload = frame[size:]
         if not primary.send(p4r.StreamMessageResponse(packet=packet)):
             self.dataplane.stats["dropped_packet_in_slow_client"] += 1
+
+    # ------------------------------------------------------------ digests
+    def _digest(self, index: int, data: bytes) -> None:
+        """A digest message from the data plane (the packet loop's thread)."""
+        forwarding = self.current
+        if forwarding is None:
+            return
+        for message in forwarding.store.digests.learn(index, data):
+            self._send_digest(message)
+
+    def _send_digest(self, message: p4r.DigestList) -> None:
+        # PI sends to the primary; with none, the list is lost (its samples stay cached until they expire).
+        primary = self.arbitration.primary()
+        if primary is None:
+            self.dataplane.stats["dropped_digest_no_primary"] += 1
+        elif not primary.send(p4r.StreamMessageResponse(digest=message)):
+            self.dataplane.stats["dropped_digest_slow_client"] += 1
+
+    def _digest_ack(self, client: Client, ack: p4r.DigestListAck) -> None:
+        forwarding = self.current
+        if forwarding is not None and self.arbitration.primary() is client:  # PI ignores others' acks
+            forwarding.store.digests.ack(ack.digest_id, ack.list_id)
+
+    def _start_sweeper(self) -> None:
+        with self._sweeper_lock:
+            if self._sweeper is None:
+                self._sweeper = threading.Thread(target=self._sweep_digests, name="p4rt-digests", daemon=True)
+                self._sweeper.start()
+
+    def _sweep_digests(self) -> None:
+        """Send lists whose max_timeout_ns passed and expire unacknowledged ones, while any has a timeout."""
+        while True:
+            time.sleep(DIGEST_SWEEP_PERIOD)
+            forwarding = self.current
+            with self._sweeper_lock:
+                if forwarding is None or not forwarding.store.digests.timed():
+                    self._sweeper = None
+                    return
+            for message in forwarding.store.digests.sweep():
+                self._send_digest(message)
 
     # ------------------------------------------------------------- checks
     def _check_device(

@@ -22,7 +22,7 @@ take effect at once and reads come back from the backend's memory.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, MutableSequence
+from collections.abc import Iterator, MutableSequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -388,31 +388,37 @@ Replicas = tuple[Replica, ...]
 
 
 class GroupMirror(Protocol):
-    """A backend's own copy of the multicast groups."""
+    """A backend's own copy of the multicast groups and clone sessions."""
 
     def set_group(self, group: int, replicas: Replicas) -> None:
         """Replace a group's replicas; () deletes it."""
         ...
 
+    def set_clone_session(self, session: int, replicas: Replicas) -> None:
+        """Replace a clone session's replicas; () deletes it."""
+        ...
+
 
 class _Groups(dict[int, Replicas]):
-    """The multicast groups; every change is also made in the backend's copy, if one is bound."""
+    """Multicast groups or clone sessions; every change is also made in the backend's copy, if bound."""
 
-    def __init__(self, owner: PacketReplication, items: Iterable[tuple[int, Replicas]] = ()) -> None:
+    def __init__(self, owner: PacketReplication, sessions: bool = False) -> None:
         super().__init__()
         self._owner = owner
-        for key, value in items:
-            self[key] = value
+        self._sessions = sessions
+
+    def _mirror(self, group: int, replicas: Replicas) -> None:
+        mirror = self._owner.mirror
+        if mirror is not None:
+            (mirror.set_clone_session if self._sessions else mirror.set_group)(group, replicas)
 
     def __setitem__(self, group: int, replicas: Replicas) -> None:
-        if self._owner.mirror is not None:
-            self._owner.mirror.set_group(group, replicas)
+        self._mirror(group, replicas)
         super().__setitem__(group, replicas)
 
     def __delitem__(self, group: int) -> None:
         super().__delitem__(group)
-        if self._owner.mirror is not None:
-            self._owner.mirror.set_group(group, ())
+        self._mirror(group, ())
 
     def clear(self) -> None:
         for group in list(self):
@@ -447,7 +453,7 @@ class PacketReplication:
     def __init__(self) -> None:
         self.mirror: GroupMirror | None = None
         self._groups = _Groups(self)
-        self.clone_sessions: dict[int, tuple[Replica, ...]] = {}
+        self._sessions = _Groups(self, sessions=True)
 
     @property
     def groups(self) -> dict[int, Replicas]:
@@ -459,9 +465,21 @@ class PacketReplication:
         self._groups.clear()
         self._groups.update(groups)
 
+    @property
+    def clone_sessions(self) -> dict[int, Replicas]:
+        return self._sessions
+
+    @clone_sessions.setter
+    def clone_sessions(self, sessions: dict[int, Replicas]) -> None:
+        """Replace every clone session (RECONCILE_AND_COMMIT carries them over this way)."""
+        self._sessions.clear()
+        self._sessions.update(sessions)
+
     def bind(self, mirror: GroupMirror) -> None:
         for group, replicas in self._groups.items():
             mirror.set_group(group, replicas)
+        for session, replicas in self._sessions.items():
+            mirror.set_clone_session(session, replicas)
         self.mirror = mirror
 
     def replicas(self, group: int) -> tuple[Replica, ...]:

@@ -6,7 +6,7 @@ API the P4Runtime server uses; every packet goes to both, and the frames
 out (ports, bytes, order), a failure of the packet, and afterwards every
 register cell, counter and direct counter must be equal.
 
-`RandomControl` fills tables, default actions, groups and registers with
+`RandomControl` fills tables, default actions, groups, clone sessions and registers with
 random but valid contents drawn from the P4Info (values biased towards
 those random packets also carry, so that lookups hit); `random_frame`
 makes such packets.
@@ -195,6 +195,9 @@ class RandomControl:
         for group in range(1, 5):
             replicas = tuple(st.Replica(rng.randrange(8), rng.randrange(4)) for _ in range(rng.randrange(4)))
             py.pre.groups[group] = c.pre.groups[group] = tuple(dict.fromkeys(replicas))
+        for session in range(1, 8):  # clone sessions (tests/executor/clones.p4 uses 5 and 6)
+            replicas = tuple(st.Replica(rng.randrange(8), rng.randrange(4)) for _ in range(rng.randrange(3)))
+            py.pre.clone_sessions[session] = c.pre.clone_sessions[session] = tuple(dict.fromkeys(replicas))
         for rid, reg in py.registers.items():
             for _ in range(min(8, reg.size)):
                 index, value = rng.randrange(reg.size), pattern(rng, reg.width)

@@ -30,6 +30,8 @@ PACKETS = int(os.environ.get("P4_DIFF_PACKETS", "300"))
 PROGRAMS = {
     "constructs": ROOT / "tests/executor/constructs.p4",
     "passes": ROOT / "tests/executor/passes.p4",
+    "clones": ROOT / "tests/executor/clones.p4",
+    "digests": ROOT / "tests/executor/digests.p4",
     "general_features": ROOT / "tests/frontend/general_features.p4",
     "p4info_entities": ROOT / "tests/frontend/p4info_entities.p4",
     **{
@@ -47,6 +49,8 @@ PROGRAMS = {
             "multicast",
             "p4runtime",
             "qos",
+            "mirror",
+            "learning_switch",
         )
     },
 }

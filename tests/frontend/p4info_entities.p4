@@ -22,8 +22,11 @@ header eth_h { bit<48> dst; bit<48> src; bit<16> type; }
 struct flow_t { @name("flow_id") bit<16> id; }
 struct headers_t { packet_out_h po; packet_in_h pi; eth_h eth; }
 struct meta_t { flow_t flow; bit<8> color; }
+struct learn_t { bit<48> src; bit<9> port; }
+struct note_t { int<8> delta; }
 
 register<bit<32>>(8) global_reg;
+@name("global_rate") direct_meter<bit<8>>(MeterType.bytes) fixed_rate;  // top level, annotated: a table's
 
 parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
     state start { pkt.extract(hdr.eth); transition accept; }
@@ -61,6 +64,7 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
     table fixed {
         key = { hdr.eth.type: exact; }
         actions = { forward; }
+        meters = fixed_rate;
         const entries = { 0x800: forward(1); }
     }
     table never_applied {
@@ -72,6 +76,9 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
         direct_only();
         by_port.count((bit<32>) sm.ingress_port);
         rate.execute_meter<bit<8>>(0, meta.color);
+        digest<learn_t>(1, {hdr.eth.src, sm.ingress_port});
+        digest<note_t>(1, {-8s1});
+        digest<learn_t>(1, {hdr.eth.dst, sm.ingress_port});
     }
 }
 control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }

@@ -51,7 +51,11 @@ UNSUPPORTED = [
         {"body": "resubmit_preserving_field_list(hdr.h.a);"},
         "resubmit_preserving_field_list with a non-constant field list index",
     ),
-    ("clone", {"body": "clone(CloneType.I2E, 1);"}, "extern function clone"),
+    (
+        "run-time clone field list index",
+        {"body": "clone_preserving_field_list(CloneType.I2E, 1, hdr.h.a);"},
+        "clone_preserving_field_list with a non-constant field list index",
+    ),
     (
         "apply after ||",
         {"local": "table u { actions = { NoAction; } }", "body": "if (hdr.h.isValid() || u.apply().hit) { }"},
@@ -76,6 +80,20 @@ def test_valid_constructs_outside_the_subset_are_refused_by_name(
     assert first.pos is not None and first.pos.file == str(path) and first.pos.line > 0
     assert first.message.startswith("unsupported: "), first.render()
     assert message in first.message
+
+
+@pytest.mark.parametrize(
+    "call",
+    ["clone(CloneType.I2E, 1);", "digest<meta_t>(1, meta);", "resubmit_preserving_field_list(0);"],
+)
+def test_calls_for_the_end_of_ingress_or_egress_are_refused_in_a_parser(tmp_path: Path, call: str) -> None:
+    path = program(tmp_path)
+    path.write_text(path.read_text().replace("pkt.extract(hdr.h);", "pkt.extract(hdr.h); " + call))
+    with pytest.raises(CompileError) as caught:
+        compile_program(path)
+    assert caught.value.diagnostics[0].message.startswith(
+        f"unsupported: {call.split('(')[0].split('<')[0]} in a parser"
+    )
 
 
 INVALID = [

@@ -35,6 +35,14 @@ PROGRAMS = {
     "source_routing": (ROOT / "tests/tutorials/source_routing.p4", []),
     "calc": (ROOT / "tests/tutorials/calc.p4", []),
     "passes": (ROOT / "tests/executor/passes.p4", []),  # resubmit and recirculate (frames in the arena)
+    "clones": (ROOT / "tests/executor/clones.p4", []),  # clone at ingress and egress
+    "digests": (ROOT / "tests/executor/digests.p4", []),  # digest messages out of the pipeline
+}
+# C run once after p4_create, per program: what the control plane would have configured.
+SETUP = {
+    "clones": "uint64_t port[2] = {3, 4}, rid[2] = {1, 2};\n"
+    "    p4_set_clone_session(ctx, 5, 2, port, rid);\n"
+    "    p4_set_clone_session(ctx, 6, 1, port, rid);",
 }
 HARNESS = """
 #include "program.c"
@@ -43,7 +51,10 @@ static ctx_t *ctx;
 
 /* One frame per input: byte 0 is the ingress port, the rest the frame, in a buffer of exactly its size. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!ctx) ctx = p4_create();
+    if (!ctx) {
+        ctx = p4_create();
+        SETUP
+    }
     if (size < 1 || size > 65536) return 0;
     uint8_t *frame = malloc(size - 1 ? size - 1 : 1);
     memcpy(frame, data + 1, size - 1);
@@ -78,7 +89,7 @@ def fuzz(name: str, seconds: int, work: Path) -> bool:
     corpus = folder / "corpus"
     corpus.mkdir(parents=True)
     (folder / "program.c").write_text(c_source)
-    (folder / "harness.c").write_text(HARNESS)
+    (folder / "harness.c").write_text(HARNESS.replace("SETUP", SETUP.get(name, "")))
     for i, frame in enumerate(seeds(name)):
         (corpus / f"seed{i}").write_bytes(frame)
     binary = folder / "fuzz"

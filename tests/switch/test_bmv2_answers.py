@@ -355,6 +355,18 @@ def test_registers(target: str, shared: Target) -> None:
     ]
 
 
+def test_a_digest_entry_read_of_every_digest(target: str, shared: Target) -> None:
+    everything = p4r.Entity(digest_entry=p4r.DigestEntry(digest_id=0))
+    if target == "soft":  # the specification: id 0 reads every configured digest (none here)
+        assert shared.read(everything) == []
+        return
+    error = failure(lambda: shared.read(everything))
+    assert (error.code(), error.details()) == (
+        Code.UNIMPLEMENTED,
+        "digest_id must be set when reading DigestEntry",
+    )
+
+
 def test_a_counter_write_without_index_resets_all_or_is_unimplemented(target: str, shared: Target) -> None:
     counter_id, _ = counter(shared.program)
     reset = update(

@@ -37,7 +37,10 @@ from finsy.proto import p4i
 
 from softswitch import ir
 from softswitch.backends.common import (
+    CLONE_SESSION_MASK,
     DROP_PORT,
+    INSTANCE_TYPE_EGRESS_CLONE,
+    INSTANCE_TYPE_INGRESS_CLONE,
     INSTANCE_TYPE_RECIRC,
     INSTANCE_TYPE_REPLICATION,
     INSTANCE_TYPE_RESUBMIT,
@@ -50,11 +53,13 @@ from softswitch.backends.common import (
     all_instances,
     block_roots,
     check_v1model,
+    digest_widths,
     may_exit,
     packet_types,
     preserved_fields,
     switch_arms,
 )
+from softswitch.runtime.pipeline import DIGEST_PORT_BASE
 
 GENERATOR_VERSION = 4  # bump whenever the generated code changes meaning: it is part of the cache key
 MAX_WIDTH = 64
@@ -188,6 +193,9 @@ class CCompiler(CallDispatch):
         self.deparse_bound = 0
         self.may_fail = False  # whether any code calls p4_fail (then p4_process sets up the failure exit)
         self.passes = False  # whether the program resubmits or recirculates (else p4_pass never checks)
+        self.clones = False  # whether the program clones (then the context holds the clone sessions)
+        self.digests = digest_widths(info)
+        self.digest_bytes = max((sum((w + 7) // 8 for w in ws) for _, ws in self.digests.values()), default=0)
 
     # ================================================================ types
     def scalar_type(self, t: ir.Type, where: str) -> str:
@@ -259,7 +267,10 @@ class CCompiler(CallDispatch):
             f"typedef struct {{\n    {self.type_names[self.hdr_type]} hdr;\n"
             f"    {self.type_names[self.meta_type]} meta;\n    {std} sm;\n"
             "    uint32_t resubmit, recirculate; /* requested: 0, or the field list index + 1 */\n"
-            "} packet_t;\n"
+            "    uint32_t clone, clone_list; /* requested: session + 1, list index + 1 */\n"
+            + self._digest_members()
+            + "} packet_t;\n"
+            + self._digest_put()
         )
         self._declare_objects()
         blocks: dict[str, str] = {}
@@ -351,6 +362,7 @@ class CCompiler(CallDispatch):
             lines.append(f"    {ctype} *bank_{bank}; /* [{size}][{len(names)}]: {', '.join(names)} */")
         for name, c in m.counters.items():
             lines.append(f"    uint64_t *ctr_{cname(name)}; /* counter {name}[{c.size}]: packets, bytes */")
+        lines += self._clone_sessions("member")
         lines.append("} ctx_t;\n")
         for name, t in m.tables.items():
             decl = self.tables[name]
@@ -375,6 +387,7 @@ class CCompiler(CallDispatch):
             lines.append(f"    bad |= !(ctx->bank_{bank} = calloc({cells}, sizeof *ctx->bank_{bank}));")
         for name, c in m.counters.items():
             lines.append(f"    bad |= !(ctx->ctr_{cname(name)} = calloc({2 * max(1, c.size)}, 8));")
+        lines += self._clone_sessions("create")
         lines.append("    if (bad) { p4_destroy(ctx); return NULL; }")
         lines.append("    return ctx;")
         lines.append("}\n")
@@ -391,6 +404,7 @@ class CCompiler(CallDispatch):
             "        for (uint32_t g = 0; g < P4_GROUPS; g++)\n"
             "            if (ctx->base.groups[g].n) p4_groups_set(ctx->base.groups, g, 0, NULL, NULL);"
         )
+        lines += self._clone_sessions("destroy")
         lines.append("    free(ctx->base.groups); free(ctx->base.outs); free(ctx->base.arena); free(ctx);")
         lines.append("}\n")
         lines.append("P4_EXPORT p4_table_t *p4_table(ctx_t *ctx, uint32_t i) {")
@@ -410,7 +424,28 @@ class CCompiler(CallDispatch):
             "P4_EXPORT int p4_set_group(ctx_t *ctx, uint64_t id, uint32_t n, const uint64_t *port, "
             "const uint64_t *rid) {\n    return p4_groups_set(ctx->base.groups, id, n, port, rid);\n}\n"
         )
+        lines += self._clone_sessions("export")
         return "\n".join(lines)
+
+    def _clone_sessions(self, part: str) -> list[str]:
+        """The clone sessions' part of the context (only for a program that clones): a group per id."""
+        if not self.clones:
+            return []
+        return {
+            "member": ["    p4_group_t *sessions; /* clone sessions, by id: the replicas of each */"],
+            "create": ["    bad |= !(ctx->sessions = calloc(P4_GROUPS, sizeof *ctx->sessions));"],
+            "destroy": [
+                "    if (ctx->sessions)\n"
+                "        for (uint32_t g = 0; g < P4_GROUPS; g++)\n"
+                "            if (ctx->sessions[g].n) p4_groups_set(ctx->sessions, g, 0, NULL, NULL);",
+                "    free(ctx->sessions);",
+            ],
+            "export": [
+                "P4_EXPORT int p4_set_clone_session(ctx_t *ctx, uint64_t id, uint32_t n, "
+                "const uint64_t *port, const uint64_t *rid) {\n"
+                "    return p4_groups_set(ctx->sessions, id, n, port, rid);\n}\n"
+            ],
+        }[part]
 
     # ================================================================ blocks
     def _begin(
@@ -883,6 +918,24 @@ class CCompiler(CallDispatch):
             self.passes = True
             member = "resubmit" if name.startswith("resubmit") else "recirculate"
             self.emit(depth, f"P->{member} = {(int(index.value) & 0xFF) + 1}; /* {name} */")
+        elif name in ("clone", "clone_preserving_field_list"):
+            self.may_fail = True  # a clone operation counts as a pass
+            self.clones = True
+            session, index = call.args[1], call.args[2] if len(call.args) > 2 else None
+            listed = 0 if index is None else (int(index.value) & 0xFF) + 1  # type: ignore[attr-defined]
+            self.emit(
+                depth,
+                f"P->clone = (uint32_t)({self.expr(session, depth)} & {CLONE_SESSION_MASK}) + 1; "
+                f"P->clone_list = {listed}; /* {name} */",
+            )
+        elif name == "digest":
+            assert isinstance(call.type_args[0], ir.StructType)
+            index, widths = self.digests[call.type_args[0].name]
+            self.emit(depth, f"P->digest = {index + 1}; /* digest<{call.type_args[0].name}> */")
+            at = 0
+            for (value, _), width in zip(self._leaves(depth, call.args[1]), widths, strict=True):
+                self.emit(depth, f"p4_digest_put(P->digest_data + {at}, {value}, {(width + 7) // 8});")
+                at += (width + 7) // 8
         else:
             raise UnsupportedError(f"extern function {name} at {call.pos}")
 
@@ -904,14 +957,19 @@ class CCompiler(CallDispatch):
                 out.append((f"{place}.{cname(f.name)}", ir.width_of(f.type)))
         return out
 
-    def _concat(self, depth: int, data: ir.Expr) -> tuple[str, int]:
-        """A p4_bits_t holding the bits of a list, header or struct (first element most significant)."""
+    def _leaves(self, depth: int, data: ir.Expr) -> list[tuple[str, int]]:
+        """The scalars of a list, header or struct, first element first: (C expression, width)."""
         leaves = []
         for item in data.elements if isinstance(data, ir.ListExpr) else (data,):
             if _composite(item.type):
                 leaves += self._composite_leaves(self.place(item, depth), item.type)
             else:
                 leaves.append((self.expr(item, depth), ir.width_of(item.type)))
+        return leaves
+
+    def _concat(self, depth: int, data: ir.Expr) -> tuple[str, int]:
+        """A p4_bits_t holding the bits of a list, header or struct (first element most significant)."""
+        leaves = self._leaves(depth, data)
         if sum(w for _, w in leaves) > 8 * 1024:
             raise UnsupportedError(f"a checksum or hash over more than 8192 bits at {_pos(data)}")
         name = self.tmp("bits")
@@ -1261,6 +1319,109 @@ static P4_UNUSED void p4_preserve(packet_t *D, const packet_t *S, uint32_t list)
 }}
 """
 
+    def _digest_members(self) -> str:
+        if not self.digests:
+            return ""
+        return (
+            "    uint32_t digest; /* requested: 0, or the digest's P4Info index + 1 */\n"
+            f"    uint8_t digest_data[{self.digest_bytes}]; /* its data, packed when digest was called */\n"
+        )
+
+    def _digest_put(self) -> str:
+        if not self.digests:
+            return ""
+        return """
+/* One member of a digest's data: big-endian, in `n` whole bytes. */
+static inline void p4_digest_put(uint8_t *at, uint64_t value, unsigned n) {
+    for (unsigned i = 0; i < n; i++) at[i] = (uint8_t)(value >> (8 * (n - 1 - i)));
+}
+"""
+
+    def _digest_functions(self) -> str:
+        """digest: the message of the pass leaves at the end of ingress as a frame to a digest port."""
+        if not self.digests:
+            return ""
+        lengths = [0] * len(self.digests)
+        for index, widths in self.digests.values():
+            lengths[index] = sum((w + 7) // 8 for w in widths)
+        return f"""
+static const uint32_t p4_digest_length[] = {{{", ".join(map(str, lengths))}}};
+
+/* The digest requested in ingress, as a frame to port {DIGEST_PORT_BASE} + its index. */
+static void p4_digest_out(p4_base_t *B, const packet_t *P) {{
+    uint32_t n = p4_digest_length[P->digest - 1];
+    uint8_t *out = p4_out_begin(B, n);
+    memcpy(out, P->digest_data, n);
+    p4_out_end(B, {DIGEST_PORT_BASE}ull + P->digest - 1, n);
+}}
+"""
+
+    def _clone_functions(self, blocks: dict[str, str]) -> str:
+        """clone/clone_preserving_field_list at the end of ingress and of egress (as the Python backend)."""
+        if not self.clones:
+            return ""
+        return f"""
+/* The session a clone call asked for (the request is cleared, as bmv2 does); NULL without replicas. */
+static const p4_group_t *p4_clone_session(ctx_t *ctx, packet_t *P, uint32_t *list, uint32_t *passes) {{
+    const p4_group_t *s = &ctx->sessions[(P->clone - 1) & {CLONE_SESSION_MASK}];
+    *list = P->clone_list;
+    P->clone = P->clone_list = 0;
+    if (!s->n) return NULL;
+    p4_count_pass(&ctx->base, passes);
+    return s;
+}}
+
+/* A clone: fresh state with the headers of `headers` and the field list's values of `kept`. */
+static void p4_cloned(packet_t *D, const packet_t *headers, const packet_t *kept, uint32_t list,
+                      uint64_t instance_type, uint32_t length) {{
+    memset(D, 0, sizeof *D);
+    D->hdr = headers->hdr;
+    if (list) p4_preserve(D, kept, list - 1);
+    D->sm.instance_type = instance_type;
+    D->sm.packet_length = length;
+}}
+
+/* Each replica of the session gets its copy of `clone`, which goes through egress at once. */
+static void p4_clone_copies(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, uint32_t length,
+                            uint32_t payload_at, const packet_t *clone, const p4_group_t *s,
+                            uint32_t *passes) {{
+    for (uint32_t i = 0; i < s->n; i++) {{
+        packet_t C = *clone;
+        C.sm.egress_port = s->port[i];
+        C.sm.egress_spec = s->port[i];
+        C.sm.egress_rid = s->rid[i];
+        p4_egress_copy(ctx, port, frame, at, length, payload_at, &C, passes);
+    }}
+}}
+
+/* I2E: the frame this pass began with, parsed again, with the field list's values at the end of ingress. */
+static void p4_clone_at_ingress(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, uint32_t length,
+                                packet_t *P, uint32_t *passes) {{
+    uint32_t list;
+    const p4_group_t *s = p4_clone_session(ctx, P, &list, passes);
+    if (!s) return;
+    packet_t parsed, clone;
+    memset(&parsed, 0, sizeof parsed);
+    parsed.sm.ingress_port = port;
+    parsed.sm.packet_length = length;
+    uint32_t payload_at = {blocks["parse"]}(ctx, &parsed, frame ? frame : ctx->base.arena + at, length);
+    {blocks["verify_checksum"]}(ctx, &parsed, length);
+    p4_cloned(&clone, &parsed, P, list, {INSTANCE_TYPE_INGRESS_CLONE}, length);
+    p4_clone_copies(ctx, port, frame, at, length, payload_at, &clone, s, passes);
+}}
+
+/* E2E: the headers as egress left them, with the field list's values at the end of egress. */
+static void p4_clone_at_egress(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, uint32_t length,
+                               uint32_t payload_at, packet_t *C, uint32_t *passes) {{
+    uint32_t list;
+    const p4_group_t *s = p4_clone_session(ctx, C, &list, passes);
+    if (!s) return;
+    packet_t clone;
+    p4_cloned(&clone, C, C, list, {INSTANCE_TYPE_EGRESS_CLONE}, length);
+    p4_clone_copies(ctx, port, frame, at, length, payload_at, &clone, s, passes);
+}}
+"""
+
     def _process(self, blocks: dict[str, str]) -> str:
         bound = self.deparse_bound
         resubmit = recirculate = ""
@@ -1270,29 +1431,45 @@ static P4_UNUSED void p4_preserve(packet_t *D, const packet_t *S, uint32_t list)
         return 0;
     }}
 """
-            recirculate = f"""        if (C->recirculate) {{ /* the deparsed frame goes round, not out */
-            size_t again = B->arena_used;
-            B->arena_used += n + payload_len;
-            p4_again(ctx, port, NULL, again, (uint32_t)(n + payload_len), {INSTANCE_TYPE_RECIRC}, C,
-                     C->recirculate, passes);
-            continue;
-        }}
+            recirculate = f"""    if (C->recirculate) {{ /* the deparsed frame goes round, not out */
+        size_t again = B->arena_used;
+        B->arena_used += n + payload_len;
+        p4_again(ctx, port, NULL, again, (uint32_t)(n + payload_len), {INSTANCE_TYPE_RECIRC}, C,
+                 C->recirculate, passes);
+        return;
+    }}
 """
+        digest = "    if (P->digest) p4_digest_out(&ctx->base, P);\n" if self.digests else ""
+        clone_at_ingress = clone_at_egress = ""
+        if self.clones:
+            clone_at_ingress = (
+                "    if (P->clone) p4_clone_at_ingress(ctx, port, frame, at, length, P, passes);\n"
+            )
+            clone_at_egress = (
+                "    if (C->clone) p4_clone_at_egress(ctx, port, frame, at, length, payload_at, C, passes);\n"
+            )
         return f"""{self._preserve_function()}
 static int p4_pass(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, uint32_t length,
                    uint64_t instance_type, const packet_t *keep, uint32_t list, uint32_t *passes);
+static void p4_egress_copy(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, uint32_t length,
+                           uint32_t payload_at, packet_t *C, uint32_t *passes);
+
+/* One more pass (resubmit, recirculation, clone operation) for this frame, or the packet fails. */
+static void p4_count_pass(p4_base_t *B, uint32_t *passes) {{
+    if (++*passes > {MAX_PASSES})
+        p4_fail(B, "more than {MAX_PASSES} passes (resubmit/recirculate/clone loop)", "pipeline");
+}}
 
 /* Start the pass a resubmit or recirculate asked for, with the field list's values of `from`. */
 static void p4_again(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, uint32_t length,
                      uint64_t instance_type, const packet_t *from, uint32_t request, uint32_t *passes) {{
     p4_base_t *B = &ctx->base;
-    if (++*passes > {MAX_PASSES})
-        p4_fail(B, "more than {MAX_PASSES} passes (resubmit/recirculate loop)", "pipeline");
+    p4_count_pass(B, passes);
     uint64_t plen = B->plen;
     p4_pass(ctx, port, frame, at, length, instance_type, from, request - 1, passes);
     B->plen = plen;
 }}
-
+{self._clone_functions(blocks)}{self._digest_functions()}
 /*
  * One pass of a frame: parser, verify checksum, ingress, traffic manager
  * (multicast replicas or unicast), then per copy egress, compute checksum
@@ -1314,8 +1491,7 @@ static int p4_pass(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, u
     uint32_t payload_at = {blocks["parse"]}(ctx, P, frame ? frame : B->arena + at, length);
     {blocks["verify_checksum"]}(ctx, P, length);
     {blocks["ingress"]}(ctx, P, length);
-{resubmit}    size_t payload_len = length - payload_at;
-    uint64_t group = P->sm.mcast_grp;
+{clone_at_ingress}{digest}{resubmit}    uint64_t group = P->sm.mcast_grp;
     uint32_t copies = 1;
     const p4_group_t *g = NULL;
     if (group) {{
@@ -1336,15 +1512,25 @@ static int p4_pass(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, u
             C->sm.egress_rid = g->rid[i];
             C->sm.instance_type = {INSTANCE_TYPE_REPLICATION};
         }}
-        {blocks["egress"]}(ctx, C, length);
-        if (C->sm.egress_spec == {DROP_PORT}) continue;
-        {blocks["compute_checksum"]}(ctx, C, length);
-        uint8_t *out = p4_out_begin(B, {bound} + payload_len);
-        size_t n = {blocks["deparse"]}(ctx, C, out);
-        memcpy(out + n, (frame ? frame : B->arena + at) + payload_at, payload_len);
-{recirculate}        p4_out_end(B, C->sm.egress_port, n + payload_len);
+        p4_egress_copy(ctx, port, frame, at, length, payload_at, C, passes);
     }}
     return 0;
+}}
+
+/* Egress, compute checksum and deparser for one copy: it leaves, recirculates or is dropped. */
+static void p4_egress_copy(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, uint32_t length,
+                           uint32_t payload_at, packet_t *C, uint32_t *passes) {{
+    p4_base_t *B = &ctx->base;
+    size_t payload_len = length - payload_at;
+    {blocks["egress"]}(ctx, C, length);
+{clone_at_egress}    if (C->sm.egress_spec == {DROP_PORT}) return;
+    {blocks["compute_checksum"]}(ctx, C, length);
+    uint8_t *out = p4_out_begin(B, {bound} + payload_len);
+    size_t n = {blocks["deparse"]}(ctx, C, out);
+    memcpy(out + n, (frame ? frame : B->arena + at) + payload_at, payload_len);
+{recirculate}    p4_out_end(B, C->sm.egress_port, n + payload_len);
+    (void)port;
+    (void)passes;
 }}
 
 /*

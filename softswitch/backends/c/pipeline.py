@@ -16,7 +16,7 @@ every view of its memory keep it alive.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import overload
 
 from finsy.proto import p4i
@@ -52,6 +52,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "p4_register": ([vp, u32], vp),
         "p4_counter": ([vp, u32], vp),
         "p4_set_group": ([vp, U64, u32, U64P, U64P], ctypes.c_int),
+        "p4_set_clone_session": ([vp, U64, u32, U64P, U64P], ctypes.c_int),
         "p4_process": ([vp, U64, ctypes.c_char_p, u32], ctypes.c_int),
         "p4_process_batch": (
             [vp, u32, U64P, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(u32)],
@@ -70,7 +71,9 @@ def _declare(lib: ctypes.CDLL) -> None:
         "p4_table_entry_args": ([vp, i32], U64P),
     }
     for name, (args, result) in signatures.items():
-        fn = getattr(lib, name)
+        fn = getattr(lib, name, None)
+        if fn is None:  # p4_set_clone_session: only in a program that clones
+            continue
         fn.argtypes = args
         fn.restype = result
     lib._p4_declared = True  # type: ignore[attr-defined]
@@ -229,11 +232,19 @@ class NativeGroups:
         self.context = context
 
     def set_group(self, group: int, replicas: st.Replicas) -> None:
+        self._set(self.context.lib.p4_set_group, "multicast group", group, replicas)
+
+    def set_clone_session(self, session: int, replicas: st.Replicas) -> None:
+        """Only a program that clones has clone sessions in its context (none other reads them)."""
+        if hasattr(self.context.lib, "p4_set_clone_session"):
+            self._set(self.context.lib.p4_set_clone_session, "clone session", session, replicas)
+
+    def _set(self, setter: Callable[..., int], kind: str, group: int, replicas: st.Replicas) -> None:
         n = len(replicas)
         ports = _words((r.port for r in replicas), n)
         rids = _words((r.rid for r in replicas), n)
-        if self.context.lib.p4_set_group(self.context.ptr, group, n, ports, rids) != 0:
-            raise st.StateError("RESOURCE_EXHAUSTED", f"multicast group {group} cannot be stored")
+        if setter(self.context.ptr, group, n, ports, rids) != 0:
+            raise st.StateError("RESOURCE_EXHAUSTED", f"{kind} {group} cannot be stored")
 
 
 class Pipeline:

@@ -36,6 +36,7 @@ from finsy.proto import p4i
 
 from softswitch import ir
 from softswitch.backends.common import (
+    CLONE_SESSION_MASK,
     DROP_PORT,
     STD_ROOT,
     V1MODEL_BLOCKS,
@@ -45,6 +46,7 @@ from softswitch.backends.common import (
     all_instances,
     block_roots,
     contains,
+    digest_widths,
     may_exit,
     packet_types,
     preserved_fields,
@@ -109,6 +111,11 @@ def _hash(algorithm: str, value: int, width: int) -> int:
     raise UnsupportedError(f"hash algorithm {algorithm}")
 
 
+def _digest(values: tuple[int, ...], widths: tuple[int, ...]) -> bytes:
+    """A digest's data: each member big-endian in whole bytes (runtime.pipeline.DIGEST_PORT_BASE)."""
+    return b"".join(v.to_bytes((w + 7) // 8, "big") for v, w in zip(values, widths, strict=True))
+
+
 RUNTIME_HELPERS = {
     "_random": random.Random().randint,
     "_sx": _sx,
@@ -116,6 +123,7 @@ RUNTIME_HELPERS = {
     "_hash": _hash,
     "_unpack": struct.unpack_from,
     "_pack": struct.pack,
+    "_digest": _digest,
 }
 
 
@@ -157,6 +165,12 @@ class Compiler(CallDispatch):
         # resubmit/recirculate requests of the pass: 0, or the field list index + 1 (the last call wins)
         self.resubmit_slot = self.layout.take(0)
         self.recirculate_slot = self.layout.take(0)
+        # clone requests of the pass: 0, or the session + 1; and 0 or the field list index + 1
+        self.clone_slot = self.layout.take(0)
+        self.clone_list_slot = self.layout.take(0)
+        # digest request of the pass: 0, or (the digest's index, its data packed when digest was called)
+        self.digest_slot = self.layout.take(0)
+        self.digests = digest_widths(info)
         self.global_actions = {a.fq_name for a in program.actions}
         self.owners: list[str] = []  # block name, or the top-level action being inlined
         self.inlining: list[str] = []  # fq names of the actions being inlined, innermost last
@@ -598,17 +612,24 @@ class Compiler(CallDispatch):
             (index,) = call.args
             assert isinstance(index, ir.Const)
             self.emit(depth, f"V[{slot}] = {(int(index.value) & 0xFF) + 1}")
+        elif name in ("clone", "clone_preserving_field_list"):
+            session, index = call.args[1], call.args[2] if len(call.args) > 2 else None
+            self.emit(
+                depth, f"V[{self.clone_slot}] = ({self.expr(session, depth)} & {CLONE_SESSION_MASK}) + 1"
+            )
+            listed = 0 if index is None else (int(index.value) & 0xFF) + 1  # type: ignore[attr-defined]
+            self.emit(depth, f"V[{self.clone_list_slot}] = {listed}")
+        elif name == "digest":
+            assert isinstance(call.type_args[0], ir.StructType)
+            index, widths = self.digests[call.type_args[0].name]
+            values = ", ".join(code for code, _ in self._leaf_codes(depth, call.args[1]))
+            self.emit(depth, f"V[{self.digest_slot}] = ({index}, _digest(({values},), {widths}))")
         else:
             raise UnsupportedError(f"extern function {name} at {call.pos}")
 
     def _concat(self, depth: int, data: ir.Expr) -> tuple[str, int]:
         """The bits of a list, header or struct as one integer (first element most significant)."""
-        leaves: list[tuple[str, ir.Type]] = []
-        for item in data.elements if isinstance(data, ir.ListExpr) else (data,):
-            if is_composite(item.type):
-                leaves += [(f"V[{i}]", t) for i, t in self.layout.leaves(self._need_path(item))]
-            else:
-                leaves.append((self.expr(item, depth), item.type))
+        leaves = self._leaf_codes(depth, data)
         parts = []
         total = 0
         for code, t in reversed(leaves):
@@ -618,6 +639,16 @@ class Compiler(CallDispatch):
             parts.append(f"({code} << {total})" if total else f"({code})")
             total += w
         return "(" + " | ".join(parts or ["0"]) + ")", total
+
+    def _leaf_codes(self, depth: int, data: ir.Expr) -> list[tuple[str, ir.Type]]:
+        """The scalars of a list, header or struct, first element first: (code, type)."""
+        leaves: list[tuple[str, ir.Type]] = []
+        for item in data.elements if isinstance(data, ir.ListExpr) else (data,):
+            if is_composite(item.type):
+                leaves += [(f"V[{i}]", t) for i, t in self.layout.leaves(self._need_path(item))]
+            else:
+                leaves.append((self.expr(item, depth), item.type))
+        return leaves
 
     # ----------------------------------------------------------- parse/deparse
     def _parser_error(self, depth: int, condition: str, error: str) -> None:

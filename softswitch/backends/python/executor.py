@@ -21,7 +21,26 @@ with bmv2's standard_metadata semantics:
   of leaving, with `instance_type` 4. Either keeps the ingress port and the
   metadata fields of the field list (values at the end of the pass); other
   state starts fresh. New passes run at once, depth first (frames out in
-  that order), at most MAX_PASSES per received frame.
+  that order), at most MAX_PASSES per received frame;
+* `clone`/`clone_preserving_field_list` (session, as bmv2: the last call of
+  the pass wins, whatever its CloneType): at the end of ingress, before the
+  packet goes on, each replica of the clone session gets a copy of the
+  packet as it began this ingress pass (the frame parsed again), with fresh
+  metadata except the field list's values at the end of ingress,
+  `instance_type` 1, and the replica's `egress_port` and `egress_rid`; at
+  the end of egress, before the packet is deparsed (and even when it is
+  dropped), each replica gets its headers as egress left them, fresh
+  metadata except the field list's values, `instance_type` 2. Clones run
+  egress at once, before the packet they were cloned from goes on; a clone
+  operation whose session has replicas counts as a pass against MAX_PASSES
+  (an egress clone of egress clones would loop for ever); an unknown
+  session clones nothing;
+* `digest(receiver, data)` in ingress: at the end of ingress (after the
+  clones, before resubmit, even when the packet is dropped) one message of
+  the data as it was at the call (the last call of the pass wins, as bmv2
+  keeps one request) comes out as a "frame" to port DIGEST_PORT_BASE + the
+  digest's P4Info index (runtime.pipeline.DIGEST_PORT_BASE); a digest requested in
+  egress is ignored, as bmv2 only looks at the end of ingress.
 
 The per-packet work is in the functions `softswitch.backends.python.codegen` generates.
 """
@@ -33,6 +52,8 @@ from finsy.proto import p4i
 from softswitch import ir
 from softswitch.backends.common import (
     DROP_PORT,
+    INSTANCE_TYPE_EGRESS_CLONE,
+    INSTANCE_TYPE_INGRESS_CLONE,
     INSTANCE_TYPE_RECIRC,
     INSTANCE_TYPE_REPLICATION,
     INSTANCE_TYPE_RESUBMIT,
@@ -43,6 +64,7 @@ from softswitch.backends.common import (
 )
 from softswitch.backends.python.codegen import Compiler
 from softswitch.runtime import state as st
+from softswitch.runtime.pipeline import DIGEST_PORT_BASE
 
 __all__ = ["Pipeline", "UnsupportedError"]
 
@@ -72,6 +94,10 @@ class Pipeline:
         self._packet_length = std["packet_length"]
         self._resubmit = compiler.resubmit_slot
         self._recirculate = compiler.recirculate_slot
+        self._clone = compiler.clone_slot
+        self._clone_list = compiler.clone_list_slot
+        self._digest = compiler.digest_slot
+        self._headers = range(*layout.composites[("hdr",)])
         self._preserved = compiler.preserved_slots()
         self._parse = namespace["parse"]
         self._verify = namespace["verify_checksum"]
@@ -107,39 +133,124 @@ class Pipeline:
         payload_at = self._parse(vector, frame, length)
         self._verify(vector, length)
         self._ingress(vector, length)
+        if vector[self._clone]:
+            self._clone_at_ingress(ingress_port, frame, vector, passes, out)
+        if vector[self._digest]:
+            index, data = vector[self._digest]  # type: ignore[misc]
+            out.append((DIGEST_PORT_BASE + index, data))
         if vector[self._resubmit]:
             self._again(ingress_port, frame, INSTANCE_TYPE_RESUBMIT, vector, self._resubmit, passes, out)
             return
         payload = frame[payload_at:]
         group = vector[self._mcast_grp]
         if group:
-            copies = []
             for replica in self.state.pre.replicas(group):
                 copy = vector.copy()
-                copy[self._egress_port] = replica.port
-                copy[self._egress_spec] = replica.port
-                copy[self._egress_rid] = replica.rid
-                copy[self._instance_type] = INSTANCE_TYPE_REPLICATION
-                copies.append(copy)
-        elif vector[self._egress_spec] == DROP_PORT:
-            return
-        else:
+                self._to_replica(copy, replica, INSTANCE_TYPE_REPLICATION)
+                self._egress_copy(ingress_port, copy, length, payload, passes, out)
+        elif vector[self._egress_spec] != DROP_PORT:
             vector[self._egress_port] = vector[self._egress_spec]
-            copies = [vector]
-        egress, compute, deparse, drop_at = self._egress, self._compute, self._deparse, self._egress_spec
-        for copy in copies:
-            egress(copy, length)
-            if copy[drop_at] == DROP_PORT:
-                continue
-            compute(copy, length)
-            parts: list[bytes] = []
-            deparse(copy, parts)
-            parts.append(payload)
-            if copy[self._recirculate]:
-                again = b"".join(parts)
-                self._again(ingress_port, again, INSTANCE_TYPE_RECIRC, copy, self._recirculate, passes, out)
-            else:
-                out.append((copy[self._egress_port], b"".join(parts)))
+            self._egress_copy(ingress_port, vector, length, payload, passes, out)
+
+    def _egress_copy(
+        self,
+        ingress_port: int,
+        copy: list[object],
+        length: int,
+        payload: bytes,
+        passes: list[int],
+        out: list[tuple[int, bytes]],
+    ) -> None:
+        """Egress, compute checksum and deparser for one copy; it leaves, recirculates or is dropped."""
+        self._egress(copy, length)
+        if copy[self._clone]:
+            self._clone_at_egress(ingress_port, copy, length, payload, passes, out)
+        if copy[self._egress_spec] == DROP_PORT:
+            return
+        self._compute(copy, length)
+        parts: list[bytes] = []
+        self._deparse(copy, parts)
+        parts.append(payload)
+        if copy[self._recirculate]:
+            again = b"".join(parts)
+            self._again(ingress_port, again, INSTANCE_TYPE_RECIRC, copy, self._recirculate, passes, out)
+        else:
+            out.append((copy[self._egress_port], b"".join(parts)))
+
+    def _to_replica(self, copy: list[object], replica: st.Replica, instance_type: int) -> None:
+        copy[self._egress_port] = replica.port
+        copy[self._egress_spec] = replica.port
+        copy[self._egress_rid] = replica.rid
+        copy[self._instance_type] = instance_type
+
+    def _clone_request(self, vector: list[object], passes: list[int]) -> tuple[st.Replicas, list[int]]:
+        """The clone session's replicas and the field list's slots; the request is cleared (as bmv2)."""
+        session = int(vector[self._clone]) - 1  # type: ignore[call-overload]
+        index = int(vector[self._clone_list]) - 1  # type: ignore[call-overload]
+        vector[self._clone] = vector[self._clone_list] = 0
+        replicas = self.state.pre.clone_sessions.get(session, ())
+        if replicas:
+            self._count_pass(passes)
+        return replicas, self._preserved.get(index, [])
+
+    def _clone_at_ingress(
+        self,
+        ingress_port: int,
+        frame: bytes,
+        vector: list[object],
+        passes: list[int],
+        out: list[tuple[int, bytes]],
+    ) -> None:
+        """I2E: the frame this pass began with, parsed again, with the field list's values."""
+        replicas, slots = self._clone_request(vector, passes)
+        if not replicas:
+            return
+        length = len(frame)
+        parsed = self._template.copy()
+        parsed[self._ingress_port] = ingress_port
+        parsed[self._packet_length] = length
+        payload_at = self._parse(parsed, frame, length)
+        self._verify(parsed, length)
+        clone = self._cloned(parsed, vector, slots, INSTANCE_TYPE_INGRESS_CLONE, length)
+        for replica in replicas:
+            copy = clone.copy()
+            self._to_replica(copy, replica, INSTANCE_TYPE_INGRESS_CLONE)
+            self._egress_copy(ingress_port, copy, length, frame[payload_at:], passes, out)
+
+    def _clone_at_egress(
+        self,
+        ingress_port: int,
+        vector: list[object],
+        length: int,
+        payload: bytes,
+        passes: list[int],
+        out: list[tuple[int, bytes]],
+    ) -> None:
+        """E2E: the headers as egress left them, with the field list's values."""
+        replicas, slots = self._clone_request(vector, passes)
+        clone = self._cloned(vector, vector, slots, INSTANCE_TYPE_EGRESS_CLONE, length)
+        for replica in replicas:
+            copy = clone.copy()
+            self._to_replica(copy, replica, INSTANCE_TYPE_EGRESS_CLONE)
+            self._egress_copy(ingress_port, copy, length, payload, passes, out)
+
+    def _cloned(
+        self, headers: list[object], kept: list[object], slots: list[int], instance_type: int, length: int
+    ) -> list[object]:
+        """Fresh state with the headers of `headers` and the field list's slots of `kept`."""
+        clone = self._template.copy()
+        for slot in self._headers:
+            clone[slot] = headers[slot]
+        for slot in slots:
+            clone[slot] = kept[slot]
+        clone[self._instance_type] = instance_type
+        clone[self._packet_length] = length
+        return clone
+
+    def _count_pass(self, passes: list[int]) -> None:
+        passes[0] += 1
+        if passes[0] > MAX_PASSES:
+            raise RuntimeError(f"more than {MAX_PASSES} passes (resubmit/recirculate/clone loop)")
 
     def _again(
         self,
@@ -152,9 +263,7 @@ class Pipeline:
         out: list[tuple[int, bytes]],
     ) -> None:
         """Start the pass a resubmit or recirculate asked for, with its field list's values."""
-        passes[0] += 1
-        if passes[0] > MAX_PASSES:
-            raise RuntimeError(f"more than {MAX_PASSES} passes (resubmit/recirculate loop)")
+        self._count_pass(passes)
         slots = self._preserved.get(int(vector[request]) - 1, [])  # type: ignore[call-overload]
         kept = (slots, [vector[slot] for slot in slots])
         self._pass(ingress_port, frame, instance_type, kept, passes, out)

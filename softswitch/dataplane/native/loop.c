@@ -61,6 +61,7 @@ typedef union {
     char bytes[CMSG_SPACE(sizeof(int))];
     struct cmsghdr align;
 } control_t;
+#define DIGEST_PORT_BASE (1ull << 32) /* softswitch.runtime.pipeline.DIGEST_PORT_BASE */
 
 /* Counters, by index; names in softswitch/dataplane/native.py (STATS) in this order. */
 enum {
@@ -533,6 +534,11 @@ static void flush_port(dp_t *d, port_t *p, batch_t *b) {
 
 /* Queue one frame on its port (sent by flush_port); a UDP port takes only IPv4/UDP frames. */
 static void send_frame(dp_t *d, sender_t *s, uint64_t number, const uint8_t *f, uint32_t len) {
+    if (number >= DIGEST_PORT_BASE) { /* a digest message: to Python, as PacketIns go (direction 1) */
+        if (!queue_push(&d->packet_in, (uint32_t)(number - DIGEST_PORT_BASE), 1, f, len))
+            count(d, S_PACKET_IN_QUEUE_FULL, 1);
+        return;
+    }
     if (d->cpu_port >= 0 && number == (uint64_t)d->cpu_port) {
         if (!queue_push(&d->packet_in, 0, 0, f, len)) count(d, S_PACKET_IN_QUEUE_FULL, 1);
         return;
@@ -840,9 +846,12 @@ EXPORT void dp_stop(dp_t *d) {
 }
 
 /* Frames for the controller: one into `out`; its length, or -1 after waiting `ms` for none. */
-EXPORT long dp_packet_in(dp_t *d, uint8_t *out, size_t cap, int ms) {
+/* The next PacketIn frame, or digest message (*digest = its index + 1; 0 for a PacketIn). */
+EXPORT long dp_packet_in(dp_t *d, uint8_t *out, size_t cap, int ms, uint32_t *digest) {
     record_t r;
-    return queue_pop(&d->packet_in, &r, out, cap, ms);
+    long n = queue_pop(&d->packet_in, &r, out, cap, ms);
+    *digest = n >= 0 && r.direction == 1 ? r.port + 1 : 0;
+    return n;
 }
 
 EXPORT void dp_destroy(dp_t *d) {
