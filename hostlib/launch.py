@@ -192,13 +192,15 @@ def services(
     seed: int = 1,
     pool_size: int = 128,
     stats_file: Path | None = None,
+    pcap: Path | None = None,
 ) -> Iterator[Services]:
     """A rootless p4reduce-switch (one UDP port) and a controller daemon provisioning it.
 
     The switch serves DATA on `switch_ip`:20562, by default a loopback address whose port 20562 is free.
 
     With `stats_file`, the switch writes its packet counters there (JSON) when it stops, at the end
-    of the `with` block: e.g. how many frames its fault injection dropped.
+    of the `with` block: e.g. how many frames its fault injection dropped. With `pcap` (a directory,
+    created if need be), it captures every frame in and out with its time (`--pcap`).
     """
     logs.mkdir(parents=True, exist_ok=True)
     switch_ip = switch_ip or free_loopback_address()
@@ -225,6 +227,9 @@ def services(
     ]
     if stats_file is not None:
         switch_cmd += ["--stats-file", str(stats_file)]
+    if pcap is not None:
+        pcap.mkdir(parents=True, exist_ok=True)
+        switch_cmd += ["--pcap", str(pcap)]
     if drop_rate or drop_rate_out:
         switch_cmd += [
             "--drop-rate",
