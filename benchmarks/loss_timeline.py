@@ -1,11 +1,13 @@
 """Where the time goes under loss: every use's timeline at the switch, lossless against lossy, in one run.
 
-    python benchmarks/loss_timeline.py [--drop-rate 0.05] [--pool-size 32] [--elements 1048576] [--iters 3]
+    python benchmarks/loss_timeline.py [--drop-rate 0.05] [--pool-size 32] [--elements 1048576] [--iters 5]
 
 Runs what `p4reduce-bench` runs (4 workers joining a job of a rootless p4reduce-switch, float32
-all-reduces, the lossless phase then the lossy one, each on its own switch with seeded loss each
-way), with the switch capturing every frame in and out (`--pcap`, microsecond times, taken before
-the fault injection drops a frame in and after it drops a frame out) and each worker returning its
+all-reduces, a lossless phase and a lossy one, each on its own switch with seeded loss each way),
+but with both switches up at once and each worker making each iteration's call on both, in turn
+(the order alternating), so that the load of a shared machine weighs on both phases alike. Each
+switch captures every frame in and out (`--pcap`, microsecond times, taken before the fault
+injection drops a frame in and after it drops a frame out), and each worker returns its
 engine's counters. From the captures it rebuilds each use of a slot:
 
     result(u-W) to rank r ... r's DATA(u) arrives ... the use completes ... RESULT(u) reaches every rank
@@ -25,6 +27,7 @@ slot cycle, split, and how its extra time compares with its extra packet events.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import statistics
@@ -51,21 +54,33 @@ COUNTERS = (
 )  # fmt: skip
 
 
-def worker(controller: str, job: str, rank: int, world: int, elements: int, iters: int) -> dict:
+def worker(controllers: list[str], jobs: list[str], rank: int, world: int, elements: int, iters: int) -> list:
+    """Each iteration's call on every phase's switch in turn, the order alternating: load drift hits all."""
     from hostlib.communicator import Communicator
 
-    with Communicator.join(controller, job, rank, world, address=(f"127.0.0.{2 + rank}", 0)) as comm:
-        before = comm.stats()
-        times, ok = [], True
-        for iteration in range(iters):
-            data = make_input(rank, elements, "float32", iteration)
+    comms = [
+        Communicator.join(c, j, rank, world, address=(f"127.0.0.{2 + rank}", 0))
+        for c, j in zip(controllers, jobs, strict=True)
+    ]
+    before = [comm.stats() for comm in comms]
+    times: list[list[float]] = [[] for _ in comms]
+    ok = [True for _ in comms]
+    for iteration in range(iters):
+        data = make_input(rank, elements, "float32", iteration)
+        order = range(len(comms)) if iteration % 2 == 0 else reversed(range(len(comms)))
+        for p in order:
             started = time.perf_counter()
-            result = comm.allreduce(data)
-            times.append(time.perf_counter() - started)
-            ok &= check(result, world, elements, "float32", iteration, k=comm.job.values_per_packet)[0]
+            result = comms[p].allreduce(data)
+            times[p].append(time.perf_counter() - started)
+            ok[p] &= check(result, world, elements, "float32", iteration, k=comms[p].job.values_per_packet)[0]
+    out = []
+    for p, comm in enumerate(comms):
         after = comm.stats()
-    counters = {name: getattr(after, name) - getattr(before, name) for name in COUNTERS}
-    return {"rank": rank, "times": times, "ok": ok, "counters": counters}
+        counters = {name: getattr(after, name) - getattr(before[p], name) for name in COUNTERS}
+        rtt = statistics.median(after.rtt_samples) if after.rtt_samples else 0.0
+        out.append({"rank": rank, "times": times[p], "ok": ok[p], "counters": counters, "rtt": rtt})
+        comm.close()
+    return out
 
 
 @dataclass
@@ -128,6 +143,8 @@ class Split:
     own_query: list[float] = field(default_factory=list)  # lost RESULT: complete -> the loser's first QUERY
     replayed: list[float] = field(default_factory=list)  # lost RESULT: complete -> its replay left
     others_first: int = 0  # lost RESULTs where another rank asked about the next use before the loser asked
+    span: float = 0.0  # per call: its first DATA's arrival to its last RESULT's departure, summed over calls
+    tail: float = 0.0  # per call: from the median slot's last completion to the call's last, summed
 
 
 def split(uses: dict[tuple[int, int, int], Use], world: int) -> Split:
@@ -135,8 +152,20 @@ def split(uses: dict[tuple[int, int, int], Use], world: int) -> Split:
     by_slot: dict[tuple[int, int], list[tuple[int, Use]]] = defaultdict(list)
     for (call, number, slot), use in uses.items():
         by_slot[(call, slot)].append((number, use))
-    for entries in by_slot.values():
+    ends: dict[int, list[float]] = defaultdict(list)
+    starts: dict[int, float] = {}
+    for (call, _), entries in by_slot.items():
         entries.sort(key=lambda e: e[0])
+        last = entries[-1][1]
+        if last.results:
+            ends[call].append(max(min(times) for times in last.results.values()))
+        first = min((t for _, use in entries for times in use.data.values() for t in times), default=None)
+        if first is not None:
+            starts[call] = min(starts.get(call, first), first)
+    for call, slot_ends in ends.items():
+        out.span += max(slot_ends) - starts[call]
+        out.tail += max(slot_ends) - statistics.median(slot_ends)
+    for entries in by_slot.values():
         for (_, prev), (_, use) in zip(entries, entries[1:], strict=False):
             if prev.complete is None or use.complete is None or len(use.data) < world:
                 continue
@@ -171,24 +200,41 @@ def split(uses: dict[tuple[int, int, int], Use], world: int) -> Split:
     return out
 
 
-def phase(args: argparse.Namespace, drop_rate: float, tag: str) -> tuple[list[dict], dict, Split]:
+def phases(args: argparse.Namespace) -> list[tuple[list[dict], dict, Split]]:
+    """Both phases at once, each on its own switch: per phase, the workers' results, the switch's
+    counters and the timelines from its capture."""
     import json
 
-    ctx = multiprocessing.get_context("spawn")
-    logs = ROOT / "logs" / f"timeline-{tag}"
-    capture = logs / "pcap"
-    for old in capture.glob("*.pcap") if capture.exists() else []:
-        old.unlink()
-    stats_file = logs / "switch-stats.json"
-    with services(
-        logs, ROOT / "build", drop_rate=drop_rate, drop_rate_out=drop_rate, pool_size=args.pool_size,
-        stats_file=stats_file, pcap=capture,
-    ) as svc:  # fmt: skip
-        jobs = [(svc.controller, f"timeline-{tag}", r, 4, args.elements, args.iters) for r in range(4)]
-        with ctx.Pool(4) as pool:
-            workers = pool.starmap(worker, jobs)
-    switch = json.loads(stats_file.read_text()) if stats_file.exists() else {}
-    return workers, switch, split(timelines(capture), 4)
+    rates = {"lossless": 0.0, "lossy": args.drop_rate}
+    with contextlib.ExitStack() as stack:
+        controllers = []
+        for tag, rate in rates.items():
+            logs = ROOT / "logs" / f"timeline-{tag}"
+            for old in (logs / "pcap").glob("*.pcap"):
+                old.unlink()
+            svc = stack.enter_context(
+                services(
+                    logs,
+                    ROOT / "build",
+                    drop_rate=rate,
+                    drop_rate_out=rate,
+                    pool_size=args.pool_size,
+                    stats_file=logs / "switch-stats.json",
+                    pcap=logs / "pcap",
+                )  # fmt: skip
+            )
+            controllers.append(svc.controller)
+        jobs = [f"timeline-{tag}" for tag in rates]
+        arguments = [(controllers, jobs, r, 4, args.elements, args.iters) for r in range(4)]
+        with multiprocessing.get_context("spawn").Pool(4) as pool:
+            per_rank = pool.starmap(worker, arguments)
+    out = []
+    for p, tag in enumerate(rates):
+        logs = ROOT / "logs" / f"timeline-{tag}"
+        stats = logs / "switch-stats.json"
+        switch = json.loads(stats.read_text()) if stats.exists() else {}
+        out.append(([w[p] for w in per_rank], switch, split(timelines(logs / "pcap"), 4)))
+    return out
 
 
 def us(seconds: float) -> str:
@@ -210,6 +256,7 @@ def report(tag: str, workers: list[dict], switch: dict, s: Split, uses: float) -
         f"{switch.get('dropped_fault_in', 0)} in, {switch.get('dropped_fault_out', 0)} out)"
     )
     print("  engines: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
+    print(f"  data round trip: median {us(statistics.median(w['rtt'] for w in workers))} (ranks' medians)")
     if s.cycles:
         n = s.cycles
         print(
@@ -217,6 +264,11 @@ def report(tag: str, workers: list[dict], switch: dict, s: Split, uses: float) -
             f"{us(s.turnaround / n)} + DATA recovery {us(s.data_recovery / n)} + RESULT recovery "
             f"{us(s.result_recovery / n)} (mean of {n}; {s.data_lost_uses} uses with DATA resent, "
             f"{s.result_lost_uses} with a RESULT replayed)"
+        )
+    if s.span:
+        print(
+            f"  calls at the switch: {s.span * 1e3:.0f} ms in all, of which {s.tail * 1e3:.0f} ms after the "
+            "median slot's last RESULT (waiting for the slowest slot)"
         )
     if s.own_query:
         print(
@@ -242,18 +294,21 @@ def main() -> int:
     parser.add_argument("--drop-rate", type=float, default=0.05)
     parser.add_argument("--pool-size", type=int, default=32)
     parser.add_argument("--elements", type=int, default=1 << 20)
-    parser.add_argument("--iters", type=int, default=3)
+    parser.add_argument("--iters", type=int, default=5)
     args = parser.parse_args()
     share_job_credential()
     print(f"load average {os.getloadavg()[0]:.2f}")
     uses = args.iters * -(-args.elements // 64)  # slot uses of all calls, K = 64 (priming uses left out)
-    base = phase(args, 0.0, "lossless")
+    base, worse = phases(args)
     lossless, events = report("lossless", *base, uses)
-    worse = phase(args, args.drop_rate, "lossy")
     lossy, lossy_events = report(f"{args.drop_rate:.1%} loss each way", *worse, uses)
+    paired = [
+        max(w["times"][i] for w in base[0]) / max(w["times"][i] for w in worse[0]) for i in range(args.iters)
+    ]
     print(
-        f"goodput ratio {lossless / lossy:.0%}; time {lossy / lossless:.2f}x, packet events "
-        f"{lossy_events / events:.2f}x; load average {os.getloadavg()[0]:.2f}"
+        f"goodput ratio {lossless / lossy:.0%} (per iteration: {', '.join(f'{r:.0%}' for r in paired)}); "
+        f"time {lossy / lossless:.2f}x, packet events {lossy_events / events:.2f}x; "
+        f"load average {os.getloadavg()[0]:.2f}"
     )
     a, b = base[2], worse[2]
     if a.cycles and b.cycles:
