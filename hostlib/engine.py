@@ -138,8 +138,12 @@ class Overtaking:
     FAST_RETRANSMIT_AFTER-th newest transmission answered so far. Every
     transmission so marked is reported, however many are lost in one
     window. A resend takes its place at the back of the order, so a lost
-    resend is found the same way. A result of a resent use is no evidence:
-    it may answer the first send. O(1) per packet, amortized.
+    resend is found the same way. A QUERY does not: its answer to a lost
+    DATA is a MISSING, and the RESULT comes only a round trip later (the
+    missing rank's resend), after later sends have been answered; so a
+    question withdraws its use from the order, and the question's own timer
+    asks again if need be. A result of a resent use is no evidence: it may
+    answer the first send. O(1) per packet, amortized.
     """
 
     def __init__(self, slots: int) -> None:
@@ -153,6 +157,10 @@ class Overtaking:
         self._sent += 1
         self._latest[slot] = self._sent
         self._order.append((self._sent, slot))
+
+    def withdraw(self, slot: int) -> None:
+        """A question was asked about the slot's use: no longer watched (its timer watches it)."""
+        self._latest[slot] = 0
 
     def answered(self, slot: int, first_send: bool) -> list[int]:
         """The slot's result arrived; returns the slots whose uses are now taken as lost."""
@@ -397,7 +405,6 @@ class Engine:
         call.asked_at[slot] = now
         call.probe_at[slot] = math.inf
         call.deadline[slot] = now + self._question_timeout(call.asks[slot])
-        call.overtaking.sent(slot)
         self._emit(packet)
 
     def _question_timeout(self, asks: int) -> float:
@@ -438,6 +445,7 @@ class Engine:
         assert call is not None
         call.last_data[slot] = now
         self.stats.retransmissions += 1
+        call.overtaking.sent(slot)
         self._again(slot, call.buffers[slot], now)
 
     def _query(self, slot: int, now: float) -> None:
@@ -447,6 +455,7 @@ class Engine:
         packet = bytearray(call.buffers[slot][:HEADER_BYTES])
         packet[0] = MsgType.QUERY
         self.stats.queries += 1
+        call.overtaking.withdraw(slot)
         self._again(slot, packet, now)
 
     def _suspect(self, slot: int, now: float, *, fast: bool) -> None:

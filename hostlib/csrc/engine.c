@@ -191,7 +191,6 @@ static void again(struct p4r_engine *e, int slot, const uint8_t *packet, size_t 
     c->asked_at[slot] = now;
     c->probe_at[slot] = INFINITY;
     set_deadline(e, slot, now + question_timeout(e, c->asks[slot]));
-    sent(e, slot);
     emit(e, packet, size);
 }
 
@@ -199,6 +198,7 @@ static void resend(struct p4r_engine *e, int slot, double now) {
     struct p4r_call *c = &e->call;
     c->last_data[slot] = now;
     e->stats.retransmissions += 1;
+    sent(e, slot);
     again(e, slot, c->buffers + (size_t)slot * e->frame, e->frame, now);
 }
 
@@ -207,6 +207,7 @@ static void query(struct p4r_engine *e, int slot, double now) {
     memcpy(packet, e->call.buffers + (size_t)slot * e->frame, P4R_HEADER_BYTES);
     packet[0] = P4R_QUERY;
     e->stats.queries += 1;
+    p4r_overtaking_withdraw(&e->call.overtaking, slot);
     again(e, slot, packet, sizeof packet, now);
 }
 

@@ -48,6 +48,8 @@ int p4r_overtaking_sent(struct p4r_overtaking *o, int slot) {
     return 0;
 }
 
+void p4r_overtaking_withdraw(struct p4r_overtaking *o, int slot) { o->latest[slot] = 0; }
+
 static size_t smallest(const uint64_t *newest) {
     size_t at = 0;
     for (size_t i = 1; i < P4R_FAST_RETRANSMIT_AFTER; i++) {

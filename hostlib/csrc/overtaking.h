@@ -26,6 +26,8 @@ void p4r_overtaking_reset(struct p4r_overtaking *o, int slots);
 void p4r_overtaking_free(struct p4r_overtaking *o);
 /* A transmission of the slot's current use; returns -1 when out of memory. */
 int p4r_overtaking_sent(struct p4r_overtaking *o, int slot);
+/* A question was asked about the slot's use: no longer watched (its timer watches it). */
+void p4r_overtaking_withdraw(struct p4r_overtaking *o, int slot);
 /* The slot's result arrived: writes the slots now taken as lost to `lost`, returns how many. */
 int p4r_overtaking_answered(struct p4r_overtaking *o, int slot, int first_send, int *lost);
 

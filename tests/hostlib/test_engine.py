@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -84,16 +84,21 @@ def test_every_rank_gets_the_exact_int32_sum_and_floats_within_the_bound(kind: s
     assert all(np.array_equal(results[0], r) for r in results), "every rank decodes the same sum"
 
 
-def test_a_lost_data_is_resent_by_its_rank_alone_after_one_query_and_a_missing(kind: str) -> None:
-    lost = set()
+def losing_first_data_of(rank: int) -> Callable[[Packet], list[float]]:
+    """A fault script: the rank's first transmission (its DATA of use 0) is lost, once."""
+    lost = []
 
-    def lose_rank2_first_use(packet: Packet) -> list[float]:
-        if packet.upstream and packet.rank == 2 and packet.number == 0 and not lost:
-            lost.add(packet)
+    def fault(packet: Packet) -> list[float]:
+        if packet.upstream and packet.rank == rank and packet.number == 0 and not lost:
+            lost.append(packet)
             return []
         return [0.0]
 
-    fabric = Fabric(engine=kind, world=4, pool=2, fault=lose_rank2_first_use)
+    return fault
+
+
+def test_a_lost_data_is_resent_by_its_rank_alone_after_one_query_and_a_missing(kind: str) -> None:
+    fabric = Fabric(engine=kind, world=4, pool=2, fault=losing_first_data_of(2))
     data = ints(4, K)  # one use: nothing overtakes it, the timer finds it
     assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
     # (rank + use) mod 4 = 0: rank 0 asks, the switch multicasts MISSING, rank 2 alone resends its DATA.
@@ -102,6 +107,19 @@ def test_a_lost_data_is_resent_by_its_rank_alone_after_one_query_and_a_missing(k
     assert fabric.counter("MyIngress.job_missing") == 1
     assert [e.stats.missing_resends for e in fabric.engines] == [0, 0, 1, 0]
     assert sum(e.stats.suppressed for e in fabric.engines) == 2  # ranks 1 and 3 did not ask
+
+
+def test_a_question_is_asked_again_by_its_timer_not_by_later_results(kind: str) -> None:
+    fabric = Fabric(engine=kind, world=2, pool=16, fault=losing_first_data_of(1))
+    data = ints(2, 64 * K)  # 8 slots, 8 uses each: later results keep arriving while use 0 recovers
+    assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
+    # Overtaken, use 0 is asked after once by rank 0 (position 0). Its RESULT needs two round trips
+    # (the MISSING out, rank 1's resend in) while later sends are answered after one: those answers
+    # must not make rank 0 ask again.
+    assert [p.rank for p in fabric.sent(msg_type=MsgType.QUERY)] == [0]
+    first_use = [p.rank for p in fabric.sent(msg_type=MsgType.DATA) if p.seq == seq_of(0, 0)]
+    assert first_use == [0, 1, 1]  # rank 1: lost, then resent once
+    assert [e.stats.retransmissions for e in fabric.engines] == [0, 1]
 
 
 def test_a_lost_result_is_replayed_to_that_rank_alone(kind: str) -> None:
@@ -280,6 +298,12 @@ def test_a_use_overtaken_by_three_later_results_is_lost_once_until_resent() -> N
     for slot in (1, 2, 3):
         overtaking.sent(slot)
     assert [overtaking.answered(slot, first_send=True) for slot in (1, 2, 3)] == [[], [], [0]]  # lost again
+
+
+def test_a_use_asked_about_is_not_reported_again() -> None:
+    overtaking = sent_in_order(4)
+    overtaking.withdraw(0)  # its timer fired and a QUERY asked about it: that QUERY's timer watches it now
+    assert [overtaking.answered(slot, first_send=True) for slot in (1, 2, 3)] == [[], [], []]
 
 
 def test_every_use_lost_in_one_window_is_found_at_once() -> None:
