@@ -50,7 +50,7 @@ HEADER = struct.Struct(">BBHHBBIIII")
 FRAME_HEADERS = 14 + 20 + 8  # Ethernet, IPv4, UDP
 COUNTERS = (
     "packets_sent", "packets_received", "retransmissions", "queries", "fast_retransmissions", "timeouts",
-    "missing_received", "missing_resends", "suppressed", "ignored",
+    "missing_received", "missing_resends", "ignored",
 )  # fmt: skip
 
 

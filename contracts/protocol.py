@@ -48,10 +48,10 @@ SLOT_MASK = 0x7FFF
 class MsgType(enum.IntEnum):
     DATA = 1  # worker -> switch: a contribution
     RESULT = 2  # switch -> workers: the sums of a completed use
-    MISSING = 3  # switch -> job: a resent use is still collecting; aux = ranks that contributed
+    MISSING = 3  # switch -> asker: its contribution to the use is missing; aux = ranks that contributed
     ABORT = 4  # switch -> job (or sender): the call is aborted; aux = the call the slot holds (0: unknown)
     STALE = 5  # switch -> sender: the slot has moved past this use; aux = the seq it holds
-    QUERY = 6  # worker -> switch, header only: where is this use? (answered RESULT, MISSING or STALE)
+    QUERY = 6  # worker -> switch, header only: where is this use? (answered RESULT, MISSING, STALE or not)
 
 
 NOTICES = (MsgType.MISSING, MsgType.ABORT, MsgType.STALE)  # header-only packets from the switch
@@ -73,6 +73,7 @@ class DropReason(enum.IntEnum):
     CALL_MISMATCH = 11
     CALL_ABORTED = 12
     NO_RESULT_DEST = 13
+    CONTRIBUTED = 14  # a QUERY about a collecting use from a rank whose contribution is in
 
 
 DROP_REASON_COUNT = 16  # size of the drop counter arrays

@@ -84,8 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     report.note(
         "DATA resent, queries = per DATA packet. Only the rank whose DATA was lost resends it (the switch's "
-        "MISSING names it), so about p DATA are resent per DATA sent; a lost DATA or RESULT costs about one "
-        "24-byte QUERY, so about 2p queries for small p (docs/protocol.md, *Loss recovery*)."
+        "MISSING, its answer to that rank's QUERY, names it), so about p DATA are resent per DATA sent; a "
+        "lost DATA costs a 24-byte QUERY from every rank, of which the switch answers one, and a lost "
+        "RESULT one QUERY, so about (N + 1)p queries for small p (docs/protocol.md, *Loss recovery*)."
     )
 
     fig, (left, right) = figure(2, f"loss at the switch, {args.workers} workers, {args.bw:g} Mbit/s links")

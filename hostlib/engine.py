@@ -24,16 +24,17 @@ What a use carries and what happens to its result is the plan's business
 - the retransmission timer, for what nothing overtakes (the tail of a call):
   the larger of smoothed RTT + 4 x deviation and 3 x smoothed RTT, bounded
   to [1 ms, 1 s]; doubled at each expiry until the next valid sample.
-A suspected use is asked after with a QUERY (its header alone) at once by
-one rank, position 0 of `(rank + use) mod N`; the rank at position p waits p
-answer times for its RESULT or a MISSING and only then asks. An unanswered
-question is asked again after three question round trips, doubled each
-time (a QUERY's round trip has no wait for the slowest rank in it). The switch answers a QUERY with the
-RESULT (the asker's result was lost) or a MISSING to the whole job naming
-who has contributed: a rank missing from it resends its DATA, unchanged, at
-once; the others wait for their timer. So DATA is resent only by the rank
-whose DATA was lost. A call with no progress for `progress_timeout` seconds
-fails with AllreduceTimeout instead of hanging.
+A suspected use is asked after at once with a QUERY (its header alone) by
+every rank that suspects it. The switch answers the asker alone, and only
+with what it can act on: the RESULT (its result was lost), or a MISSING
+naming who has contributed when the asker's own contribution is missing
+(it resends its DATA, unchanged, at once); a rank whose contribution is in
+gets no answer and waits. A question is asked again by its own timer only:
+three question round trips, doubled each time (a QUERY's round trip has no
+wait for the slowest rank in it). So DATA is resent only by the rank whose
+DATA was lost, and a lost RESULT costs its rank one question, at once. A
+call with no progress for `progress_timeout` seconds fails with
+AllreduceTimeout instead of hanging.
 """
 
 from __future__ import annotations
@@ -69,9 +70,8 @@ assert HEADER.size == HEADER_BYTES
 RTO_MIN, RTO_MAX, RTO_INITIAL = 0.001, 1.0, 0.2
 RTO_SRTT_MULTIPLE = 3  # the timer never fires sooner than this many smoothed round trips
 FAST_RETRANSMIT_AFTER = 3  # results of later sends that mark an unanswered transmission lost
-SUPPRESS_RTTS = 1.5  # a rank that is not the use's prober waits this many round trips before resending
 REMEMBERED_ABORTS = 64  # aborts of calls this rank has not started yet
-QUESTION_BACKOFFS = 6  # an unanswered question's wait doubles at most this many times
+QUESTION_BACKOFFS = 2  # an unanswered question's wait doubles at most this many times
 RTT_SAMPLES = 10_000  # EngineStats keeps the first this many round-trip samples
 _USE_MASK = (1 << USE_BITS) - 1
 
@@ -111,7 +111,6 @@ class EngineStats:
     timeouts: int = 0  # retransmission timer expiries
     missing_received: int = 0  # MISSING notices about this rank's outstanding uses
     missing_resends: int = 0  # DATA resent because a MISSING said this rank's contribution was lost
-    suppressed: int = 0  # queries not made because the use's RESULT or a MISSING came first
     ignored: int = 0  # duplicates, late answers, strays, malformed datagrams
     forged: int = 0  # this job's packets without this rank's key
     refused: int = 0  # ICMP port unreachable seen on the socket
@@ -199,7 +198,6 @@ class _Call:
         self.last_data = [0.0] * width  # latest transmission of its DATA, first or resend
         self.retries = [0] * width
         self.deadline = [math.inf] * width
-        self.probe_at = [math.inf] * width  # a deferred query (not this use's prober)
         self.asked_at = [0.0] * width  # the latest QUERY (or resend) about the current use
         self.asks = [0] * width  # QUERYs and resends about the current use since the switch last answered
         self.buffers = [bytearray(payload_bytes(k)) for _ in range(width)]
@@ -317,10 +315,7 @@ class Engine:
             return self._take()
         slot = self._outstanding_slot(seq, set_slot)
         if slot is None:
-            if msg_type == MsgType.MISSING and size == HEADER_BYTES:
-                self._missing_ahead(seq, set_slot, aux, now)
-            else:
-                self.stats.ignored += 1
+            self.stats.ignored += 1
         elif msg_type == MsgType.RESULT and size == payload_bytes(self.member.values_per_packet):
             self._result(slot, memoryview(datagram)[HEADER_BYTES:], exp, now)
         elif msg_type == MsgType.MISSING and size == HEADER_BYTES:
@@ -348,9 +343,6 @@ class Engine:
             self.stats.timeouts += len(expired)
             for slot in expired:
                 self._suspect(slot, now, fast=False)
-        for slot in range(call.width):
-            if call.probe_at[slot] <= now:
-                self._query(slot, now)
         if now >= self._last_progress + self.progress_timeout:  # the very sum next_deadline gives
             call.error = AllreduceTimeout(self._stall_message(now - self._last_progress))
         return self._take()
@@ -360,7 +352,7 @@ class Engine:
         call = self._call
         if call is None or self.done:
             return math.inf
-        return min(min(call.deadline), min(call.probe_at), self._last_progress + self.progress_timeout)
+        return min(min(call.deadline), self._last_progress + self.progress_timeout)
 
     # ------------------------------------------------------------------ protocol
     def _outstanding_slot(self, seq: int, set_slot: int) -> int | None:
@@ -391,7 +383,6 @@ class Engine:
         call.sent_at[slot] = call.last_data[slot] = now
         call.retries[slot] = call.asks[slot] = 0
         call.deadline[slot] = now + self.rto
-        call.probe_at[slot] = math.inf
         call.overtaking.sent(slot)
         self._emit(buffer)
 
@@ -403,7 +394,6 @@ class Engine:
         call.retries[slot] += 1
         call.asks[slot] += 1
         call.asked_at[slot] = now
-        call.probe_at[slot] = math.inf
         call.deadline[slot] = now + self._question_timeout(call.asks[slot])
         self._emit(packet)
 
@@ -433,12 +423,6 @@ class Engine:
                 self._qsrtt = 0.875 * self._qsrtt + 0.125 * sample
         call.asks[slot] = 0
 
-    def _question_wait(self) -> float:
-        """How long an answer to another rank's question may take to reach this one: a question round
-        trip and its deviation (RFC 6298's form), at least 1.5 round trips."""
-        rtt = self._question_rtt()
-        return max(rtt + 4 * self._qrttvar, SUPPRESS_RTTS * rtt)
-
     def _resend(self, slot: int, now: float) -> None:
         """Send a slot's current use again, unchanged: the switch said this rank's DATA is missing."""
         call = self._call
@@ -449,7 +433,8 @@ class Engine:
         self._again(slot, call.buffers[slot], now)
 
     def _query(self, slot: int, now: float) -> None:
-        """Ask the switch about a slot's use: it answers with the RESULT, a MISSING or a STALE."""
+        """Ask the switch about a slot's use: it answers with the RESULT, a MISSING (this rank's DATA is
+        missing) or a STALE, or not at all (this rank's DATA is in: the others' are awaited)."""
         call = self._call
         assert call is not None
         packet = bytearray(call.buffers[slot][:HEADER_BYTES])
@@ -459,21 +444,14 @@ class Engine:
         self._again(slot, packet, now)
 
     def _suspect(self, slot: int, now: float, *, fast: bool) -> None:
-        """The slot's use may be lost. Its prober, the rank at position 0 of (rank + use) mod N, asks at
-        once; the rank at position p asks after p answer times, unless the answer to an earlier
-        question (a MISSING to the whole job, or the RESULT) has come: usually one question a loss."""
+        """The slot's use may be lost, its DATA (this rank's or another's) or its RESULT: ask at once.
+        Only this rank can find out that its RESULT was lost, and the switch answers only a rank that
+        has something to do, so asking costs a header-only QUERY and nothing more."""
         call = self._call
         assert call is not None
-        use = call.current[slot]
-        if use < 0 or call.probe_at[slot] != math.inf:
-            return
-        position = (self.member.rank + use) % self.member.world_size
-        if position == 0:
+        if call.current[slot] >= 0:
             self.stats.fast_retransmissions += fast
             self._query(slot, now)
-        else:
-            call.probe_at[slot] = now + position * self._question_wait()
-            call.deadline[slot] = math.inf
 
     def _result(self, slot: int, values: memoryview, exp: int, now: float) -> None:
         call = self._call
@@ -482,8 +460,6 @@ class Engine:
         first_send = call.retries[slot] == 0
         if first_send:  # Karn: only unambiguous samples
             self._sample_rtt(now - call.sent_at[slot])
-        if call.probe_at[slot] != math.inf:
-            self.stats.suppressed += 1
         if call.asks[slot]:
             self._answered(slot, now)
         overtaken = call.overtaking.answered(slot, first_send)
@@ -494,50 +470,30 @@ class Engine:
             self._send(slot, following, exp, now)
         else:
             call.current[slot] = -1
-            call.deadline[slot] = call.probe_at[slot] = math.inf
+            call.deadline[slot] = math.inf
             call.outstanding -= 1
         for lost in overtaken:
             self._suspect(lost, now, fast=True)
 
     def _missing(self, slot: int, contributors: int, now: float) -> None:
-        """A resent use is still collecting: resend if this rank's contribution is not in, else wait."""
+        """The answer to this rank's QUERY: its contribution to the use is missing. Resend it."""
         call = self._call
         assert call is not None
         self.stats.missing_received += 1
         if call.asks[slot]:
             self._answered(slot, now)
-        if not contributors >> self.member.rank & 1:
-            # The MISSING left the switch half a round trip ago; our DATA, if sent more than a round trip
-            # ago, should have been there: it was lost. A younger one may still be on its way: ask
-            # again soon instead of sending it twice.
-            if now - call.last_data[slot] >= self._question_rtt():
-                self.stats.missing_resends += 1
-                self._resend(slot, now)
-            else:
-                call.probe_at[slot] = math.inf
-                call.deadline[slot] = now + self._question_timeout(1)
-            return
-        if call.probe_at[slot] != math.inf:
-            self.stats.suppressed += 1
-            call.probe_at[slot] = math.inf
-        # The missing rank resends on this MISSING: wait for its DATA, then ask again.
-        call.deadline[slot] = now + self._question_timeout(call.asks[slot] + 1)
-
-    def _missing_ahead(self, seq: int, set_slot: int, contributors: int, now: float) -> None:
-        """A MISSING for the use after this rank's outstanding one on a slot: the others have that use's
-        result and moved on, so this rank's RESULT was lost. Ask for the replay now."""
-        call = self._call
-        if call is None or seq >> USE_BITS != call.number or contributors >> self.member.rank & 1:
-            self.stats.ignored += 1
-            return
-        slot = (set_slot & SLOT_MASK) - call.base
-        outstanding = call.current[slot] if 0 <= slot < call.width else -1
-        if outstanding < 0 or seq & _USE_MASK != outstanding + call.width:
-            self.stats.ignored += 1
-            return
-        self.stats.missing_received += 1
-        if call.probe_at[slot] != math.inf or call.retries[slot] == 0:
-            self._query(slot, now)
+        if contributors >> self.member.rank & 1:
+            # In already (the switch answers so only a rank whose contribution is missing): the others'
+            # are awaited; ask again later.
+            call.deadline[slot] = now + self._question_timeout(call.asks[slot] + 1)
+        elif now - call.last_data[slot] >= self._question_rtt():
+            # The MISSING left the switch half a question round trip ago; our DATA, if sent more than a
+            # round trip ago, should have been there: it was lost.
+            self.stats.missing_resends += 1
+            self._resend(slot, now)
+        else:
+            # A younger DATA may still be on its way: ask again soon instead of sending it twice.
+            call.deadline[slot] = now + self._question_timeout(1)
 
     def _stale(self, held: int) -> None:
         call = self._call

@@ -232,9 +232,12 @@ class ProtocolModel:
                 return self._answer(
                     f, MsgType.RESULT, reg[("MyIngress.exp_max", i)], values, port, sport, job, job_id
                 )
+            if seen and not ahead and seen & bit:
+                self._count("MyIngress.ingress_drops", DropReason.CONTRIBUTED)
+                return []  # collecting, with the asker's contribution: nothing to tell it
             self._count("MyIngress.job_missing", job_id)
             contributors = seen if seen and not ahead else 0
-            return self._notice(f, MsgType.MISSING, contributors, port, sport, job, job_id, to_job=True)
+            return self._notice(f, MsgType.MISSING, contributors, port, sport, job, job_id)
         values = list(struct.unpack_from(f"!{K}I", f, P4R + HEADER_BYTES))
         if seen == 0 or ahead:
             self._count("MyIngress.job_data_in", job_id)

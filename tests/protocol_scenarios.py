@@ -784,23 +784,25 @@ def _aggregation_scenarios() -> tuple[Scenario, ...]:
         ),
         Scenario(
             "query_answers_where_the_use_is",
-            "A QUERY (the header alone) asks for a use without resending it: a collecting use answers "
-            "MISSING to the job with its contributors, a use no contribution has reached answers MISSING "
-            "with none, a complete use replays its RESULT to the asker, a use behind the copy is STALE "
-            "(counted as a drop, not as a query).",
+            "A QUERY (the header alone) asks for a use without resending it, and only the asker is "
+            "answered: a collecting use without the asker's contribution answers MISSING with its "
+            "contributors, one with it is not answered (CONTRIBUTED: the asker can only wait), a use no "
+            "contribution has reached answers MISSING with none, a complete use replays its RESULT, a use "
+            "behind the copy is STALE (counted as a drop, not as a query).",
             (
                 Send(1, contribution(JOB_A, 0, 2, A0)),
                 Send(2, contribution(JOB_A, 1, 2, A1)),
                 Send(
-                    1,
-                    query(JOB_A, 0, 2),
-                    to_job(JOB_A, 0, 2, None, msg_type=MsgType.MISSING, aux=0b011),
+                    3,
+                    query(JOB_A, 2, 2),
+                    to_sender(JOB_A, 2, 2, None, msg_type=MsgType.MISSING, aux=0b011),
                     note="rank 2's DATA was lost",
                 ),
+                Send(1, query(JOB_A, 0, 2), note="rank 0 waits for rank 2: nothing to tell it"),
                 Send(
                     2,
                     query(JOB_A, 1, 3),
-                    to_job(JOB_A, 1, 3, None, msg_type=MsgType.MISSING, aux=0),
+                    to_sender(JOB_A, 1, 3, None, msg_type=MsgType.MISSING, aux=0),
                     note="every DATA of that use was lost",
                 ),
                 Send(3, contribution(JOB_A, 2, 2, A2), to_job(JOB_A, 2, 2, A_SUM)),
@@ -816,10 +818,11 @@ def _aggregation_scenarios() -> tuple[Scenario, ...]:
                 ),
                 Check(
                     counters={
-                        ("MyIngress.job_queries", J): (3, 3 * QUERY_LEN),
+                        ("MyIngress.job_queries", J): (4, 4 * QUERY_LEN),
                         ("MyIngress.job_missing", J): (2, 2 * QUERY_LEN),
                         ("MyIngress.job_replays", J): (1, QUERY_LEN),
                         ("MyIngress.job_duplicates", J): (0, 0),
+                        **_drops(DropReason.CONTRIBUTED, 1, QUERY_LEN),
                         **_drops(DropReason.STALE, 1, QUERY_LEN),
                         **_drops(DropReason.BAD_LENGTH, 1, QUERY_LEN),
                     },

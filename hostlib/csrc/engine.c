@@ -45,14 +45,13 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     c->sent_at = malloc(w * sizeof(double));
     c->last_data = malloc(w * sizeof(double));
     c->deadline = malloc(w * sizeof(double));
-    c->probe_at = malloc(w * sizeof(double));
     c->retries = malloc(w * sizeof *c->retries);
     c->asked_at = malloc(w * sizeof(double));
     c->asks = malloc(w * sizeof *c->asks);
     c->buffers = malloc(w * e->frame);
     c->lost = malloc(w * sizeof *c->lost);
     c->expired = malloc(w * sizeof *c->expired);
-    if (!c->current || !c->sent_at || !c->last_data || !c->deadline || !c->probe_at || !c->retries ||
+    if (!c->current || !c->sent_at || !c->last_data || !c->deadline || !c->retries ||
         !c->asked_at || !c->asks ||
         !c->buffers || !c->lost || !c->expired || p4r_overtaking_init(&c->overtaking, e->half_slots) ||
         out_reserve(&e->out, 2 * w + 8)) {
@@ -68,7 +67,6 @@ void p4r_engine_free(struct p4r_engine *e) {
     free(c->sent_at);
     free(c->last_data);
     free(c->deadline);
-    free(c->probe_at);
     free(c->retries);
     free(c->asked_at);
     free(c->asks);
@@ -105,11 +103,6 @@ static void set_deadline(struct p4r_engine *e, int slot, double at) {
     e->wake = lesser(e->wake, at);
 }
 
-static void set_probe(struct p4r_engine *e, int slot, double at) {
-    e->call.probe_at[slot] = at;
-    e->wake = lesser(e->wake, at);
-}
-
 /* The switch answers a QUERY at once, so its round trip is the network's, without the wait for the
  * slowest rank that data round trips include. */
 static double question_rtt(const struct p4r_engine *e) {
@@ -125,13 +118,6 @@ static double question_timeout(const struct p4r_engine *e, uint32_t asks) {
     int doublings = asks > 1 ? (int)(asks - 1) : 0;
     if (doublings > P4R_QUESTION_BACKOFFS) doublings = P4R_QUESTION_BACKOFFS;
     return lesser(ldexp(base, doublings), P4R_RTO_MAX);
-}
-
-/* How long an answer to another rank's question may take to reach this one: a question round trip
- * and its deviation (RFC 6298's form), at least 1.5 round trips. */
-static double question_wait(const struct p4r_engine *e) {
-    double rtt = question_rtt(e), a = rtt + 4 * e->qrttvar, b = P4R_SUPPRESS_RTTS * rtt;
-    return b > a ? b : a;
 }
 
 /* RFC 6298's smoothing of one round-trip sample into a mean and a deviation. */
@@ -177,7 +163,6 @@ static void send_use(struct p4r_engine *e, int slot, long use, uint8_t agreed_ex
     c->sent_at[slot] = c->last_data[slot] = now;
     c->retries[slot] = c->asks[slot] = 0;
     set_deadline(e, slot, now + e->rto);
-    c->probe_at[slot] = INFINITY;
     sent(e, slot);
     emit(e, buffer, e->frame);
 }
@@ -189,7 +174,6 @@ static void again(struct p4r_engine *e, int slot, const uint8_t *packet, size_t 
     c->retries[slot] += 1;
     c->asks[slot] += 1;
     c->asked_at[slot] = now;
-    c->probe_at[slot] = INFINITY;
     set_deadline(e, slot, now + question_timeout(e, c->asks[slot]));
     emit(e, packet, size);
 }
@@ -211,18 +195,12 @@ static void query(struct p4r_engine *e, int slot, double now) {
     again(e, slot, packet, sizeof packet, now);
 }
 
+/* The slot's use may be lost, its DATA or its RESULT: ask at once (the switch answers only a rank that
+ * has something to do). */
 static void suspect(struct p4r_engine *e, int slot, double now, int fast) {
-    struct p4r_call *c = &e->call;
-    long use = c->current[slot];
-    if (use < 0 || c->probe_at[slot] != INFINITY) return;
-    long position = (e->rank + use) % e->world_size; /* the prober asks at once, position p after p waits */
-    if (position == 0) {
-        e->stats.fast_retransmissions += (uint64_t)fast;
-        query(e, slot, now);
-    } else {
-        set_probe(e, slot, now + (double)position * question_wait(e));
-        c->deadline[slot] = INFINITY;
-    }
+    if (e->call.current[slot] < 0) return;
+    e->stats.fast_retransmissions += (uint64_t)fast;
+    query(e, slot, now);
 }
 
 /* ------------------------------------------------------------------ calls */
@@ -244,7 +222,7 @@ void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t desc
         c->sent_at[s] = c->last_data[s] = 0.0;
         c->retries[s] = c->asks[s] = 0;
         c->asked_at[s] = 0.0;
-        c->deadline[s] = c->probe_at[s] = INFINITY;
+        c->deadline[s] = INFINITY;
     }
     p4r_overtaking_reset(&c->overtaking, width);
     e->wake = INFINITY;
@@ -326,7 +304,6 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
     long use = c->current[slot];
     int first_send = c->retries[slot] == 0;
     if (first_send) p4r_engine_sample_rtt(e, now - c->sent_at[slot]); /* Karn: only unambiguous samples */
-    if (c->probe_at[slot] != INFINITY) e->stats.suppressed += 1;
     if (c->asks[slot]) answered(e, slot, now);
     int lost = p4r_overtaking_answered(&c->overtaking, slot, first_send, c->lost);
     p4r_plan_deliver(c->plan, use, values);
@@ -336,51 +313,28 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
         send_use(e, slot, following, exp, now);
     } else {
         c->current[slot] = -1;
-        c->deadline[slot] = c->probe_at[slot] = INFINITY;
+        c->deadline[slot] = INFINITY;
         c->outstanding -= 1;
     }
     for (int i = 0; i < lost; i++) suspect(e, c->lost[i], now, 1);
 }
 
+/* The answer to this rank's QUERY: its contribution to the use is missing. Resend it. */
 static void missing(struct p4r_engine *e, int slot, uint32_t contributors, double now) {
     struct p4r_call *c = &e->call;
     e->stats.missing_received += 1;
     if (c->asks[slot]) answered(e, slot, now);
-    if (!(contributors >> e->rank & 1)) {
-        /* Our DATA, if sent more than a question round trip ago, should have reached the switch before
-         * this MISSING left it: it was lost. A younger one may be on its way: ask again soon. */
-        if (now - c->last_data[slot] >= question_rtt(e)) {
-            e->stats.missing_resends += 1;
-            resend(e, slot, now);
-        } else {
-            c->probe_at[slot] = INFINITY;
-            set_deadline(e, slot, now + question_timeout(e, 1));
-        }
-        return;
+    if (contributors >> e->rank & 1) {
+        /* In already (the switch answers so only a rank whose contribution is missing): ask again later. */
+        set_deadline(e, slot, now + question_timeout(e, c->asks[slot] + 1));
+    } else if (now - c->last_data[slot] >= question_rtt(e)) {
+        /* Our DATA, if sent more than a question round trip ago, should have reached the switch before this
+         * MISSING left it: it was lost. */
+        e->stats.missing_resends += 1;
+        resend(e, slot, now);
+    } else {
+        set_deadline(e, slot, now + question_timeout(e, 1)); /* a younger one may be on its way: ask soon */
     }
-    if (c->probe_at[slot] != INFINITY) {
-        e->stats.suppressed += 1;
-        c->probe_at[slot] = INFINITY;
-    }
-    set_deadline(e, slot, now + question_timeout(e, c->asks[slot] + 1)); /* the missing rank resends now */
-}
-
-/* A MISSING for the use after this rank's outstanding one on a slot: its RESULT was lost. */
-static void missing_ahead(struct p4r_engine *e, uint32_t seq, uint16_t set_slot, uint32_t contributors,
-                          double now) {
-    struct p4r_call *c = &e->call;
-    if (!e->active || seq >> P4R_USE_BITS != c->number || contributors >> e->rank & 1) {
-        e->stats.ignored += 1;
-        return;
-    }
-    int slot = (int)(set_slot & P4R_SLOT_MASK) - c->base;
-    long outstanding = slot >= 0 && slot < c->width ? c->current[slot] : -1;
-    if (outstanding < 0 || (long)(seq & P4R_USE_MASK) != outstanding + c->width) {
-        e->stats.ignored += 1;
-        return;
-    }
-    e->stats.missing_received += 1;
-    if (c->probe_at[slot] != INFINITY || c->retries[slot] == 0) query(e, slot, now);
 }
 
 static void abort_seen(struct p4r_engine *e, uint32_t seq, struct p4r_abort_seen abort) {
@@ -432,11 +386,7 @@ void p4r_engine_receive(struct p4r_engine *e, const uint8_t *datagram, size_t si
     }
     int slot = outstanding_slot(e, h.seq, h.set_slot);
     if (slot < 0) {
-        if (h.msg_type == P4R_MISSING && notice) {
-            missing_ahead(e, h.seq, h.set_slot, h.aux, now);
-        } else {
-            e->stats.ignored += 1;
-        }
+        e->stats.ignored += 1;
     } else if (h.msg_type == P4R_RESULT && size == e->frame) {
         result(e, slot, datagram + P4R_HEADER_BYTES, h.exp, now);
     } else if (h.msg_type == P4R_MISSING && notice) {
@@ -453,7 +403,7 @@ void p4r_engine_receive(struct p4r_engine *e, const uint8_t *datagram, size_t si
 void p4r_engine_poll(struct p4r_engine *e, double now) {
     if (p4r_engine_done(e)) return;
     struct p4r_call *c = &e->call;
-    if (now >= e->wake) { /* else no deadline or probe time can have come */
+    if (now >= e->wake) { /* else no deadline can have come */
         int expired = 0;
         for (int s = 0; s < c->width; s++) {
             if (c->current[s] >= 0 && c->deadline[s] <= now) c->expired[expired++] = s;
@@ -467,11 +417,8 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
             e->stats.timeouts += (uint64_t)expired;
             for (int i = 0; i < expired; i++) suspect(e, c->expired[i], now, 0);
         }
-        for (int s = 0; s < c->width; s++) {
-            if (c->probe_at[s] <= now) query(e, s, now);
-        }
         double wake = INFINITY;
-        for (int s = 0; s < c->width; s++) wake = lesser(wake, lesser(c->deadline[s], c->probe_at[s]));
+        for (int s = 0; s < c->width; s++) wake = lesser(wake, c->deadline[s]);
         e->wake = wake;
     }
     if (now >= e->last_progress + e->progress_timeout) {
@@ -485,12 +432,9 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
 double p4r_engine_next_deadline(const struct p4r_engine *e) {
     if (p4r_engine_done(e)) return INFINITY;
     const struct p4r_call *c = &e->call;
-    double deadline = INFINITY, probe = INFINITY;
-    for (int s = 0; s < c->width; s++) {
-        deadline = lesser(deadline, c->deadline[s]);
-        probe = lesser(probe, c->probe_at[s]);
-    }
-    return lesser(lesser(deadline, probe), e->last_progress + e->progress_timeout);
+    double deadline = INFINITY;
+    for (int s = 0; s < c->width; s++) deadline = lesser(deadline, c->deadline[s]);
+    return lesser(deadline, e->last_progress + e->progress_timeout);
 }
 
 double p4r_engine_wake_time(const struct p4r_engine *e) {

@@ -36,7 +36,7 @@ struct p4r_error {
 struct p4r_stats {
     uint64_t packets_sent, packets_received, bytes_sent, bytes_received;
     uint64_t retransmissions, queries, fast_retransmissions, timeouts, missing_received;
-    uint64_t missing_resends, suppressed, ignored, forged, refused, calls, aborted_calls;
+    uint64_t missing_resends, ignored, forged, refused, calls, aborted_calls;
     double busy_seconds;
     size_t rtt_count;
     double rtt_samples[P4R_RTT_SAMPLES];
@@ -59,7 +59,7 @@ struct p4r_call {
     int base, width, outstanding;
     long uses;
     long *current; /* use outstanding on each slot, -1 when the slot is done */
-    double *sent_at, *last_data, *deadline, *probe_at;
+    double *sent_at, *last_data, *deadline;
     double *asked_at; /* the latest QUERY (or resend) about the current use */
     uint32_t *retries;
     uint32_t *asks; /* QUERYs and resends about the current use since the switch last answered */
@@ -87,7 +87,7 @@ struct p4r_engine {
     int active; /* a call is in flight (begun, not finished) */
     struct p4r_call call;
     double last_progress, started;
-    double wake; /* <= every slot's deadline and probe time: poll has nothing to do before it */
+    double wake; /* <= every slot's deadline: poll has nothing to do before it */
     struct p4r_abort_seen aborts[P4R_REMEMBERED_ABORTS + 1];
     int abort_count;
     struct p4r_out out;

@@ -431,13 +431,13 @@ static PyObject *Engine_counters(EngineObject *self, PyObject *unused) {
     double busy;
     __atomic_load(&s->busy_seconds, &busy, __ATOMIC_RELAXED);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d}", "packets_sent",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d}", "packets_sent",
         LOAD(packets_sent), "packets_received", LOAD(packets_received), "bytes_sent", LOAD(bytes_sent),
         "bytes_received", LOAD(bytes_received), "retransmissions", LOAD(retransmissions), "queries",
         LOAD(queries), "fast_retransmissions", LOAD(fast_retransmissions), "timeouts", LOAD(timeouts),
-        "missing_received", LOAD(missing_received), "missing_resends", LOAD(missing_resends), "suppressed",
-        LOAD(suppressed), "ignored", LOAD(ignored), "forged", LOAD(forged), "refused", LOAD(refused), "calls",
-        LOAD(calls), "aborted_calls", LOAD(aborted_calls), "busy_seconds", busy);
+        "missing_received", LOAD(missing_received), "missing_resends", LOAD(missing_resends), "ignored",
+        LOAD(ignored), "forged", LOAD(forged), "refused", LOAD(refused), "calls", LOAD(calls), "aborted_calls",
+        LOAD(aborted_calls), "busy_seconds", busy);
 }
 
 static PyObject *Engine_rtt_samples(EngineObject *self, PyObject *args) {
@@ -598,8 +598,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     struct {
         const char *name;
         double value;
-    } floats[] = {{"RTO_MIN", P4R_RTO_MIN}, {"RTO_MAX", P4R_RTO_MAX}, {"RTO_INITIAL", P4R_RTO_INITIAL},
-                  {"SUPPRESS_RTTS", P4R_SUPPRESS_RTTS}};
+    } floats[] = {{"RTO_MIN", P4R_RTO_MIN}, {"RTO_MAX", P4R_RTO_MAX}, {"RTO_INITIAL", P4R_RTO_INITIAL}};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
         if (PyModule_AddObject(m, floats[i].name, PyFloat_FromDouble(floats[i].value)) < 0) return NULL;
     }

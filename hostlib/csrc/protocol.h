@@ -40,9 +40,8 @@ enum p4r_msg { P4R_DATA = 1, P4R_RESULT = 2, P4R_MISSING = 3, P4R_ABORT = 4, P4R
 #define P4R_RTO_INITIAL 0.2
 #define P4R_RTO_SRTT_MULTIPLE 3
 #define P4R_FAST_RETRANSMIT_AFTER 3
-#define P4R_SUPPRESS_RTTS 1.5
 #define P4R_REMEMBERED_ABORTS 64
-#define P4R_QUESTION_BACKOFFS 6 /* an unanswered question's wait doubles at most this many times */
+#define P4R_QUESTION_BACKOFFS 2 /* an unanswered question's wait doubles at most this many times */
 #define P4R_RTT_SAMPLES 10000
 
 /* The 24-byte header, decoded: every field read with explicit big-endian loads. */

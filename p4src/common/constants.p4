@@ -38,7 +38,7 @@
 #define MSG_MISSING        3       /* switch -> job: a resent use is still collecting; aux = who contributed */
 #define MSG_ABORT          4       /* switch -> job: the call is aborted; aux = the call the slot holds */
 #define MSG_STALE          5       /* switch -> sender: the slot has moved past this use; aux = its seq */
-#define MSG_QUERY          6       /* worker -> switch: header only; where is this use? (RESULT, MISSING or STALE) */
+#define MSG_QUERY          6       /* worker -> switch: header only; where is this use? (RESULT, MISSING, STALE or nothing) */
 
 /* drop reasons: index into MyIngress.ingress_drops / MyEgress.egress_drops */
 #define DROP_TRUNCATED          1
@@ -54,6 +54,7 @@
 #define DROP_CALL_MISMATCH      11
 #define DROP_CALL_ABORTED       12
 #define DROP_NO_RESULT_DEST     13
+#define DROP_CONTRIBUTED        14     /* a QUERY from a rank whose contribution is in: nothing to tell it */
 #define DROP_REASON_COUNT       16     /* size of the drop counter arrays */
 
 /* ---- sizes derived from the contract ---- */

@@ -1122,7 +1122,10 @@ control MyIngress(inout tna_headers_t hdr,
                             P4R_FOR_EACH_PAIR(VALUE_STEP)
 #endif
                             if (hdr.p4r.msg_type == MSG_QUERY) {
-                                if (ig_md.left == 0) {
+                                if (ig_md.left != 0 && (ig_md.seen & ig_md.worker_bit) != 0) {
+                                    /* Collecting, and the asker's contribution is in: nothing to tell it. */
+                                    refuse(DROP_CONTRIBUTED);
+                                } else if (ig_md.left == 0) {
                                     /* Complete: replay the result to the asker alone. */
                                     counted_as(OUTCOME_REPLAY);
 #if P4R_HARVEST
@@ -1132,11 +1135,12 @@ control MyIngress(inout tna_headers_t hdr,
                                     answer_to_sender();
 #endif
                                 } else {
-                                    /* Collecting (aux: who contributed) or not reached (aux 0): tell the job. */
+                                    /* The asker's contribution is missing (aux: who contributed), or none
+                                     * has arrived (aux 0): tell the asker alone, which resends. */
                                     counted_as(OUTCOME_MISSING);
                                     missing_aux();
                                     notice_size(MSG_MISSING);
-                                    answer_to_job();
+                                    answer_to_sender();
                                 }
                             } else if (ig_md.left != 0) {
                                 counted_as(OUTCOME_ADDED);

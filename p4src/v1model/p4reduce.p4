@@ -357,12 +357,17 @@ control MyIngress(inout headers_t hdr,
                 meta.kind = PKT_KIND_REPLY;
             } else if (hdr.p4r.msg_type == MSG_QUERY) {
                 /*
-                 * A QUERY asks where its use is, without values: the result if complete,
-                 * otherwise who has contributed (none, if no contribution has arrived),
-                 * told to the whole job so that only the missing ranks resend.
+                 * A QUERY asks where its use is, without values, and only the asker is told, and
+                 * only what it can act on: the result if complete; if its own contribution is
+                 * missing, who has contributed (none, if no contribution has arrived), so that it
+                 * resends. A rank whose contribution is in has nothing to do but wait: no answer.
                  */
                 job_queries.count((bit<32>) hdr.p4r.job_id);
-                if (seen != 0 && age == 0 && left == 0) {
+                if (seen != 0 && age == 0 && left != 0 && (seen & meta.worker_bit) != 0) {
+                    ingress_drops.count(DROP_CONTRIBUTED);
+                    mark_to_drop(standard_metadata);
+                    exit;
+                } else if (seen != 0 && age == 0 && left == 0) {
                     hdr.p4r.msg_type = MSG_RESULT;
                     exp_max.read(hdr.p4r.exp, copy);
                     hdr.vals.setValid();
@@ -377,7 +382,7 @@ control MyIngress(inout headers_t hdr,
                         hdr.p4r.aux = 0;
                     }
                     job_missing.count((bit<32>) hdr.p4r.job_id);
-                    meta.kind = PKT_KIND_JOB;
+                    meta.kind = PKT_KIND_REPLY;
                 }
             } else if (seen == 0 || age != 0) {
                 /*
