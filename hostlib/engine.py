@@ -68,6 +68,7 @@ from hostlib.reduction import Plan
 HEADER = struct.Struct(">BBHHBBIIII")  # msg_type, rank, job_id, set|slot, exp, flags, seq, key, call, aux
 assert HEADER.size == HEADER_BYTES
 RTO_MIN, RTO_MAX, RTO_INITIAL = 0.001, 1.0, 0.2
+QUESTION_MIN = 0.0002  # a question's timer never fires sooner (the switch answers at once)
 RTO_SRTT_MULTIPLE = 3  # the timer never fires sooner than this many smoothed round trips
 FAST_RETRANSMIT_AFTER = 3  # results of later sends that mark an unanswered transmission lost
 REMEMBERED_ABORTS = 64  # aborts of calls this rank has not started yet
@@ -216,6 +217,7 @@ class Engine:
         self.half = 0  # which half of the pool the next call uses
         self.stats = EngineStats()
         self.rto = RTO_INITIAL
+        self._backed_off = -math.inf  # when the data timeout last doubled
         self._srtt: float | None = None
         self._rttvar = 0.0
         self._qsrtt: float | None = None  # smoothed round trip of a QUERY and its answer
@@ -336,10 +338,13 @@ class Engine:
         if expired:
             # RFC 6298 5.5: the data timeout backs off and stays backed off until a fresh sample. Karn's
             # rule keeps the slow (retransmitted) uses out of the estimate, so without this a queue
-            # building behind a large window would keep the timeout below the RTT. Questions that went
-            # unanswered back off on their own (_question_timeout).
-            if any(call.retries[s] == 0 for s in expired):
+            # building behind a large window would keep the timeout below the RTT. Once per timeout, as
+            # TCP's one timer: a use sent before the last doubling was timed with the smaller value, so
+            # its expiry is no new evidence (W slots expiring one after another at a call's end, when
+            # nothing overtakes, doubled it W times). Questions back off on their own (_question_timeout).
+            if any(call.retries[s] == 0 and call.sent_at[s] >= self._backed_off for s in expired):
                 self.rto = min(self.rto * 2, RTO_MAX)
+                self._backed_off = now
             self.stats.timeouts += len(expired)
             for slot in expired:
                 self._suspect(slot, now, fast=False)
@@ -399,8 +404,8 @@ class Engine:
 
     def _question_timeout(self, asks: int) -> float:
         """How long to wait for the switch's answer to a question (or for a use it said is collecting):
-        three round trips of a question, doubled per unanswered one, within [RTO_MIN, RTO_MAX]."""
-        base = max(RTO_SRTT_MULTIPLE * self._question_rtt(), RTO_MIN)
+        three round trips of a question, doubled per unanswered one, within [QUESTION_MIN, RTO_MAX]."""
+        base = max(RTO_SRTT_MULTIPLE * self._question_rtt(), QUESTION_MIN)
         return min(base * 2 ** min(max(asks - 1, 0), QUESTION_BACKOFFS), RTO_MAX)
 
     def _question_rtt(self) -> float:

@@ -38,6 +38,7 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     e->frame = (size_t)p4r_payload_bytes(k);
     e->progress_timeout = progress_timeout;
     e->rto = P4R_RTO_INITIAL;
+    e->backed_off = -INFINITY;
     e->out.frame = e->frame;
     size_t w = (size_t)e->half_slots;
     struct p4r_call *c = &e->call;
@@ -111,10 +112,10 @@ static double question_rtt(const struct p4r_engine *e) {
 }
 
 /* How long to wait for the switch's answer to a question (or for a use it said is collecting): three
- * question round trips, doubled per unanswered one, within [RTO_MIN, RTO_MAX]. */
+ * question round trips, doubled per unanswered one, within [QUESTION_MIN, RTO_MAX]. */
 static double question_timeout(const struct p4r_engine *e, uint32_t asks) {
     double base = P4R_RTO_SRTT_MULTIPLE * question_rtt(e);
-    if (P4R_RTO_MIN > base) base = P4R_RTO_MIN;
+    if (P4R_QUESTION_MIN > base) base = P4R_QUESTION_MIN;
     int doublings = asks > 1 ? (int)(asks - 1) : 0;
     if (doublings > P4R_QUESTION_BACKOFFS) doublings = P4R_QUESTION_BACKOFFS;
     return lesser(ldexp(base, doublings), P4R_RTO_MAX);
@@ -409,11 +410,18 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
             if (c->current[s] >= 0 && c->deadline[s] <= now) c->expired[expired++] = s;
         }
         if (expired) {
-            /* RFC 6298 5.5: the data timeout backs off and stays backed off until a fresh sample;
-             * questions that went unanswered back off on their own (question_timeout). */
+            /* RFC 6298 5.5: the data timeout backs off and stays backed off until a fresh sample, once per
+             * timeout: a use sent before the last doubling was timed with the smaller value. Questions
+             * that went unanswered back off on their own (question_timeout). */
             int first_sends = 0;
-            for (int i = 0; i < expired; i++) first_sends |= c->retries[c->expired[i]] == 0;
-            if (first_sends) e->rto = lesser(e->rto * 2, P4R_RTO_MAX);
+            for (int i = 0; i < expired; i++) {
+                int s = c->expired[i];
+                first_sends |= c->retries[s] == 0 && c->sent_at[s] >= e->backed_off;
+            }
+            if (first_sends) {
+                e->rto = lesser(e->rto * 2, P4R_RTO_MAX);
+                e->backed_off = now;
+            }
             e->stats.timeouts += (uint64_t)expired;
             for (int i = 0; i < expired; i++) suspect(e, c->expired[i], now, 0);
         }

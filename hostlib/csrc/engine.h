@@ -81,6 +81,7 @@ struct p4r_engine {
     int half;
     struct p4r_stats stats;
     double rto, srtt, rttvar;
+    double backed_off; /* when the data timeout last doubled */
     int have_srtt;
     double qsrtt, qrttvar; /* smoothed round trip of a QUERY and its answer */
     int have_qsrtt;

@@ -598,7 +598,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     struct {
         const char *name;
         double value;
-    } floats[] = {{"RTO_MIN", P4R_RTO_MIN}, {"RTO_MAX", P4R_RTO_MAX}, {"RTO_INITIAL", P4R_RTO_INITIAL}};
+    } floats[] = {{"RTO_MIN", P4R_RTO_MIN}, {"RTO_MAX", P4R_RTO_MAX}, {"RTO_INITIAL", P4R_RTO_INITIAL},
+                  {"QUESTION_MIN", P4R_QUESTION_MIN}};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
         if (PyModule_AddObject(m, floats[i].name, PyFloat_FromDouble(floats[i].value)) < 0) return NULL;
     }

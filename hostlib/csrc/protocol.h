@@ -36,6 +36,7 @@ enum p4r_msg { P4R_DATA = 1, P4R_RESULT = 2, P4R_MISSING = 3, P4R_ABORT = 4, P4R
 
 /* The engine's timing rules (hostlib/engine.py has the same names). */
 #define P4R_RTO_MIN 0.001
+#define P4R_QUESTION_MIN 0.0002 /* a question's timer never fires sooner (the switch answers at once) */
 #define P4R_RTO_MAX 1.0
 #define P4R_RTO_INITIAL 0.2
 #define P4R_RTO_SRTT_MULTIPLE 3

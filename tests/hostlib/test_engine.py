@@ -348,6 +348,24 @@ def test_a_timeout_backs_off_the_data_timer_and_unanswered_questions_back_off_on
     assert engine.rto == pytest.approx(0.006)  # a valid sample sets it again: three round trips
 
 
+def test_uses_timing_out_one_after_another_back_the_data_timer_off_once(kind: str) -> None:
+    # At a call's end nothing overtakes, and the slots' timers expire one after another. A use sent
+    # before the timer last doubled was timed with the smaller value: its expiry doubles it no further.
+    member = Membership(job_id=4, rank=0, key=7, world_size=1, pool_size=4, values_per_packet=K)
+    engine = make_engine(kind, member)
+    engine.rto = 0.02
+    descriptor = Descriptor(DType.INT32, Op.SUM, NonFinite.PROPAGATE, 4 * K)
+    engine.begin(make_plan(kind, np.ones(4 * K, dtype=np.int32), descriptor, K, 1), descriptor.encode(), 1.0)
+    header = HEADER.pack(MsgType.RESULT, 0, 4, 0, 0, 0, seq_of(0, 0), 7, descriptor.encode(), 0)
+    result = header + bytes(4 * K)
+    [use2] = engine.receive(result, 1.01)  # slot 0's next use goes out; the sample sets the timer to 30 ms
+    assert HEADER.unpack_from(use2)[6] == seq_of(0, 2) and engine.rto == pytest.approx(0.03)
+    assert [p[0] for p in engine.poll(1.02)] == [MsgType.QUERY]  # slot 1's use, sent at 1.0
+    assert engine.rto == pytest.approx(0.06)
+    assert [p[0] for p in engine.poll(1.04)] == [MsgType.QUERY]  # slot 0's use 2, sent at 1.01
+    assert engine.rto == pytest.approx(0.06)  # timed before the doubling: no new evidence
+
+
 def test_steady_round_trips_keep_the_timer_at_three_of_them(kind: str) -> None:
     # A queue makes round trips steady, so the deviation term vanishes; a use that waits a little
     # longer (behind a peer's recovery) must not be resent for nothing.
