@@ -711,7 +711,10 @@ class CCompiler(CallDispatch):
         self.emit(1, "r.hit = 0; r.action = 0; r.exited = 0;")
         keys = [self.expr(k.expr, 1) for k in table.keys]
         self.emit(1, f"uint64_t key[{max(1, len(keys))}] = {{{', '.join(keys) or '0'}}};")
-        self.emit(1, "int32_t h = p4_table_find(T, key);")
+        if table.keys and all(k.match_kind == "exact" for k in table.keys):
+            self.emit(1, f"int32_t h = p4_exact_find_n(T, key, {len(keys)}); /* all exact: a hash probe */")
+        else:
+            self.emit(1, "int32_t h = p4_table_find(T, key);")
         self.emit(1, "const uint64_t *args;")
         self.emit(1, "if (h < 0) {")
         self.emit(2, "r.action = T->default_action;")

@@ -226,14 +226,30 @@ static inline uint64_t p4_key_hash(const uint64_t *k, uint32_t n) {
     return h ^ (h >> 31);
 }
 
-static inline int32_t p4_exact_find(const p4_table_t *t, const uint64_t *key) {
-    uint32_t m = t->hcap - 1, i = (uint32_t)p4_key_hash(key, t->nkeys) & m;
+/*
+ * The entry of an all-exact table whose key is `key` (`n` values), or -1.
+ * The generated table functions call it with their key's length as a constant
+ * (always inlined): the hash and the comparison then unroll, with no call to
+ * memcmp per probe.
+ */
+static inline __attribute__((always_inline)) int32_t p4_exact_find_n(const p4_table_t *t, const uint64_t *key,
+                                                                     uint32_t n) {
+    if (!t->count) return -1;
+    uint32_t m = t->hcap - 1, i = (uint32_t)p4_key_hash(key, n) & m;
     for (uint32_t probes = 0; probes < t->hcap; probes++, i = (i + 1) & m) {
         int32_t h = t->hash[i];
         if (h == P4_EMPTY) return -1;
-        if (h >= 0 && memcmp(t->val + (size_t)h * t->nkeys, key, t->nkeys * sizeof *key) == 0) return h;
+        if (h < 0) continue;
+        const uint64_t *v = t->val + (size_t)h * n;
+        uint32_t k = 0;
+        while (k < n && v[k] == key[k]) k++;
+        if (k == n) return h;
     }
     return -1;
+}
+
+static inline int32_t p4_exact_find(const p4_table_t *t, const uint64_t *key) {
+    return p4_exact_find_n(t, key, t->nkeys);
 }
 
 static inline int p4_entry_matches(const p4_table_t *t, int32_t h, const uint64_t *key) {
@@ -250,7 +266,7 @@ static inline int p4_entry_matches(const p4_table_t *t, int32_t h, const uint64_
 
 /* The best entry for `key` (one value per key field), or -1: a miss. */
 static inline int32_t p4_table_find(const p4_table_t *t, const uint64_t *key) {
-    if (t->all_exact) return t->count ? p4_exact_find(t, key) : -1;
+    if (t->all_exact) return p4_exact_find(t, key);
     for (uint32_t i = 0; i < t->count; i++)
         if (p4_entry_matches(t, t->order[i], key)) return t->order[i];
     return -1;
