@@ -96,6 +96,11 @@ def _storage(width: int) -> str:
     return "uint64_t"
 
 
+def _byte_span(bit: int, width: int) -> int:
+    """How many bytes a field of `width` bits starting at bit `bit` touches."""
+    return (bit + width - 1) // 8 - bit // 8 + 1 if width else 0
+
+
 def _pos(node: object) -> str:
     pos = getattr(node, "pos", None)
     return str(pos) if pos is not None else "?"
@@ -1015,11 +1020,20 @@ class CCompiler(CallDispatch):
 
     @staticmethod
     def _get_field(offset: str, bit: int, width: int, t: ir.Type) -> str:
-        if bit % 8 == 0 and width in (8, 16, 32, 48, 64):
-            at = f"buf + {offset} + {bit // 8}"
-            value = f"(uint64_t)buf[{offset} + {bit // 8}]" if width == 8 else f"p4_be{width}({at})"
-        else:
-            value = f"p4_get_bits(buf + {offset}, {bit}, {width})" if width else "0"
+        """A field read at a bit position known now: the bytes that hold it, one shift, one mask."""
+        first, count = bit // 8, _byte_span(bit, width)
+        if not width:
+            value = "0"
+        elif bit % 8 == 0 and width in (8, 16, 32, 48, 64):
+            at = f"buf + {offset} + {first}"
+            value = f"(uint64_t)buf[{offset} + {first}]" if width == 8 else f"p4_be{width}({at})"
+        elif count <= 8:
+            value = f"p4_load_be(buf + {offset} + {first}, {count})"
+            shift = 8 * count - bit % 8 - width
+            value = f"({value} >> {shift})" if shift else value
+            value = f"({value} & {_lit(_mask(width))})"
+        else:  # 9 bytes: a field of 57 to 64 bits that starts inside a byte
+            value = f"p4_get_bits(buf + {offset}, {bit}, {width})"
         return f"({value} & 1)" if isinstance(t, ir.BoolType) else value
 
     def _extract(self, depth: int, call: ir.Extract) -> None:
@@ -1051,24 +1065,44 @@ class CCompiler(CallDispatch):
             nbytes = self._header_bits(header) // 8
             self.deparse_bound += nbytes
             self.emit(depth, f"if ({target}.valid) {{ /* emit {header} */")
-            bit = 0
+            bit, run = 0, []
             for f in decl.fields:
                 width = ir.width_of(f.type)
-                value = f"(uint64_t){target}.{cname(f.name)}"
-                if bit % 8 == 0 and width in (8, 16, 32, 64):
-                    at = f"out + at + {bit // 8}"
-                    code = {
-                        8: f"out[at + {bit // 8}] = (uint8_t){value};",
-                        16: f"p4_put16({at}, {value});",
-                        32: f"p4_put32({at}, {value});",
-                        64: f"p4_put64({at}, {value});",
-                    }[width]
-                    self.emit(depth + 1, code)
-                elif width:
-                    self.emit(depth + 1, f"p4_put_bits(out + at, {bit}, {value}, {width});")
+                if width:
+                    run.append((f"(uint64_t){target}.{cname(f.name)}", width))
                 bit += width
+                if bit % 8 == 0 and run:  # the fields since the last byte boundary fill whole bytes
+                    self._put_run(depth + 1, bit - sum(w for _, w in run), run)
+                    run = []
             self.emit(depth + 1, f"at += {nbytes};")
             self.emit(depth, "}")
+
+    def _put_run(self, depth: int, bit: int, run: list[tuple[str, int]]) -> None:
+        """Write fields that fill whole bytes from byte `bit // 8`: one store when they fit in 64 bits."""
+        total = sum(w for _, w in run)
+        at = f"out + at + {bit // 8}"
+        if len(run) == 1 and total in (8, 16, 32, 64):
+            value = run[0][0]
+            self.emit(
+                depth,
+                {
+                    8: f"out[at + {bit // 8}] = (uint8_t){value};",
+                    16: f"p4_put16({at}, {value});",
+                    32: f"p4_put32({at}, {value});",
+                    64: f"p4_put64({at}, {value});",
+                }[total],
+            )
+        elif total <= 64:
+            parts, left = [], total
+            for value, width in run:
+                left -= width
+                part = value if width in (8, 16, 32, 64) else f"({value} & {_lit(_mask(width))})"
+                parts.append(f"({part} << {left})" if left else part)
+            self.emit(depth, f"p4_store_be({at}, {' | '.join(parts)}, {total // 8});")
+        else:
+            for value, width in run:
+                self.emit(depth, f"p4_put_bits(out + at, {bit}, {value}, {width});")
+                bit += width
 
     def _headers_under(self, place: str, t: ir.Type) -> Iterator[tuple[str, str]]:
         """Every header inside a header, struct or stack, in layout order."""

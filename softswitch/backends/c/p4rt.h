@@ -101,6 +101,21 @@ static inline void p4_put_bits(uint8_t *p, size_t bit, uint64_t v, unsigned w) {
     }
 }
 
+/*
+ * `n` (1..8) bytes at `p` as a big-endian integer, and its inverse. The generator
+ * passes a constant `n` at every call (a field's bit position in its header is
+ * known when the program is compiled), so each call unrolls to a load or store
+ * and a byte swap: no loop over bits at run time.
+ */
+static inline __attribute__((always_inline)) uint64_t p4_load_be(const uint8_t *p, unsigned n) {
+    uint64_t v = 0;
+    for (unsigned i = 0; i < n; i++) v = (v << 8) | p[i];
+    return v;
+}
+static inline __attribute__((always_inline)) void p4_store_be(uint8_t *p, uint64_t v, unsigned n) {
+    for (unsigned i = n; i > 0; i--, v >>= 8) p[i - 1] = (uint8_t)v;
+}
+
 static inline uint64_t p4_be16(const uint8_t *p) { return ((uint64_t)p[0] << 8) | p[1]; }
 static inline uint64_t p4_be32(const uint8_t *p) {
     return ((uint64_t)p[0] << 24) | ((uint64_t)p[1] << 16) | ((uint64_t)p[2] << 8) | p[3];
