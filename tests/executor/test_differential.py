@@ -200,10 +200,17 @@ def test_random_expressions_agree(tmp_path: Path, seed: int) -> None:
     gen = ExprGen(rng, types)
     outputs = [(rng.choice(widths), rng.random() < 0.4) for _ in range(24)]
     assignments = "\n".join(f"        hdr.o.r{i} = {gen.expr(w, s, 4)};" for i, (w, s) in enumerate(outputs))
+    # The Internet checksum of fields of any width, in any order: pieces straddle 16-bit words and the last
+    # word is padded (the C backend sums the pieces where they fall, without packing the bits first).
+    listed = ", ".join(f"hdr.i.f{i}" for i in rng.sample(range(len(types)), rng.randint(1, 5)))
+    assignments += f"\n        hash(hdr.o.csum, HashAlgorithm.csum16, 16w0, {{ {listed} }}, 32w0);"
     path = tmp_path / f"expr{seed}.p4"
     path.write_text(
         EXPRESSIONS.format(
-            inputs=_padded(types, "f"), outputs=_padded(outputs, "r"), locals="", assignments=assignments
+            inputs=_padded(types, "f"),
+            outputs=_padded(outputs, "r") + " bit<16> csum;",
+            locals="",
+            assignments=assignments,
         )
     )
     twin = _twin(path)

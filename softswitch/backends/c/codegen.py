@@ -883,23 +883,25 @@ class CCompiler(CallDispatch):
             if not isinstance(algo, ir.EnumValue) or algo.member != "csum16":
                 raise UnsupportedError(f"{name} supports HashAlgorithm.csum16 only, at {call.pos}")
             self.emit(depth, f"if ({self.expr(cond, depth)}) {{ /* {name} at {_pos(call)} */")
-            bits, _ = self._concat(depth + 1, data)
+            checksum = self._csum16(depth + 1, data)
             if name == "verify_checksum":
                 self.emit(
-                    depth + 1,
-                    f"if (p4_csum16(&{bits}) != {self.expr(target, depth + 1)}) P->sm.checksum_error = 1;",
+                    depth + 1, f"if ({checksum} != {self.expr(target, depth + 1)}) P->sm.checksum_error = 1;"
                 )
             else:
-                self.store(depth + 1, target, f"p4_csum16(&{bits})")
+                self.store(depth + 1, target, checksum)
             self.emit(depth, "}")
         elif name == "hash":
             result, algo, base, data, maximum = call.args
             assert isinstance(algo, ir.EnumValue)
-            functions = {"crc32": "p4_crc32", "crc16": "p4_crc16", "csum16": "p4_csum16"}
-            bits, width = self._concat(depth, data)
-            if algo.member in functions:
+            functions = {"crc32": "p4_crc32", "crc16": "p4_crc16"}
+            if algo.member == "csum16":
+                h = self._csum16(depth, data)
+            elif algo.member in functions:
+                bits, _ = self._concat(depth, data)
                 h = f"{functions[algo.member]}(&{bits})"
             elif algo.member == "identity":
+                bits, width = self._concat(depth, data)
                 if width > MAX_WIDTH:
                     raise UnsupportedError(f"identity hash of more than 64 bits at {call.pos} {HINT}")
                 h = f"p4_get_bits({bits}.bytes, 0, (unsigned){bits}.bits)"
@@ -974,6 +976,34 @@ class CCompiler(CallDispatch):
             else:
                 leaves.append((self.expr(item, depth), ir.width_of(item.type)))
         return leaves
+
+    def _csum16(self, depth: int, data: ir.Expr) -> str:
+        """The Internet checksum of a field list, as p4_csum16 of its bits computes it, without the bits.
+
+        Every field's position is known now, so each 16-bit word of the list is
+        the sum of the pieces of fields that fall in it, shifted into place:
+        the words' sum is a sum of shifted field pieces, folded once. The last
+        word is padded with zero bits at its end, as p4_csum16 pads. No buffer,
+        so no bound on the list's length either.
+        """
+        total, bit = self.tmp("sum"), 0
+        self.emit(depth, f"uint64_t {total} = 0;")
+        for value, width in self._leaves(depth, data):
+            terms, left = [], width
+            while left:
+                within = bit % 16
+                take = min(16 - within, left)
+                left -= take
+                piece = f"({value} >> {left})" if left else value
+                piece = f"({piece} & {_lit(_mask(take))})"
+                shift = 16 - within - take
+                terms.append(f"({piece} << {shift})" if shift else piece)
+                bit += take
+            if terms:
+                self.emit(depth, f"{total} += {' + '.join(terms)};")
+        name = self.tmp("csum")
+        self.emit(depth, f"uint64_t {name} = p4_csum_fold({total});")
+        return name
 
     def _concat(self, depth: int, data: ir.Expr) -> tuple[str, int]:
         """A p4_bits_t holding the bits of a list, header or struct (first element most significant)."""

@@ -141,6 +141,12 @@ static inline void p4_bits_add(p4_bits_t *b, uint64_t v, unsigned w) {
     b->bits += w;
 }
 
+/* The Internet checksum of a sum of 16-bit words: end-around carries folded, then complemented. */
+static inline uint64_t p4_csum_fold(uint64_t total) {
+    while (total >> 16) total = (total & 0xFFFF) + (total >> 16);
+    return ~total & 0xFFFF;
+}
+
 /* Internet checksum of the bits, padded with zero bits to a multiple of 16 at the end. */
 static P4_UNUSED uint64_t p4_csum16(const p4_bits_t *b) {
     size_t words = (b->bits + 15) / 16;
@@ -154,8 +160,7 @@ static P4_UNUSED uint64_t p4_csum16(const p4_bits_t *b) {
         uint64_t word = left >= 16 ? p4_get_bits(b->bytes, bit, 16) : p4_get_bits(b->bytes, bit, (unsigned)left) << (16 - left);
         total += word;
     }
-    while (total >> 16) total = (total & 0xFFFF) + (total >> 16);
-    return ~total & 0xFFFF;
+    return p4_csum_fold(total);
 }
 
 /* The bits as ceil(bits/8) bytes, padded with zero bits at the front (a right-aligned big integer). */
