@@ -148,16 +148,14 @@ def build_network(
         links.append(net.addLink(host, net.get(h.switch), port2=h.port, **link_opts))
     for a, pa, b, pb_ in topo.links:
         links.append(net.addLink(net.get(a), net.get(b), port1=pa, port2=pb_, **link_opts))
-    if bw and burst:
-        for link in links:
-            for intf in (link.intf1, link.intf2):
-                shape = (
-                    f"htb rate {bw}Mbit burst {burst}k cburst {burst}k quantum 1514"  # one class: no sharing
-                )
+    # TCLink's htb class 5:1, with the burst at its ceiling too (quantum: htb warns of the one it
+    # derives from the rate; one class shares nothing), and a pfifo of `queue` packets under it
+    shape = f"htb rate {bw}Mbit burst {burst}k cburst {burst}k quantum 1514"
+    for link in links if bw else []:
+        for intf in (link.intf1, link.intf2):
+            if burst:
                 intf.tc(f"%s class change dev %s parent 5:0 classid 5:1 {shape}")
-    if bw and queue:
-        for link in links:
-            for intf in (link.intf1, link.intf2):  # a pfifo under TCLink's htb class 5:1
+            if queue:
                 intf.tc(f"%s qdisc add dev %s parent 5:1 handle 10: pfifo limit {queue}")
     return net
 

@@ -7,8 +7,9 @@
  * here. The loop waits on all of them with epoll, drains a ready socket in a batch of up to 64
  * frames with recvmmsg, runs the batch through the pipeline under `lock` (the lock P4Runtime
  * writes take: a packet never sees half an update), and, once every ready socket has been read,
- * sends what came out with sendmmsg, a batch per port, outside the lock. The pipeline is whatever the loader made: the C backend's p4_process, or a
- * callback into a Python pipeline with the same signature.
+ * sends what came out with sendmmsg, a batch per port, outside the lock. The pipeline is
+ * whatever the loader made: the C backend's p4_process, or a callback into a Python pipeline with
+ * the same signature.
  *
  * Port kinds, as softswitch/dataplane/ports.py defines them:
  *  - UDP: each datagram becomes an Ethernet/IPv4/UDP frame (switch MAC 02:50:52:00:<port>, host
@@ -18,7 +19,8 @@
  *    host sent as one GSO message arrive as one buffer, split here into one frame each), and runs
  *    of equal-sized frames to one address leave as one GSO message. What the pipeline sees, and
  *    what the receiver gets, is the same datagrams one by one; only the system calls are fewer.
- *  - raw (AF_PACKET): frames as they are; our own transmissions (PACKET_OUTGOING) are skipped.
+ *  - raw (AF_PACKET): frames as they are; the kernel keeps our own transmissions from us
+ *    (PACKET_IGNORE_OUTGOING, set in ports.py), and older kernels' PACKET_OUTGOING are skipped.
  *
  * Fault injection draws from Python's own generator (MT19937 seeded as random.Random(seed) seeds
  * it, random() as it computes it), in the same order as the Python loop: one draw per received
@@ -586,8 +588,6 @@ static void send_frame(dp_t *d, sender_t *s, uint64_t number, const uint8_t *f, 
     b->pending++;
 }
 
-static void flush_port(dp_t *d, port_t *p, batch_t *b);
-
 /* Send every port's queued frames (their bytes stay in s->tx until flush_all). */
 static void flush_pending(dp_t *d, sender_t *s) {
     for (uint32_t i = 0; i < d->nports; i++)
@@ -845,8 +845,8 @@ EXPORT void dp_stop(dp_t *d) {
     pthread_join(d->thread, NULL);
 }
 
-/* Frames for the controller: one into `out`; its length, or -1 after waiting `ms` for none. */
-/* The next PacketIn frame, or digest message (*digest = its index + 1; 0 for a PacketIn). */
+/* For the controller: the next PacketIn frame or digest message into `out` (*digest = its index
+ * + 1; 0 for a PacketIn); its length, or -1 after waiting `ms` for none. */
 EXPORT long dp_packet_in(dp_t *d, uint8_t *out, size_t cap, int ms, uint32_t *digest) {
     record_t r;
     long n = queue_pop(&d->packet_in, &r, out, cap, ms);
