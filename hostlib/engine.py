@@ -29,9 +29,13 @@ every rank that suspects it. The switch answers the asker alone, and only
 with what it can act on: the RESULT (its result was lost), or a MISSING
 naming who has contributed when the asker's own contribution is missing
 (it resends its DATA, unchanged, at once); a rank whose contribution is in
-gets no answer and waits. A question is asked again by its own timer only:
-three question round trips, doubled each time (a QUERY's round trip has no
-wait for the slowest rank in it). So DATA is resent only by the rank whose
+gets no answer and waits. Questions are numbered in `flags` and answers
+echo the number, so an answer is matched to its question: it times the
+question's round trip exactly, and a MISSING for a question asked before a
+resend does not cause another. A question is asked again by its own timer
+only: three question round trips (a QUERY's round trip has no wait for the
+slowest rank in it), doubled each time, twice or up to three data round
+trips. So DATA is resent only by the rank whose
 DATA was lost, and a lost RESULT costs its rank one question, at once. A
 call with no progress for `progress_timeout` seconds fails with
 AllreduceTimeout instead of hanging.
@@ -72,7 +76,8 @@ QUESTION_MIN = 0.0002  # a question's timer never fires sooner (the switch answe
 RTO_SRTT_MULTIPLE = 3  # the timer never fires sooner than this many smoothed round trips
 FAST_RETRANSMIT_AFTER = 3  # results of later sends that mark an unanswered transmission lost
 REMEMBERED_ABORTS = 64  # aborts of calls this rank has not started yet
-QUESTION_BACKOFFS = 2  # an unanswered question's wait doubles at most this many times
+QUESTION_BACKOFFS = 2  # an unanswered question's wait doubles this often, or up to three data round trips
+QUESTION_MEMORY = 4  # a use's latest QUERYs whose times are kept to time their answers
 RTT_SAMPLES = 10_000  # EngineStats keeps the first this many round-trip samples
 _USE_MASK = (1 << USE_BITS) - 1
 
@@ -199,7 +204,8 @@ class _Call:
         self.last_data = [0.0] * width  # latest transmission of its DATA, first or resend
         self.retries = [0] * width
         self.deadline = [math.inf] * width
-        self.asked_at = [0.0] * width  # the latest QUERY (or resend) about the current use
+        self.asked_at = [[0.0] * QUESTION_MEMORY for _ in range(width)]  # when the latest QUERYs were asked
+        self.questions = [0] * width  # QUERYs asked about the current use (the n-th: question_flags(n))
         self.asks = [0] * width  # QUERYs and resends about the current use since the switch last answered
         self.buffers = [bytearray(payload_bytes(k)) for _ in range(width)]
         self.overtaking = Overtaking(width)
@@ -301,9 +307,7 @@ class Engine:
         if len(datagram) < HEADER_BYTES:
             self.stats.ignored += 1
             return []
-        msg_type, _rank, job_id, set_slot, exp, _flags, seq, key, call_word, aux = HEADER.unpack_from(
-            datagram
-        )
+        msg_type, _rank, job_id, set_slot, exp, echo, seq, key, call_word, aux = HEADER.unpack_from(datagram)
         if job_id != self.member.job_id:
             self.stats.ignored += 1
             return []
@@ -319,9 +323,9 @@ class Engine:
         if slot is None:
             self.stats.ignored += 1
         elif msg_type == MsgType.RESULT and size == payload_bytes(self.member.values_per_packet):
-            self._result(slot, memoryview(datagram)[HEADER_BYTES:], exp, now)
+            self._result(slot, memoryview(datagram)[HEADER_BYTES:], exp, echo, now)
         elif msg_type == MsgType.MISSING and size == HEADER_BYTES:
-            self._missing(slot, aux, now)
+            self._missing(slot, aux, echo, now)
         elif msg_type == MsgType.STALE and size == HEADER_BYTES:
             self._stale(aux)
         else:
@@ -386,7 +390,7 @@ class Engine:
         buffer[HEADER_BYTES:] = values
         call.current[slot] = use
         call.sent_at[slot] = call.last_data[slot] = now
-        call.retries[slot] = call.asks[slot] = 0
+        call.retries[slot] = call.asks[slot] = call.questions[slot] = 0
         call.deadline[slot] = now + self.rto
         call.overtaking.sent(slot)
         self._emit(buffer)
@@ -398,15 +402,22 @@ class Engine:
         assert call is not None
         call.retries[slot] += 1
         call.asks[slot] += 1
-        call.asked_at[slot] = now
         call.deadline[slot] = now + self._question_timeout(call.asks[slot])
         self._emit(packet)
 
     def _question_timeout(self, asks: int) -> float:
         """How long to wait for the switch's answer to a question (or for a use it said is collecting):
-        three round trips of a question, doubled per unanswered one, within [QUESTION_MIN, RTO_MAX]."""
+        three question round trips, doubled per unanswered one, QUESTION_BACKOFFS times or up to three
+        data round trips, within [QUESTION_MIN, RTO_MAX]. Silence is the normal answer for a rank whose
+        contribution is in, and it must ask again soon after the use completes in case its RESULT was
+        lost: hence the early stop. But a question estimate far too small (taken on an empty queue, before
+        one built up) must not keep the questions coming faster than their answers: the data round trip,
+        timed by DATA through the same queues, bounds how soon the backoff may stop. (Not the data timeout
+        itself, which a call's start or end may have backed off to a second.)"""
         base = max(RTO_SRTT_MULTIPLE * self._question_rtt(), QUESTION_MIN)
-        return min(base * 2 ** min(max(asks - 1, 0), QUESTION_BACKOFFS), RTO_MAX)
+        data = RTO_SRTT_MULTIPLE * (self._srtt if self._srtt is not None else RTO_INITIAL / RTO_SRTT_MULTIPLE)
+        cap = max(base * 2**QUESTION_BACKOFFS, data)
+        return min(base * 2 ** min(max(asks - 1, 0), 30), cap, RTO_MAX)
 
     def _question_rtt(self) -> float:
         """The switch answers a QUERY at once, so its round trip is the network's, without the wait for
@@ -415,17 +426,30 @@ class Engine:
             return self._qsrtt
         return self._srtt if self._srtt is not None else RTO_INITIAL / RTO_SRTT_MULTIPLE
 
-    def _answered(self, slot: int, now: float) -> None:
-        """The switch answered a question about the slot's use: a round-trip sample if unambiguous."""
+    def _asked_time(self, slot: int, echo: int) -> float | None:
+        """When the slot's question that an answer echoes was asked, or None when the echo names no
+        question among the latest QUESTION_MEMORY (a multicast RESULT's 0, a very late answer)."""
         call = self._call
         assert call is not None
-        if call.asks[slot] == 1:
-            sample = now - call.asked_at[slot]
-            if self._qsrtt is None:
-                self._qsrtt, self._qrttvar = sample, sample / 2
-            else:
-                self._qrttvar = 0.75 * self._qrttvar + 0.25 * abs(self._qsrtt - sample)
-                self._qsrtt = 0.875 * self._qsrtt + 0.125 * sample
+        n = call.questions[slot]
+        if echo == 0 or n == 0:
+            return None
+        back = (question_flags(n) - echo) % 255
+        if back >= QUESTION_MEMORY or back >= n:
+            return None
+        return call.asked_at[slot][(n - back) % QUESTION_MEMORY]
+
+    def _sample_question(self, rtt: float) -> None:
+        self._qsrtt, self._qrttvar = smooth(self._qsrtt, self._qrttvar, rtt)
+
+    def _answered(self, slot: int, echo: int, now: float) -> None:
+        """The switch answered a question about the slot's use: its round trip is a sample, since the echo
+        says which question it answers (Karn's ambiguity does not arise)."""
+        call = self._call
+        assert call is not None
+        asked = self._asked_time(slot, echo)
+        if asked is not None:
+            self._sample_question(now - asked)
         call.asks[slot] = 0
 
     def _resend(self, slot: int, now: float) -> None:
@@ -439,11 +463,16 @@ class Engine:
 
     def _query(self, slot: int, now: float) -> None:
         """Ask the switch about a slot's use: it answers with the RESULT, a MISSING (this rank's DATA is
-        missing) or a STALE, or not at all (this rank's DATA is in: the others' are awaited)."""
+        missing) or a STALE, or not at all (this rank's DATA is in: the others' are awaited). The QUERY's
+        `flags` numbers it, and the answer echoes the number."""
         call = self._call
         assert call is not None
+        call.questions[slot] += 1
+        n = call.questions[slot]
+        call.asked_at[slot][n % QUESTION_MEMORY] = now
         packet = bytearray(call.buffers[slot][:HEADER_BYTES])
         packet[0] = MsgType.QUERY
+        packet[7] = question_flags(n)
         self.stats.queries += 1
         call.overtaking.withdraw(slot)
         self._again(slot, packet, now)
@@ -458,7 +487,7 @@ class Engine:
             self.stats.fast_retransmissions += fast
             self._query(slot, now)
 
-    def _result(self, slot: int, values: memoryview, exp: int, now: float) -> None:
+    def _result(self, slot: int, values: memoryview, exp: int, echo: int, now: float) -> None:
         call = self._call
         assert call is not None
         use = call.current[slot]
@@ -466,7 +495,7 @@ class Engine:
         if first_send:  # Karn: only unambiguous samples
             self._sample_rtt(now - call.sent_at[slot])
         if call.asks[slot]:
-            self._answered(slot, now)
+            self._answered(slot, echo, now)
         overtaken = call.overtaking.answered(slot, first_send)
         call.plan.deliver(use, values, exp)
         self._last_progress = now
@@ -480,25 +509,28 @@ class Engine:
         for lost in overtaken:
             self._suspect(lost, now, fast=True)
 
-    def _missing(self, slot: int, contributors: int, now: float) -> None:
-        """The answer to this rank's QUERY: its contribution to the use is missing. Resend it."""
+    def _missing(self, slot: int, contributors: int, echo: int, now: float) -> None:
+        """The answer to one of this rank's QUERYs: its contribution to the use was missing when that
+        QUERY arrived. Resend the DATA if its latest transmission is older than the question (it should
+        have arrived first: it was lost); a younger one answers for itself, and its timer stands. An
+        answer naming no remembered question is ignored: a later one's answer, or the RESULT, follows."""
         call = self._call
         assert call is not None
+        asked = self._asked_time(slot, echo)
+        if asked is None:
+            self.stats.ignored += 1
+            return
         self.stats.missing_received += 1
-        if call.asks[slot]:
-            self._answered(slot, now)
+        self._sample_question(now - asked)
         if contributors >> self.member.rank & 1:
             # In already (the switch answers so only a rank whose contribution is missing): the others'
             # are awaited; ask again later.
-            call.deadline[slot] = now + self._question_timeout(call.asks[slot] + 1)
-        elif now - call.last_data[slot] >= self._question_rtt():
-            # The MISSING left the switch half a question round trip ago; our DATA, if sent more than a
-            # round trip ago, should have been there: it was lost.
+            call.asks[slot] = 0
+            call.deadline[slot] = now + self._question_timeout(1)
+        elif call.last_data[slot] < asked:
+            call.asks[slot] = 0
             self.stats.missing_resends += 1
             self._resend(slot, now)
-        else:
-            # A younger DATA may still be on its way: ask again soon instead of sending it twice.
-            call.deadline[slot] = now + self._question_timeout(1)
 
     def _stale(self, held: int) -> None:
         call = self._call
@@ -529,11 +561,7 @@ class Engine:
 
     def _sample_rtt(self, rtt: float) -> None:
         """RFC 6298 smoothing, with a floor of RTO_SRTT_MULTIPLE x srtt; within [RTO_MIN, RTO_MAX]."""
-        if self._srtt is None:
-            self._srtt, self._rttvar = rtt, rtt / 2
-        else:
-            self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - rtt)
-            self._srtt = 0.875 * self._srtt + 0.125 * rtt
+        self._srtt, self._rttvar = smooth(self._srtt, self._rttvar, rtt)
         # RFC 6298's srtt + 4 x rttvar alone sits just above the median when a queue makes round trips
         # steady (measured: 10% of uses resent for nothing with 32 slots at 4 Mbit/s); and a use also
         # waits while a peer recovers its previous one. Fast retransmission recovers loss mid-call,
@@ -558,6 +586,20 @@ class Engine:
             idle, call.outstanding, call.uses, call.number, self.member, self.stats.retransmissions,
             self.stats.refused,
         )  # fmt: skip
+
+
+def smooth(mean: float | None, deviation: float, sample: float) -> tuple[float, float]:
+    """RFC 6298's smoothing of one round-trip sample into a mean and a deviation (None: no sample yet)."""
+    if mean is None:
+        return sample, sample / 2
+    return 0.875 * mean + 0.125 * sample, 0.75 * deviation + 0.25 * abs(mean - sample)
+
+
+def question_flags(n: int) -> int:
+    """The `flags` of the n-th QUERY about a use (n >= 1): 1 .. 255, never the 0 of a DATA, which a
+    multicast RESULT keeps. The switch copies it into its answer, so an answer names the question it
+    answers."""
+    return (n - 1) % 255 + 1
 
 
 # ---------------------------------------------------------------------- errors (both engines raise these)

@@ -788,29 +788,35 @@ def _aggregation_scenarios() -> tuple[Scenario, ...]:
             "answered: a collecting use without the asker's contribution answers MISSING with its "
             "contributors, one with it is not answered (CONTRIBUTED: the asker can only wait), a use no "
             "contribution has reached answers MISSING with none, a complete use replays its RESULT, a use "
-            "behind the copy is STALE (counted as a drop, not as a query).",
+            "behind the copy is STALE (counted as a drop, not as a query). Every answer echoes the "
+            "QUERY's `flags`, the asker's number for the question.",
             (
                 Send(1, contribution(JOB_A, 0, 2, A0)),
                 Send(2, contribution(JOB_A, 1, 2, A1)),
                 Send(
                     3,
-                    query(JOB_A, 2, 2),
-                    to_sender(JOB_A, 2, 2, None, msg_type=MsgType.MISSING, aux=0b011),
+                    query(JOB_A, 2, 2, flags=1),
+                    to_sender(JOB_A, 2, 2, None, msg_type=MsgType.MISSING, aux=0b011, flags=1),
                     note="rank 2's DATA was lost",
                 ),
                 Send(1, query(JOB_A, 0, 2), note="rank 0 waits for rank 2: nothing to tell it"),
                 Send(
                     2,
-                    query(JOB_A, 1, 3),
-                    to_sender(JOB_A, 1, 3, None, msg_type=MsgType.MISSING, aux=0),
+                    query(JOB_A, 1, 3, flags=2),
+                    to_sender(JOB_A, 1, 3, None, msg_type=MsgType.MISSING, aux=0, flags=2),
                     note="every DATA of that use was lost",
                 ),
                 Send(3, contribution(JOB_A, 2, 2, A2), to_job(JOB_A, 2, 2, A_SUM)),
-                Send(2, query(JOB_A, 1, 2), to_sender(JOB_A, 1, 2, A_SUM), note="rank 1's RESULT was lost"),
                 Send(
                     2,
-                    query(JOB_A, 1, 2, seq=seq_of(2, 0)),
-                    to_sender(JOB_A, 1, 2, None, msg_type=MsgType.STALE, seq=seq_of(2, 0), aux=SEQ),
+                    query(JOB_A, 1, 2, flags=255),
+                    to_sender(JOB_A, 1, 2, A_SUM, flags=255),
+                    note="rank 1's RESULT was lost",
+                ),
+                Send(
+                    2,
+                    query(JOB_A, 1, 2, seq=seq_of(2, 0), flags=7),
+                    to_sender(JOB_A, 1, 2, None, msg_type=MsgType.STALE, seq=seq_of(2, 0), aux=SEQ, flags=7),
                     note="a use long gone",
                 ),
                 Send(

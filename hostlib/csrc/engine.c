@@ -47,13 +47,14 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     c->last_data = malloc(w * sizeof(double));
     c->deadline = malloc(w * sizeof(double));
     c->retries = malloc(w * sizeof *c->retries);
-    c->asked_at = malloc(w * sizeof(double));
+    c->asked_at = malloc(w * P4R_QUESTION_MEMORY * sizeof(double));
     c->asks = malloc(w * sizeof *c->asks);
+    c->questions = malloc(w * sizeof *c->questions);
     c->buffers = malloc(w * e->frame);
     c->lost = malloc(w * sizeof *c->lost);
     c->expired = malloc(w * sizeof *c->expired);
     if (!c->current || !c->sent_at || !c->last_data || !c->deadline || !c->retries ||
-        !c->asked_at || !c->asks ||
+        !c->asked_at || !c->asks || !c->questions ||
         !c->buffers || !c->lost || !c->expired || p4r_overtaking_init(&c->overtaking, e->half_slots) ||
         out_reserve(&e->out, 2 * w + 8)) {
         p4r_engine_free(e);
@@ -71,6 +72,7 @@ void p4r_engine_free(struct p4r_engine *e) {
     free(c->retries);
     free(c->asked_at);
     free(c->asks);
+    free(c->questions);
     free(c->buffers);
     free(c->lost);
     free(c->expired);
@@ -112,13 +114,21 @@ static double question_rtt(const struct p4r_engine *e) {
 }
 
 /* How long to wait for the switch's answer to a question (or for a use it said is collecting): three
- * question round trips, doubled per unanswered one, within [QUESTION_MIN, RTO_MAX]. */
+ * question round trips, doubled per unanswered one, QUESTION_BACKOFFS times or up to three data round
+ * trips, within [QUESTION_MIN, RTO_MAX]. Silence is the normal answer for a rank whose contribution is
+ * in, and it must ask again soon after the use completes in case its RESULT was lost: hence the early
+ * stop. But a question estimate far too small (taken on an empty queue, before one built up) must not
+ * keep the questions coming faster than their answers: the data round trip, timed by DATA through the
+ * same queues, bounds how soon the backoff may stop. (Not the data timeout itself, which a call's start
+ * or end may have backed off to a second.) */
 static double question_timeout(const struct p4r_engine *e, uint32_t asks) {
     double base = P4R_RTO_SRTT_MULTIPLE * question_rtt(e);
     if (P4R_QUESTION_MIN > base) base = P4R_QUESTION_MIN;
-    int doublings = asks > 1 ? (int)(asks - 1) : 0;
-    if (doublings > P4R_QUESTION_BACKOFFS) doublings = P4R_QUESTION_BACKOFFS;
-    return lesser(ldexp(base, doublings), P4R_RTO_MAX);
+    double cap = ldexp(base, P4R_QUESTION_BACKOFFS);
+    double data = P4R_RTO_SRTT_MULTIPLE * (e->have_srtt ? e->srtt : P4R_RTO_INITIAL / P4R_RTO_SRTT_MULTIPLE);
+    if (data > cap) cap = data;
+    int doublings = asks > 1 ? (int)lesser(asks - 1, 30) : 0;
+    return lesser(lesser(ldexp(base, doublings), cap), P4R_RTO_MAX);
 }
 
 /* RFC 6298's smoothing of one round-trip sample into a mean and a deviation. */
@@ -133,10 +143,27 @@ static void smooth(int *have, double *srtt, double *rttvar, double sample) {
     }
 }
 
-/* The switch answered a question about the slot's use: a round-trip sample if unambiguous. */
-static void answered(struct p4r_engine *e, int slot, double now) {
+/* The `flags` of the n-th QUERY about a use (n >= 1): 1 .. 255, never the 0 of a DATA, which a multicast
+ * RESULT keeps. The switch copies it into its answer, so an answer names the question it answers. */
+static uint8_t question_flags(uint32_t n) { return (uint8_t)((n - 1) % 255 + 1); }
+
+/* When the slot's question that an answer echoes was asked: 1 and *at, or 0 when the echo names no
+ * question among the latest QUESTION_MEMORY (a multicast RESULT's 0, a very late answer). */
+static int asked_time(const struct p4r_call *c, int slot, uint8_t echo, double *at) {
+    uint32_t n = c->questions[slot];
+    if (echo == 0 || n == 0) return 0;
+    uint32_t back = (uint32_t)(question_flags(n) + 255 - echo) % 255;
+    if (back >= P4R_QUESTION_MEMORY || back >= n) return 0;
+    *at = c->asked_at[(size_t)slot * P4R_QUESTION_MEMORY + (n - back) % P4R_QUESTION_MEMORY];
+    return 1;
+}
+
+/* The switch answered a question about the slot's use: its round trip is a sample, since the echo says
+ * which question it answers (Karn's ambiguity does not arise). */
+static void answered(struct p4r_engine *e, int slot, uint8_t echo, double now) {
     struct p4r_call *c = &e->call;
-    if (c->asks[slot] == 1) smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, now - c->asked_at[slot]);
+    double at;
+    if (asked_time(c, slot, echo, &at)) smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, now - at);
     c->asks[slot] = 0;
 }
 
@@ -163,6 +190,7 @@ static void send_use(struct p4r_engine *e, int slot, long use, uint8_t agreed_ex
     c->current[slot] = use;
     c->sent_at[slot] = c->last_data[slot] = now;
     c->retries[slot] = c->asks[slot] = 0;
+    c->questions[slot] = 0;
     set_deadline(e, slot, now + e->rto);
     sent(e, slot);
     emit(e, buffer, e->frame);
@@ -174,7 +202,6 @@ static void again(struct p4r_engine *e, int slot, const uint8_t *packet, size_t 
     struct p4r_call *c = &e->call;
     c->retries[slot] += 1;
     c->asks[slot] += 1;
-    c->asked_at[slot] = now;
     set_deadline(e, slot, now + question_timeout(e, c->asks[slot]));
     emit(e, packet, size);
 }
@@ -188,11 +215,15 @@ static void resend(struct p4r_engine *e, int slot, double now) {
 }
 
 static void query(struct p4r_engine *e, int slot, double now) {
+    struct p4r_call *c = &e->call;
     uint8_t packet[P4R_HEADER_BYTES];
-    memcpy(packet, e->call.buffers + (size_t)slot * e->frame, P4R_HEADER_BYTES);
+    memcpy(packet, c->buffers + (size_t)slot * e->frame, P4R_HEADER_BYTES);
+    uint32_t n = ++c->questions[slot];
+    c->asked_at[(size_t)slot * P4R_QUESTION_MEMORY + n % P4R_QUESTION_MEMORY] = now;
     packet[0] = P4R_QUERY;
+    packet[7] = question_flags(n);
     e->stats.queries += 1;
-    p4r_overtaking_withdraw(&e->call.overtaking, slot);
+    p4r_overtaking_withdraw(&c->overtaking, slot);
     again(e, slot, packet, sizeof packet, now);
 }
 
@@ -222,7 +253,7 @@ void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t desc
         c->current[s] = -1;
         c->sent_at[s] = c->last_data[s] = 0.0;
         c->retries[s] = c->asks[s] = 0;
-        c->asked_at[s] = 0.0;
+        c->questions[s] = 0;
         c->deadline[s] = INFINITY;
     }
     p4r_overtaking_reset(&c->overtaking, width);
@@ -300,12 +331,13 @@ static int outstanding_slot(const struct p4r_engine *e, uint32_t seq, uint16_t s
     return slot;
 }
 
-static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_t exp, double now) {
+static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_t exp, uint8_t echo,
+                   double now) {
     struct p4r_call *c = &e->call;
     long use = c->current[slot];
     int first_send = c->retries[slot] == 0;
     if (first_send) p4r_engine_sample_rtt(e, now - c->sent_at[slot]); /* Karn: only unambiguous samples */
-    if (c->asks[slot]) answered(e, slot, now);
+    if (c->asks[slot]) answered(e, slot, echo, now);
     int lost = p4r_overtaking_answered(&c->overtaking, slot, first_send, c->lost);
     p4r_plan_deliver(c->plan, use, values);
     e->last_progress = now;
@@ -320,21 +352,27 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
     for (int i = 0; i < lost; i++) suspect(e, c->lost[i], now, 1);
 }
 
-/* The answer to this rank's QUERY: its contribution to the use is missing. Resend it. */
-static void missing(struct p4r_engine *e, int slot, uint32_t contributors, double now) {
+/* The answer to one of this rank's QUERYs: its contribution to the use was missing when that QUERY
+ * arrived. Resend the DATA if its latest transmission is older than the question (it should have arrived
+ * first: it was lost); a younger one answers for itself, and its timer stands. An answer naming no
+ * remembered question is ignored: a later one's answer, or the RESULT, follows. */
+static void missing(struct p4r_engine *e, int slot, uint32_t contributors, uint8_t echo, double now) {
     struct p4r_call *c = &e->call;
+    double at;
+    if (!asked_time(c, slot, echo, &at)) {
+        e->stats.ignored += 1;
+        return;
+    }
     e->stats.missing_received += 1;
-    if (c->asks[slot]) answered(e, slot, now);
+    smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, now - at);
     if (contributors >> e->rank & 1) {
         /* In already (the switch answers so only a rank whose contribution is missing): ask again later. */
-        set_deadline(e, slot, now + question_timeout(e, c->asks[slot] + 1));
-    } else if (now - c->last_data[slot] >= question_rtt(e)) {
-        /* Our DATA, if sent more than a question round trip ago, should have reached the switch before this
-         * MISSING left it: it was lost. */
+        c->asks[slot] = 0;
+        set_deadline(e, slot, now + question_timeout(e, 1));
+    } else if (c->last_data[slot] < at) {
+        c->asks[slot] = 0;
         e->stats.missing_resends += 1;
         resend(e, slot, now);
-    } else {
-        set_deadline(e, slot, now + question_timeout(e, 1)); /* a younger one may be on its way: ask soon */
     }
 }
 
@@ -389,9 +427,9 @@ void p4r_engine_receive(struct p4r_engine *e, const uint8_t *datagram, size_t si
     if (slot < 0) {
         e->stats.ignored += 1;
     } else if (h.msg_type == P4R_RESULT && size == e->frame) {
-        result(e, slot, datagram + P4R_HEADER_BYTES, h.exp, now);
+        result(e, slot, datagram + P4R_HEADER_BYTES, h.exp, h.flags, now);
     } else if (h.msg_type == P4R_MISSING && notice) {
-        missing(e, slot, h.aux, now);
+        missing(e, slot, h.aux, h.flags, now);
     } else if (h.msg_type == P4R_STALE && notice) {
         e->call.error = (struct p4r_error){.kind = P4R_ERR_ABANDONED, .held = h.aux};
     } else {

@@ -19,6 +19,7 @@ import heapq
 import itertools
 import random
 import struct
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,7 @@ from tests.protocol_scenarios import (
 
 ROOT = Path(__file__).resolve().parents[2]
 LINK_DELAY = 50e-6  # one way, host <-> switch
+FRAME_OVERHEAD = 42  # Ethernet, IPv4 and UDP headers around a datagram on a limited link
 
 
 @functools.cache
@@ -162,6 +164,8 @@ class Fabric:
     progress_timeout: float = 10.0
     switch_time: float = 0.0  # seconds the switch spends per DATA, one at a time (0: infinitely fast)
     query_time: float = 0.0  # seconds it spends per QUERY (no values to add: a fraction of a DATA's)
+    link_rate: float = 0.0  # bytes per second of every link, each way (0: no limit, no queue)
+    link_queue: int = 100  # frames a limited link holds waiting; more are dropped, as by a full qdisc
     engine: str = "spec"
     keys: tuple[int, ...] = ()
     now: float = 0.0
@@ -193,24 +197,42 @@ class Fabric:
         self._numbers: dict[tuple[bool, int], itertools.count[int]] = {}
         self._port_rank = {h.port: r for r, h in enumerate(self.job.workers)}
         self._switch_free = 0.0
+        self._links: dict[tuple[bool, int], deque[float]] = {}  # departure times of the frames queued
 
     # ------------------------------------------------------------------ events
     def _transmit(self, upstream: bool, rank: int, payload: bytes) -> None:
         number = next(self._numbers.setdefault((upstream, rank), itertools.count()))
         packet = Packet(upstream, rank, number, payload)
         delays = self.fault(packet)
+        departure = self._serialize(upstream, rank, len(payload)) if delays else self.now
+        if departure is None:
+            delays = []
         self.log.append((self.now, packet, len(delays)))
         for extra in delays:
             heapq.heappush(
                 self._events,
                 (
-                    self.now + LINK_DELAY + extra,
+                    departure + LINK_DELAY + extra,
                     next(self._order),
                     "arrive" if upstream else "host",
                     rank,
                     payload,
                 ),
             )
+
+    def _serialize(self, upstream: bool, rank: int, size: int) -> float | None:
+        """When a frame leaves a rate-limited link's FIFO (now, without a limit), or None if the queue is
+        full. Both directions of a rank's link queue on their own, like the two queues of a veth pair."""
+        if not self.link_rate:
+            return self.now
+        queue = self._links.setdefault((upstream, rank), deque())
+        while queue and queue[0] <= self.now:
+            queue.popleft()
+        if len(queue) >= self.link_queue:
+            return None
+        start = queue[-1] if queue else self.now
+        queue.append(start + (size + FRAME_OVERHEAD) / self.link_rate)
+        return queue[-1]
 
     def send_raw(self, rank: int, payload: bytes) -> None:
         """A datagram from rank's address that no engine wrote (a forger, a stale process)."""

@@ -54,7 +54,7 @@ def test_the_native_constants_are_the_protocols_and_the_specifications() -> None
         assert getattr(_native, message.name) == message.value
     for name in ("RTO_MIN", "RTO_MAX", "RTO_INITIAL", "QUESTION_MIN", "RTO_SRTT_MULTIPLE",
                  "FAST_RETRANSMIT_AFTER", "REMEMBERED_ABORTS", "RTT_SAMPLES",
-                 "QUESTION_BACKOFFS"):  # fmt: skip
+                 "QUESTION_BACKOFFS", "QUESTION_MEMORY"):  # fmt: skip
         assert getattr(_native, name) == getattr(spec_engine, name), name
     assert (_native.CODE_POS_INF, _native.CODE_NEG_INF, _native.CODE_NAN) == (
         q.CODE_POS_INF, q.CODE_NEG_INF, q.CODE_NAN,
