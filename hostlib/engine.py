@@ -338,7 +338,18 @@ class Engine:
         if call is None or self.done:
             return []
         self._out = []
-        expired = [s for s in range(call.width) if call.current[s] >= 0 and call.deadline[s] <= now]
+        expired = []
+        restart = self._last_progress + self.rto
+        for s in range(call.width):
+            if call.current[s] < 0 or call.deadline[s] > now:
+                continue
+            if call.retries[s] == 0 and restart > now:
+                # RFC 6298 5.3: the data timer restarts whenever a result arrives. While results flow,
+                # fast retransmission finds what is lost; a use that waits in a queue behind the others
+                # (a call's first window on a slow link) is not late.
+                call.deadline[s] = restart
+            else:
+                expired.append(s)
         if expired:
             # RFC 6298 5.5: the data timeout backs off and stays backed off until a fresh sample. Karn's
             # rule keeps the slow (retransmitted) uses out of the estimate, so without this a queue

@@ -444,8 +444,17 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
     struct p4r_call *c = &e->call;
     if (now >= e->wake) { /* else no deadline can have come */
         int expired = 0;
+        double restart = e->last_progress + e->rto;
         for (int s = 0; s < c->width; s++) {
-            if (c->current[s] >= 0 && c->deadline[s] <= now) c->expired[expired++] = s;
+            if (c->current[s] < 0 || c->deadline[s] > now) continue;
+            if (c->retries[s] == 0 && restart > now) {
+                /* RFC 6298 5.3: the data timer restarts whenever a result arrives. While results flow,
+                 * fast retransmission finds what is lost; a use that waits in a queue behind the others
+                 * (a call's first window on a slow link) is not late. */
+                c->deadline[s] = restart;
+            } else {
+                c->expired[expired++] = s;
+            }
         }
         if (expired) {
             /* RFC 6298 5.5: the data timeout backs off and stays backed off until a fresh sample, once per
