@@ -33,6 +33,7 @@ PROGRAMS = {
     "clones": ROOT / "tests/executor/clones.p4",
     "digests": ROOT / "tests/executor/digests.p4",
     "replicas": ROOT / "tests/executor/replicas.p4",
+    "exact_keys": ROOT / "tests/executor/exact_keys.p4",
     "general_features": ROOT / "tests/frontend/general_features.p4",
     "p4info_entities": ROOT / "tests/frontend/p4info_entities.p4",
     **{

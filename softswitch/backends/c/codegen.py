@@ -65,7 +65,7 @@ from softswitch.backends.common import (
 )
 from softswitch.runtime.pipeline import DIGEST_PORT_BASE
 
-GENERATOR_VERSION = 5  # bump whenever the generated code changes meaning: it is part of the cache key
+GENERATOR_VERSION = 6  # bump whenever the generated code changes meaning: it is part of the cache key
 MAX_WIDTH = 64
 HINT = "(the C backend runs bit<W>/int<W> up to 64 bits; run this program with --backend python)"
 
@@ -396,7 +396,7 @@ class CCompiler(CallDispatch):
             size = self.p4info_tables[name].size or 1024
             lines.append(
                 f'    bad |= p4_table_init(&ctx->tables[{t.index}], "{name}", keys_{t.index}, '
-                f"{len(self.tables[name].keys)}, {t.nargs}, {size});"
+                f"{len(self.tables[name].keys)}, {t.nargs}, {size}, {int(_packed(self.tables[name]))});"
             )
         for bank, ((size, _), names) in enumerate(self.banks):
             cells = max(1, size) * len(names)
@@ -726,10 +726,20 @@ class CCompiler(CallDispatch):
         self.emit(1, "p4_applied_t r;")
         self.emit(1, "r.hit = 0; r.action = 0; r.exited = 0;")
         keys = [self.expr(k.expr, 1) for k in table.keys]
-        self.emit(1, f"uint64_t key[{max(1, len(keys))}] = {{{', '.join(keys) or '0'}}};")
-        if table.keys and all(k.match_kind == "exact" for k in table.keys):
+        if _packed(table):
+            parts, left = [], sum(ir.width_of(k.expr.type) for k in table.keys)
+            for k, value in zip(table.keys, keys):
+                width = ir.width_of(k.expr.type)
+                left -= width
+                part = f"({value} & {_lit(_mask(width))})"
+                parts.append(f"({part} << {left})" if left else part)
+            self.emit(1, f"uint64_t word = {' | '.join(parts)}; /* the key fields in one word (p4_pack) */")
+            self.emit(1, "int32_t h = p4_exact_find_word(T, word); /* all exact: a hash probe */")
+        elif table.keys and all(k.match_kind == "exact" for k in table.keys):
+            self.emit(1, f"uint64_t key[{len(keys)}] = {{{', '.join(keys)}}};")
             self.emit(1, f"int32_t h = p4_exact_find_n(T, key, {len(keys)}); /* all exact: a hash probe */")
         else:
+            self.emit(1, f"uint64_t key[{max(1, len(keys))}] = {{{', '.join(keys) or '0'}}};")
             self.emit(1, "int32_t h = p4_table_find(T, key);")
         self.emit(1, "const uint64_t *args;")
         self.emit(1, "if (h < 0) {")
@@ -1704,6 +1714,15 @@ P4_EXPORT long p4_process_batch(ctx_t *ctx, uint32_t count, const uint64_t *port
     return out;
 }}
 """
+
+
+def _packed(table: ir.TableDecl) -> bool:
+    """Whether a table's key is matched as one word: all fields exact and 64 bits together at most."""
+    return (
+        bool(table.keys)
+        and all(k.match_kind == "exact" for k in table.keys)
+        and sum(ir.width_of(k.expr.type) for k in table.keys) <= MAX_WIDTH
+    )
 
 
 def _composite(t: ir.Type) -> bool:

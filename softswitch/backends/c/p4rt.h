@@ -214,14 +214,18 @@ typedef struct {
  * open-addressing hash of the key; any other table scans `order`, kept sorted
  * best first: priority, then prefix length, then age (the first inserted wins a
  * tie), which is the Python backend's order.
+ * An all-exact table whose key fields fit 64 bits together is `packed`: each
+ * entry's key is also kept as one word (`word`, the fields concatenated, first
+ * most significant), which the packet's code builds directly, so a lookup hashes
+ * and compares one word.
  * For range fields `val` holds the low and `msk` the high bound.
  */
 typedef struct {
     const char *name;
     uint32_t nkeys, nargs, capacity;
     const p4_key_t *keys;
-    int all_exact;
-    uint64_t *val, *msk, *args, *ctr, *seq;
+    int all_exact, packed;
+    uint64_t *val, *msk, *args, *ctr, *seq, *word;
     int32_t *prio;
     uint32_t *plen, *action, *free_list;
     uint8_t *used;
@@ -268,8 +272,38 @@ static inline __attribute__((always_inline)) int32_t p4_exact_find_n(const p4_ta
     return -1;
 }
 
+/* A key of one word: multiplied, then its high half folded into the low bits the table's mask keeps. */
+static inline uint64_t p4_word_hash(uint64_t w) {
+    w *= 0x9E3779B97F4A7C15u;
+    return w ^ (w >> 32);
+}
+
+/* The key fields of a packed table as one word, first most significant (what the generated code builds). */
+static inline uint64_t p4_pack(const p4_table_t *t, const uint64_t *key) {
+    uint64_t w = 0;
+    for (uint32_t i = 0; i < t->nkeys; i++) w = p4_shl(w, t->keys[i].width) | (key[i] & p4_mask(t->keys[i].width));
+    return w;
+}
+
+/* The entry of a packed table whose key is `word`, or -1. */
+static inline int32_t p4_exact_find_word(const p4_table_t *t, uint64_t word) {
+    if (!t->count) return -1;
+    uint32_t m = t->hcap - 1, i = (uint32_t)p4_word_hash(word) & m;
+    for (uint32_t probes = 0; probes < t->hcap; probes++, i = (i + 1) & m) {
+        int32_t h = t->hash[i];
+        if (h == P4_EMPTY) return -1;
+        if (h >= 0 && t->word[h] == word) return h;
+    }
+    return -1;
+}
+
 static inline int32_t p4_exact_find(const p4_table_t *t, const uint64_t *key) {
-    return p4_exact_find_n(t, key, t->nkeys);
+    return t->packed ? p4_exact_find_word(t, p4_pack(t, key)) : p4_exact_find_n(t, key, t->nkeys);
+}
+
+/* Where entry h's key hashes to. */
+static inline uint64_t p4_entry_hash(const p4_table_t *t, int32_t h) {
+    return t->packed ? p4_word_hash(t->word[h]) : p4_key_hash(t->val + (size_t)h * t->nkeys, t->nkeys);
 }
 
 static inline int p4_entry_matches(const p4_table_t *t, int32_t h, const uint64_t *key) {
@@ -292,8 +326,9 @@ static inline int32_t p4_table_find(const p4_table_t *t, const uint64_t *key) {
     return -1;
 }
 
+/* `packed`: the generator decided it (all exact, the key fields fit 64 bits), and packs each packet's key so. */
 static P4_UNUSED int p4_table_init(p4_table_t *t, const char *name, const p4_key_t *keys, uint32_t nkeys,
-                                   uint32_t nargs, uint32_t capacity) {
+                                   uint32_t nargs, uint32_t capacity, int packed) {
     memset(t, 0, sizeof *t);
     t->name = name;
     t->keys = keys;
@@ -303,12 +338,14 @@ static P4_UNUSED int p4_table_init(p4_table_t *t, const char *name, const p4_key
     t->all_exact = 1;
     for (uint32_t i = 0; i < nkeys; i++)
         if (keys[i].kind != P4_EXACT) t->all_exact = 0;
+    t->packed = packed;
     size_t c = capacity ? capacity : 1, kw = nkeys ? nkeys : 1, aw = nargs ? nargs : 1;
     t->val = calloc(c * kw, sizeof(uint64_t));
     t->msk = calloc(c * kw, sizeof(uint64_t));
     t->args = calloc(c * aw, sizeof(uint64_t));
     t->ctr = calloc(2 * c, sizeof(uint64_t));
     t->seq = calloc(c, sizeof(uint64_t));
+    t->word = calloc(c, sizeof(uint64_t));
     t->prio = calloc(c, sizeof(int32_t));
     t->plen = calloc(c, sizeof(uint32_t));
     t->action = calloc(c, sizeof(uint32_t));
@@ -319,7 +356,7 @@ static P4_UNUSED int p4_table_init(p4_table_t *t, const char *name, const p4_key
     t->hcap = 8;
     while (t->hcap < 2 * c) t->hcap <<= 1;
     t->hash = malloc(t->hcap * sizeof(int32_t));
-    if (!t->val || !t->msk || !t->args || !t->ctr || !t->seq || !t->prio || !t->plen || !t->action ||
+    if (!t->val || !t->msk || !t->args || !t->ctr || !t->seq || !t->word || !t->prio || !t->plen || !t->action ||
         !t->free_list || !t->used || !t->order || !t->default_args || !t->hash)
         return -1;
     for (uint32_t i = 0; i < t->hcap; i++) t->hash[i] = P4_EMPTY;
@@ -329,12 +366,12 @@ static P4_UNUSED int p4_table_init(p4_table_t *t, const char *name, const p4_key
 }
 
 static P4_UNUSED void p4_table_free(p4_table_t *t) {
-    free(t->val); free(t->msk); free(t->args); free(t->ctr); free(t->seq); free(t->prio); free(t->plen);
+    free(t->val); free(t->msk); free(t->args); free(t->ctr); free(t->seq); free(t->word); free(t->prio); free(t->plen);
     free(t->action); free(t->free_list); free(t->used); free(t->order); free(t->default_args); free(t->hash);
 }
 
 static void p4_hash_place(p4_table_t *t, int32_t h) {
-    uint32_t m = t->hcap - 1, i = (uint32_t)p4_key_hash(t->val + (size_t)h * t->nkeys, t->nkeys) & m;
+    uint32_t m = t->hcap - 1, i = (uint32_t)p4_entry_hash(t, h) & m;
     while (t->hash[i] >= 0) i = (i + 1) & m;
     if (t->hash[i] == P4_DELETED) t->tombstones--;
     t->hash[i] = h;
@@ -364,6 +401,7 @@ P4_EXPORT int32_t p4_table_insert(p4_table_t *t, const uint64_t *val, const uint
     int32_t h = (int32_t)t->free_list[--t->nfree];
     t->used[h] = 1;
     memcpy(t->val + (size_t)h * t->nkeys, val, t->nkeys * sizeof *val);
+    t->word[h] = t->packed ? p4_pack(t, val) : 0;
     memcpy(t->msk + (size_t)h * t->nkeys, msk, t->nkeys * sizeof *msk);
     memcpy(t->args + (size_t)h * t->nargs, args, t->nargs * sizeof *args);
     t->prio[h] = prio;
@@ -392,7 +430,7 @@ P4_EXPORT void p4_table_modify(p4_table_t *t, int32_t h, uint32_t action, const 
 P4_EXPORT void p4_table_delete(p4_table_t *t, int32_t h) {
     if (h < 0 || (uint32_t)h >= t->capacity || !t->used[h]) return;
     if (t->all_exact) {
-        uint32_t m = t->hcap - 1, i = (uint32_t)p4_key_hash(t->val + (size_t)h * t->nkeys, t->nkeys) & m;
+        uint32_t m = t->hcap - 1, i = (uint32_t)p4_entry_hash(t, h) & m;
         for (uint32_t probes = 0; probes < t->hcap; probes++, i = (i + 1) & m) {
             if (t->hash[i] == h) {
                 t->hash[i] = P4_DELETED;
