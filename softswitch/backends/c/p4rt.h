@@ -101,21 +101,6 @@ static inline void p4_put_bits(uint8_t *p, size_t bit, uint64_t v, unsigned w) {
     }
 }
 
-/*
- * `n` (1..8) bytes at `p` as a big-endian integer, and its inverse. The generator
- * passes a constant `n` at every call (a field's bit position in its header is
- * known when the program is compiled), so each call unrolls to a load or store
- * and a byte swap: no loop over bits at run time.
- */
-static inline __attribute__((always_inline)) uint64_t p4_load_be(const uint8_t *p, unsigned n) {
-    uint64_t v = 0;
-    for (unsigned i = 0; i < n; i++) v = (v << 8) | p[i];
-    return v;
-}
-static inline __attribute__((always_inline)) void p4_store_be(uint8_t *p, uint64_t v, unsigned n) {
-    for (unsigned i = n; i > 0; i--, v >>= 8) p[i - 1] = (uint8_t)v;
-}
-
 static inline uint64_t p4_be16(const uint8_t *p) { return ((uint64_t)p[0] << 8) | p[1]; }
 static inline uint64_t p4_be32(const uint8_t *p) {
     return ((uint64_t)p[0] << 24) | ((uint64_t)p[1] << 16) | ((uint64_t)p[2] << 8) | p[3];
@@ -127,6 +112,32 @@ static inline void p4_put32(uint8_t *p, uint64_t v) {
     p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
 }
 static inline void p4_put64(uint8_t *p, uint64_t v) { p4_put32(p, v >> 32); p4_put32(p + 4, v); }
+
+/*
+ * `n` (1..8) bytes at `p` as a big-endian integer, and its inverse. The generator
+ * passes a constant `n` at every call (a field's bit position in its header is
+ * known when the program is compiled), so each call unrolls to at most three
+ * loads or stores of 1, 2 and 4 bytes (one of 8), each a byte swap: a 6-byte
+ * MAC address is a 2-byte and a 4-byte access, not six.
+ */
+static inline __attribute__((always_inline)) uint64_t p4_load_be(const uint8_t *p, unsigned n) {
+    if (n == 8) return p4_be64(p);
+    uint64_t v = 0;
+    unsigned i = 0;
+    if (n & 1) v = p[i++];
+    if (n & 2) v = (v << 16) | p4_be16(p + i), i += 2;
+    if (n & 4) v = (v << 32) | p4_be32(p + i);
+    return v;
+}
+static inline __attribute__((always_inline)) void p4_store_be(uint8_t *p, uint64_t v, unsigned n) {
+    if (n == 8) {
+        p4_put64(p, v);
+        return;
+    }
+    if (n & 4) n -= 4, p4_put32(p + n, v), v >>= 32;
+    if (n & 2) n -= 2, p4_put16(p + n, v), v >>= 16;
+    if (n & 1) p[0] = (uint8_t)v;
+}
 
 /* ------------------------------------------------------------------ checksums and hashes */
 
