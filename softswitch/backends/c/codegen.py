@@ -65,7 +65,7 @@ from softswitch.backends.common import (
 )
 from softswitch.runtime.pipeline import DIGEST_PORT_BASE
 
-GENERATOR_VERSION = 6  # bump whenever the generated code changes meaning: it is part of the cache key
+GENERATOR_VERSION = 7  # bump whenever the generated code changes meaning: it is part of the cache key
 MAX_WIDTH = 64
 HINT = "(the C backend runs bit<W>/int<W> up to 64 bits; run this program with --backend python)"
 
@@ -1060,14 +1060,31 @@ class CCompiler(CallDispatch):
         decl = self.headers[header]
         nbytes = self._header_bits(header) // 8
         self._parser_error(depth, f"(size_t){offset} + {nbytes} > n", "PacketTooShort")
-        bit = 0
-        for f in decl.fields:
+        bit, i = 0, 0
+        while i < len(decl.fields):
+            run = _word_run(decl.fields, i, bit)
+            if run:  # consecutive bit<32> fields: byte-swapped together, four at a time
+                first, last = decl.fields[i], decl.fields[i + run - 1]
+                self.emit(
+                    depth,
+                    f"p4_swap32_words({self._field_bytes(target, header, first.name)}, "
+                    f"buf + {offset} + {bit // 8}, {run}); /* {first.name} .. {last.name} */",
+                )
+                bit, i = bit + 32 * run, i + run
+                continue
+            f = decl.fields[i]
             width = ir.width_of(f.type)
             self.emit(depth, f"{target}.{cname(f.name)} = {self._get_field(offset, bit, width, f.type)};")
-            bit += width
+            bit, i = bit + width, i + 1
         self.emit(depth, f"{target}.valid = 1;")
         if advance:
             self.emit(depth, f"off += {nbytes};")
+
+    def _field_bytes(self, target: str, header: str, field: str) -> str:
+        """The address of a field of header `target` as bytes (runs of fields are copied through it)."""
+        ctype = self.composite_type(ir.HeaderType(header))
+        const = "const " if target.startswith("P->orig->") else ""
+        return f"(({const}uint8_t *)&{target} + offsetof({ctype}, {cname(field)}))"
 
     @staticmethod
     def _get_field(offset: str, bit: int, width: int, t: ir.Type) -> str:
@@ -1133,8 +1150,21 @@ class CCompiler(CallDispatch):
 
     def _put_fields(self, depth: int, target: str, decl: ir.HeaderDecl) -> None:
         """Serialize the fields of header `target` at `out + at`."""
-        bit, run = 0, []
-        for f in decl.fields:
+        bit, run, skip = 0, [], 0
+        for i, f in enumerate(decl.fields):
+            if skip:
+                skip -= 1
+                continue
+            words = _word_run(decl.fields, i, bit) if not run else 0
+            if words:  # consecutive bit<32> fields: byte-swapped together, four at a time
+                last = decl.fields[i + words - 1]
+                self.emit(
+                    depth,
+                    f"p4_swap32_words(out + at + {bit // 8}, {self._field_bytes(target, decl.name, f.name)}, "
+                    f"{words}); /* {f.name} .. {last.name} */",
+                )
+                bit, skip = bit + 32 * words, words - 1
+                continue
             width = ir.width_of(f.type)
             if width:
                 run.append((f"(uint64_t){target}.{cname(f.name)}", width))
@@ -1714,6 +1744,21 @@ P4_EXPORT long p4_process_batch(ctx_t *ctx, uint32_t count, const uint64_t *port
     return out;
 }}
 """
+
+
+WORD_RUN = 4  # bit<32> fields in a row that the parser and deparser byte-swap as one block
+
+
+def _word_run(fields: tuple[ir.Field, ...], i: int, bit: int) -> int:
+    """How many bit<32> fields in a row start at fields[i] on a byte boundary (0: fewer than WORD_RUN)."""
+    if bit % 8:
+        return 0
+    n = 0
+    while (
+        i + n < len(fields) and isinstance(fields[i + n].type, ir.BitType) and fields[i + n].type.width == 32
+    ):
+        n += 1
+    return n if n >= WORD_RUN else 0
 
 
 def _packed(table: ir.TableDecl) -> bool:

@@ -22,6 +22,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define P4_EXPORT __attribute__((visibility("default")))
 #define P4_UNUSED __attribute__((unused))
@@ -137,6 +140,28 @@ static inline __attribute__((always_inline)) void p4_store_be(uint8_t *p, uint64
     if (n & 4) n -= 4, p4_put32(p + n, v), v >>= 32;
     if (n & 2) n -= 2, p4_put16(p + n, v), v >>= 16;
     if (n & 1) p[0] = (uint8_t)v;
+}
+
+/*
+ * `n` 32-bit words from `src` to `dst`, each byte-swapped: big-endian words of the
+ * packet into a run of consecutive bit<32> fields of a header struct (uint32_t,
+ * host order, contiguous), or back. On x86 (little-endian, SSE2 in the baseline)
+ * four words at a time, in registers; elsewhere one at a time.
+ */
+static inline void p4_swap32_words(uint8_t *dst, const uint8_t *src, unsigned n) {
+    unsigned i = 0;
+#if defined(__SSE2__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; i + 4 <= n; i += 4) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(src + 4 * i));
+        x = _mm_shufflehi_epi16(_mm_shufflelo_epi16(x, 0xB1), 0xB1); /* swap the halves of each word */
+        x = _mm_or_si128(_mm_slli_epi16(x, 8), _mm_srli_epi16(x, 8)); /* swap the bytes of each half */
+        _mm_storeu_si128((__m128i *)(dst + 4 * i), x);
+    }
+#endif
+    for (; i < n; i++) {
+        uint32_t v = (uint32_t)p4_be32(src + 4 * i); /* read big-endian, stored in host order: either way */
+        memcpy(dst + 4 * i, &v, 4);
+    }
 }
 
 /* ------------------------------------------------------------------ checksums and hashes */
