@@ -32,6 +32,9 @@ PROGRAMS = {
     "passes": ROOT / "tests/executor/passes.p4",
     "clones": ROOT / "tests/executor/clones.p4",
     "digests": ROOT / "tests/executor/digests.p4",
+    "replicas": ROOT / "tests/executor/replicas.p4",
+    "exact_keys": ROOT / "tests/executor/exact_keys.p4",
+    "words": ROOT / "tests/executor/words.p4",
     "general_features": ROOT / "tests/frontend/general_features.p4",
     "p4info_entities": ROOT / "tests/frontend/p4info_entities.p4",
     **{

@@ -37,12 +37,18 @@ PROGRAMS = {
     "passes": (ROOT / "tests/executor/passes.p4", []),  # resubmit and recirculate (frames in the arena)
     "clones": (ROOT / "tests/executor/clones.p4", []),  # clone at ingress and egress
     "digests": (ROOT / "tests/executor/digests.p4", []),  # digest messages out of the pipeline
+    "replicas": (ROOT / "tests/executor/replicas.p4", []),  # headers shared by replicas, clones
+    "words": (ROOT / "tests/executor/words.p4", []),  # runs of bit<32> fields swapped as blocks
 }
 # C run once after p4_create, per program: what the control plane would have configured.
 SETUP = {
     "clones": "uint64_t port[2] = {3, 4}, rid[2] = {1, 2};\n"
     "    p4_set_clone_session(ctx, 5, 2, port, rid);\n"
     "    p4_set_clone_session(ctx, 6, 1, port, rid);",
+    "replicas": "uint64_t port[4] = {4, 5, 6, 7}, rid[4] = {0, 1, 2, 3};\n"
+    "    p4_set_group(ctx, 1, 4, port, rid);\n"
+    "    p4_set_group(ctx, 2, 1, port, rid);\n"
+    "    p4_set_clone_session(ctx, 5, 2, port, rid);",
 }
 HARNESS = """
 #include "program.c"

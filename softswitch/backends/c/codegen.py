@@ -9,7 +9,10 @@ body, copy-out order. What the C looks like:
   one unsigned field per P4 field, uint8/16/32/64 by width), structs nest,
   a header stack is `{elements[N], next}`; `standard_metadata_t` fields are
   64-bit, since a port number comes from outside the program. The packet is
-  `packet_t {hdr, meta, sm}`; a multicast replica is a struct copy.
+  `packet_t {meta, sm, ..., hdr}`; a multicast replica copies everything but
+  the headers no egress-side code writes (`sharing.py`), which it reads from the
+  original packet (`P->orig`); the deparser serializes those once per group of
+  copies and copies their bytes into the others.
 * **Values.** bit<W>/int<W> up to 64 bits are uint64_t bit patterns masked to
   W, int<W> sign-extended only where the operation needs it (comparison,
   right shift, saturation, widening cast), as in Python. Anything wider is
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from finsy.proto import p4i
 
 from softswitch import ir
+from softswitch.backends.c.sharing import PER_COPY_BLOCKS, shared_headers
 from softswitch.backends.common import (
     CLONE_SESSION_MASK,
     DROP_PORT,
@@ -61,7 +65,7 @@ from softswitch.backends.common import (
 )
 from softswitch.runtime.pipeline import DIGEST_PORT_BASE
 
-GENERATOR_VERSION = 4  # bump whenever the generated code changes meaning: it is part of the cache key
+GENERATOR_VERSION = 7  # bump whenever the generated code changes meaning: it is part of the cache key
 MAX_WIDTH = 64
 HINT = "(the C backend runs bit<W>/int<W> up to 64 bits; run this program with --backend python)"
 
@@ -161,6 +165,7 @@ class Scope:
     action_params: dict[str, str] = field(default_factory=dict)  # P4 name -> C expression
     in_action: bool = False
     in_parser: bool = False
+    shared: frozenset[str] = frozenset()  # headers members read from the original packet (`P->orig`)
 
 
 class CCompiler(CallDispatch):
@@ -201,6 +206,8 @@ class CCompiler(CallDispatch):
         self.clones = False  # whether the program clones (then the context holds the clone sessions)
         self.digests = digest_widths(info)
         self.digest_bytes = max((sum((w + 7) // 8 for w in ws) for _, ws in self.digests.values()), default=0)
+        self.shared = shared_headers(program)
+        self.shared_emits: dict[str, int] = {}  # a shared header the deparser emits -> its index in shared_at
 
     # ================================================================ types
     def scalar_type(self, t: ir.Type, where: str) -> str:
@@ -268,14 +275,17 @@ class CCompiler(CallDispatch):
         self.composite_type(self.meta_type)  # type: ignore[arg-type]
         std = self.composite_type(ir.StructType("standard_metadata_t"))
         packet = (
-            "/* The state of one packet: the blocks' header, metadata and standard_metadata parameters. */\n"
-            f"typedef struct {{\n    {self.type_names[self.hdr_type]} hdr;\n"
+            "/*\n * The state of one packet: the blocks' header, metadata and standard_metadata parameters.\n"
+            " * The headers come last, so that a replica copies everything before them in one piece\n"
+            " * (p4_replica). `orig` is where the headers no egress code writes are read from (sharing.py):\n"
+            " * the packet itself, or for a replica the packet it was copied from.\n */\n"
+            f"typedef struct packet_s {{\n"
             f"    {self.type_names[self.meta_type]} meta;\n    {std} sm;\n"
             "    uint32_t resubmit, recirculate; /* requested: 0, or the field list index + 1 */\n"
             "    uint32_t clone, clone_list; /* requested: session + 1, list index + 1 */\n"
             + self._digest_members()
-            + "} packet_t;\n"
-            + self._digest_put()
+            + "    const struct packet_s *orig;\n"
+            f"    {self.type_names[self.hdr_type]} hdr;\n" + "} packet_t;\n" + self._digest_put()
         )
         self._declare_objects()
         blocks: dict[str, str] = {}
@@ -284,12 +294,13 @@ class CCompiler(CallDispatch):
             decl = self.program.block(binding.param)
             params = block_roots(decl, first)
             self.locals.setdefault(decl.name, {})
+            shared = self.shared if binding.param in PER_COPY_BLOCKS else frozenset()
             if isinstance(decl, ir.ParserDecl):
                 blocks[fn] = self._parser(decl, params)
             elif binding.param == "dep":
-                blocks[fn] = self._deparser(decl, params)
+                blocks[fn] = self._deparser(decl, params, shared)
             else:
-                blocks[fn] = self._control(decl, params)
+                blocks[fn] = self._control(decl, params, shared)
         return self._assemble(packet, blocks), self.manifest
 
     def _assemble(self, packet: str, blocks: dict[str, str]) -> str:
@@ -385,7 +396,7 @@ class CCompiler(CallDispatch):
             size = self.p4info_tables[name].size or 1024
             lines.append(
                 f'    bad |= p4_table_init(&ctx->tables[{t.index}], "{name}", keys_{t.index}, '
-                f"{len(self.tables[name].keys)}, {t.nargs}, {size});"
+                f"{len(self.tables[name].keys)}, {t.nargs}, {size}, {int(_packed(self.tables[name]))});"
             )
         for bank, ((size, _), names) in enumerate(self.banks):
             cells = max(1, size) * len(names)
@@ -472,13 +483,13 @@ class CCompiler(CallDispatch):
         # No blanket zeroing: every local is assigned where it is declared (its initializer, or zero).
         self.emit(1, f"locals_{cname(owner)}_t locals, *L = &locals;")
 
-    def _control(self, decl: ir.ControlDecl, params: dict[str, str]) -> str:
+    def _control(self, decl: ir.ControlDecl, params: dict[str, str], shared: frozenset[str]) -> str:
         name = f"control_{cname(decl.name)}"
         saved = self._begin(
             name,
             f"void {name}(ctx_t *ctx, packet_t *P, uint64_t plen)",
             f"control {decl.name} ({_pos(decl)})",
-            Scope(decl.name, params),
+            Scope(decl.name, params, shared=shared),
         )
         self._locals_init(decl.name)
         self.emit(1, "(void)L; (void)plen; (void)ctx;")
@@ -543,17 +554,17 @@ class CCompiler(CallDispatch):
         self._parser_error_set(depth, "NoMatch")
         self.emit(depth, "return off;")
 
-    def _deparser(self, decl: ir.ControlDecl, params: dict[str, str]) -> str:
+    def _deparser(self, decl: ir.ControlDecl, params: dict[str, str], shared: frozenset[str]) -> str:
         name = f"deparser_{cname(decl.name)}"
         saved = self._begin(
             name,
-            f"size_t {name}(ctx_t *ctx, packet_t *P, uint8_t *out)",
-            f"deparser {decl.name} ({_pos(decl)}): returns how many bytes it wrote",
-            Scope(decl.name, params),
+            f"size_t {name}(ctx_t *ctx, packet_t *P, uint8_t *out, uint32_t *shared_at)",
+            f"deparser {decl.name} ({_pos(decl)}): returns how many bytes it wrote; shared_at: see p4_pass",
+            Scope(decl.name, params, shared=shared),
         )
         self.emit(1, "size_t at = 0;")
         self._locals_init(decl.name)
-        self.emit(1, "(void)L; (void)ctx;")
+        self.emit(1, "(void)L; (void)ctx; (void)shared_at;")
         self._block(1, decl.apply)
         self.emit(1, "return at;")
         self._end(saved)
@@ -709,16 +720,26 @@ class CCompiler(CallDispatch):
             fn,
             f"p4_applied_t {fn}(ctx_t *ctx, packet_t *P, {self._locals_ptr(scope.owner)})",
             f"table {table_name} ({_pos(table)})",
-            Scope(scope.owner, scope.params),
+            Scope(scope.owner, scope.params, shared=scope.shared),
         )
         self.emit(1, f"p4_table_t *T = &ctx->tables[{info.index}];")
         self.emit(1, "p4_applied_t r;")
         self.emit(1, "r.hit = 0; r.action = 0; r.exited = 0;")
         keys = [self.expr(k.expr, 1) for k in table.keys]
-        self.emit(1, f"uint64_t key[{max(1, len(keys))}] = {{{', '.join(keys) or '0'}}};")
-        if table.keys and all(k.match_kind == "exact" for k in table.keys):
+        if _packed(table):
+            parts, left = [], sum(ir.width_of(k.expr.type) for k in table.keys)
+            for k, value in zip(table.keys, keys):
+                width = ir.width_of(k.expr.type)
+                left -= width
+                part = f"({value} & {_lit(_mask(width))})"
+                parts.append(f"({part} << {left})" if left else part)
+            self.emit(1, f"uint64_t word = {' | '.join(parts)}; /* the key fields in one word (p4_pack) */")
+            self.emit(1, "int32_t h = p4_exact_find_word(T, word); /* all exact: a hash probe */")
+        elif table.keys and all(k.match_kind == "exact" for k in table.keys):
+            self.emit(1, f"uint64_t key[{len(keys)}] = {{{', '.join(keys)}}};")
             self.emit(1, f"int32_t h = p4_exact_find_n(T, key, {len(keys)}); /* all exact: a hash probe */")
         else:
+            self.emit(1, f"uint64_t key[{max(1, len(keys))}] = {{{', '.join(keys) or '0'}}};")
             self.emit(1, "int32_t h = p4_table_find(T, key);")
         self.emit(1, "const uint64_t *args;")
         self.emit(1, "if (h < 0) {")
@@ -820,7 +841,7 @@ class CCompiler(CallDispatch):
             fn,
             f"int {fn}({', '.join(params)})",
             f"action {decl.fq_name} ({_pos(decl)}): returns 1 when it executed exit",
-            Scope(owner, scope.params if not top else {}, names, in_action=True),
+            Scope(owner, scope.params if not top else {}, names, in_action=True, shared=scope.shared),
         )
         self.locals.setdefault(owner, {})
         if top:
@@ -1039,14 +1060,31 @@ class CCompiler(CallDispatch):
         decl = self.headers[header]
         nbytes = self._header_bits(header) // 8
         self._parser_error(depth, f"(size_t){offset} + {nbytes} > n", "PacketTooShort")
-        bit = 0
-        for f in decl.fields:
+        bit, i = 0, 0
+        while i < len(decl.fields):
+            run = _word_run(decl.fields, i, bit)
+            if run:  # consecutive bit<32> fields: byte-swapped together, four at a time
+                first, last = decl.fields[i], decl.fields[i + run - 1]
+                self.emit(
+                    depth,
+                    f"p4_swap32_words({self._field_bytes(target, header, first.name)}, "
+                    f"buf + {offset} + {bit // 8}, {run}); /* {first.name} .. {last.name} */",
+                )
+                bit, i = bit + 32 * run, i + run
+                continue
+            f = decl.fields[i]
             width = ir.width_of(f.type)
             self.emit(depth, f"{target}.{cname(f.name)} = {self._get_field(offset, bit, width, f.type)};")
-            bit += width
+            bit, i = bit + width, i + 1
         self.emit(depth, f"{target}.valid = 1;")
         if advance:
             self.emit(depth, f"off += {nbytes};")
+
+    def _field_bytes(self, target: str, header: str, field: str) -> str:
+        """The address of a field of header `target` as bytes (runs of fields are copied through it)."""
+        ctype = self.composite_type(ir.HeaderType(header))
+        const = "const " if target.startswith("P->orig->") else ""
+        return f"(({const}uint8_t *)&{target} + offsetof({ctype}, {cname(field)}))"
 
     @staticmethod
     def _get_field(offset: str, bit: int, width: int, t: ir.Type) -> str:
@@ -1087,25 +1125,53 @@ class CCompiler(CallDispatch):
             raise UnsupportedError(f"expected a header or field of the packet at {call.pos}")
         if self.scope.in_action:
             raise UnsupportedError(f"emit inside an action at {call.pos} (the C backend bounds the deparser)")
-        place = self.place(call.header, depth)
-        for target, header in self._headers_under(place, call.header.type):
+        for header_expr in self._headers_under(call.header):
+            assert isinstance(header_expr.type, ir.HeaderType)
+            header, target = header_expr.type.name, self.place(header_expr, depth)
             decl = self.headers[header]
             if not decl.fields:
                 continue
             nbytes = self._header_bits(header) // 8
             self.deparse_bound += nbytes
-            self.emit(depth, f"if ({target}.valid) {{ /* emit {header} */")
-            bit, run = 0, []
-            for f in decl.fields:
-                width = ir.width_of(f.type)
-                if width:
-                    run.append((f"(uint64_t){target}.{cname(f.name)}", width))
-                bit += width
-                if bit % 8 == 0 and run:  # the fields since the last byte boundary fill whole bytes
-                    self._put_run(depth + 1, bit - sum(w for _, w in run), run)
-                    run = []
+            if target.startswith("P->orig->"):  # the same bytes in every copy: serialized once per group
+                index = self.shared_emits.setdefault(target, len(self.shared_emits))
+                self.emit(depth, f"if ({target}.valid) {{ /* emit {header}: every copy shares it */")
+                self.emit(depth + 1, f"if (shared_at[{index}]) {{ /* serialized by an earlier copy */")
+                self.emit(depth + 2, f"memcpy(out + at, ctx->base.arena + shared_at[{index}] - 1, {nbytes});")
+                self.emit(depth + 1, "} else {")
+                self.emit(depth + 2, f"shared_at[{index}] = (uint32_t)(out + at - ctx->base.arena) + 1;")
+                self._put_fields(depth + 2, target, decl)
+                self.emit(depth + 1, "}")
+            else:
+                self.emit(depth, f"if ({target}.valid) {{ /* emit {header} */")
+                self._put_fields(depth + 1, target, decl)
             self.emit(depth + 1, f"at += {nbytes};")
             self.emit(depth, "}")
+
+    def _put_fields(self, depth: int, target: str, decl: ir.HeaderDecl) -> None:
+        """Serialize the fields of header `target` at `out + at`."""
+        bit, run, skip = 0, [], 0
+        for i, f in enumerate(decl.fields):
+            if skip:
+                skip -= 1
+                continue
+            words = _word_run(decl.fields, i, bit) if not run else 0
+            if words:  # consecutive bit<32> fields: byte-swapped together, four at a time
+                last = decl.fields[i + words - 1]
+                self.emit(
+                    depth,
+                    f"p4_swap32_words(out + at + {bit // 8}, {self._field_bytes(target, decl.name, f.name)}, "
+                    f"{words}); /* {f.name} .. {last.name} */",
+                )
+                bit, skip = bit + 32 * words, words - 1
+                continue
+            width = ir.width_of(f.type)
+            if width:
+                run.append((f"(uint64_t){target}.{cname(f.name)}", width))
+            bit += width
+            if bit % 8 == 0 and run:  # the fields since the last byte boundary fill whole bytes
+                self._put_run(depth, bit - sum(w for _, w in run), run)
+                run = []
 
     def _put_run(self, depth: int, bit: int, run: list[tuple[str, int]]) -> None:
         """Write fields that fill whole bytes from byte `bit // 8`: one store when they fit in 64 bits."""
@@ -1134,16 +1200,17 @@ class CCompiler(CallDispatch):
                 self.emit(depth, f"p4_put_bits(out + at, {bit}, {value}, {width});")
                 bit += width
 
-    def _headers_under(self, place: str, t: ir.Type) -> Iterator[tuple[str, str]]:
-        """Every header inside a header, struct or stack, in layout order."""
+    def _headers_under(self, e: ir.Expr) -> Iterator[ir.Expr]:
+        """Every header inside a header, struct or stack expression, in layout order."""
+        t = e.type
         if isinstance(t, ir.HeaderType):
-            yield place, t.name
+            yield e
         elif isinstance(t, ir.StackType):
             for i in range(t.size):
-                yield f"{place}.e[{i}]", t.element.name
+                yield ir.StackIndex(e, ir.Const(ir.BitType(32), i), t.element, e.pos)  # type: ignore[attr-defined]
         elif isinstance(t, ir.StructType):
             for f in self.structs[t.name].fields:
-                yield from self._headers_under(f"{place}.{cname(f.name)}", f.type)
+                yield from self._headers_under(ir.Member(e, f.name, f.type, e.pos))  # type: ignore[attr-defined]
 
     def _lookahead_bits(self, depth: int, e: ir.Lookahead) -> str:
         """The next width_of(T) bits of the packet as an integer, the packet long enough or an error."""
@@ -1216,7 +1283,15 @@ class CCompiler(CallDispatch):
         if isinstance(e, ir.Member):
             if isinstance(e.expr, ir.StackMember) and e.expr.member == "last":
                 return f"{self._last(e.expr, depth)}.{cname(e.field)}"
-            return f"{self.place(e.expr, depth)}.{cname(e.field)}"
+            base = e.expr
+            if (
+                isinstance(base, ir.Var)
+                and base.kind == "param"
+                and scope.params.get(base.name) == "hdr"
+                and e.field in scope.shared
+            ):  # no per-copy code writes it: read from the packet the copy was made from
+                return f"P->orig->hdr.{cname(e.field)}"
+            return f"{self.place(base, depth)}.{cname(e.field)}"
         if isinstance(e, ir.StackIndex) and isinstance(e.index, ir.Const):
             assert isinstance(e.expr.type, ir.StackType)
             if not 0 <= int(e.index.value) < e.expr.type.size:
@@ -1386,6 +1461,36 @@ static P4_UNUSED void p4_preserve(packet_t *D, const packet_t *S, uint32_t list)
 }}
 """
 
+    def _shared_count(self) -> int:
+        return max(1, len(self.shared_emits))
+
+    def _copy_functions(self) -> str:
+        """p4_replica and p4_headers: copies of a packet that leave the shared headers where they are."""
+        hdr = self.program.struct(self.hdr_type.name)  # type: ignore[union-attr]
+        written = [cname(f.name) for f in hdr.fields if f.name not in self.shared]
+        shared = [cname(f.name) for f in hdr.fields if f.name in self.shared]
+        if shared:
+            copies = "".join(f"\n    C->hdr.{m} = P->hdr.{m};" for m in written)
+            whole = "".join(f"\n    D->hdr.{m} = S->hdr.{m};" for m in written)
+            whole = f"D->hdr = S->orig->hdr;{whole}"
+        else:
+            copies, whole = "\n    C->hdr = P->hdr;", "D->hdr = S->hdr;"
+        return f"""
+/*
+ * A copy of P for egress (a multicast replica, a clone's replica): everything before the headers,
+ * and the headers egress may write ({", ".join(written) or "none"}). The headers no egress code writes
+ * ({", ".join(shared) or "none"}) are not copied: the copy reads them from P->orig.
+ */
+static void p4_replica(packet_t *C, const packet_t *P) {{
+    memcpy(C, P, offsetof(packet_t, hdr));{copies}
+}}
+
+/* All the headers of S, into D: those egress may write from S, the shared ones from S->orig. */
+static P4_UNUSED void p4_headers(packet_t *D, const packet_t *S) {{
+    {whole}
+}}
+"""
+
     def _digest_members(self) -> str:
         if not self.digests:
             return ""
@@ -1442,7 +1547,8 @@ static const p4_group_t *p4_clone_session(ctx_t *ctx, packet_t *P, uint32_t *lis
 static void p4_cloned(packet_t *D, const packet_t *headers, const packet_t *kept, uint32_t list,
                       uint64_t instance_type, uint32_t length) {{
     memset(D, 0, sizeof *D);
-    D->hdr = headers->hdr;
+    p4_headers(D, headers);
+    D->orig = D;
     if (list) p4_preserve(D, kept, list - 1);
     D->sm.instance_type = instance_type;
     D->sm.packet_length = length;
@@ -1452,12 +1558,14 @@ static void p4_cloned(packet_t *D, const packet_t *headers, const packet_t *kept
 static void p4_clone_copies(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, uint32_t length,
                             uint32_t payload_at, const packet_t *clone, const p4_group_t *s,
                             uint32_t *passes) {{
+    uint32_t shared_at[{self._shared_count()}] = {{0}};
     for (uint32_t i = 0; i < s->n; i++) {{
-        packet_t C = *clone;
+        packet_t C;
+        p4_replica(&C, clone);
         C.sm.egress_port = s->port[i];
         C.sm.egress_spec = s->port[i];
         C.sm.egress_rid = s->rid[i];
-        p4_egress_copy(ctx, port, frame, at, length, payload_at, &C, passes);
+        p4_egress_copy(ctx, port, frame, at, length, payload_at, &C, shared_at, passes);
     }}
 }}
 
@@ -1469,6 +1577,7 @@ static void p4_clone_at_ingress(ctx_t *ctx, uint64_t port, const uint8_t *frame,
     if (!s) return;
     packet_t parsed, clone;
     memset(&parsed, 0, sizeof parsed);
+    parsed.orig = &parsed;
     parsed.sm.ingress_port = port;
     parsed.sm.packet_length = length;
     uint32_t payload_at = {blocks["parse"]}(ctx, &parsed, frame ? frame : ctx->base.arena + at, length);
@@ -1515,11 +1624,11 @@ static void p4_clone_at_egress(ctx_t *ctx, uint64_t port, const uint8_t *frame, 
             clone_at_egress = (
                 "    if (C->clone) p4_clone_at_egress(ctx, port, frame, at, length, payload_at, C, passes);\n"
             )
-        return f"""{self._preserve_function()}
+        return f"""{self._preserve_function()}{self._copy_functions()}
 static int p4_pass(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, uint32_t length,
                    uint64_t instance_type, const packet_t *keep, uint32_t list, uint32_t *passes);
 static void p4_egress_copy(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, uint32_t length,
-                           uint32_t payload_at, packet_t *C, uint32_t *passes);
+                           uint32_t payload_at, packet_t *C, uint32_t *shared_at, uint32_t *passes);
 
 /* One more pass (resubmit, recirculation, clone operation) for this frame, or the packet fails. */
 static void p4_count_pass(p4_base_t *B, uint32_t *passes) {{
@@ -1550,6 +1659,7 @@ static int p4_pass(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, u
     packet_t packet, copy;
     memset(&packet, 0, sizeof packet);
     packet_t *P = &packet;
+    P->orig = P;
     B->plen = length;
     P->sm.ingress_port = port;
     P->sm.packet_length = length;
@@ -1569,31 +1679,33 @@ static int p4_pass(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, u
     }} else {{
         P->sm.egress_port = P->sm.egress_spec;
     }}
+    /* Where in the arena each shared header was first serialized (+ 1; 0: not yet), for every copy. */
+    uint32_t shared_at[{self._shared_count()}] = {{0}};
     for (uint32_t i = 0; i < copies; i++) {{
         packet_t *C = P; /* unicast: egress works on the packet itself */
-        if (g) {{ /* a replica: a copy of everything, with its port and rid */
-            copy = *P;
+        if (g) {{ /* a replica, with its port and rid */
+            p4_replica(&copy, P);
             C = &copy;
             C->sm.egress_port = g->port[i];
             C->sm.egress_spec = g->port[i];
             C->sm.egress_rid = g->rid[i];
             C->sm.instance_type = {INSTANCE_TYPE_REPLICATION};
         }}
-        p4_egress_copy(ctx, port, frame, at, length, payload_at, C, passes);
+        p4_egress_copy(ctx, port, frame, at, length, payload_at, C, shared_at, passes);
     }}
     return 0;
 }}
 
 /* Egress, compute checksum and deparser for one copy: it leaves, recirculates or is dropped. */
 static void p4_egress_copy(ctx_t *ctx, uint64_t port, const uint8_t *frame, size_t at, uint32_t length,
-                           uint32_t payload_at, packet_t *C, uint32_t *passes) {{
+                           uint32_t payload_at, packet_t *C, uint32_t *shared_at, uint32_t *passes) {{
     p4_base_t *B = &ctx->base;
     size_t payload_len = length - payload_at;
     {blocks["egress"]}(ctx, C, length);
 {clone_at_egress}    if (C->sm.egress_spec == {DROP_PORT}) return;
     {blocks["compute_checksum"]}(ctx, C, length);
     uint8_t *out = p4_out_begin(B, {bound} + payload_len);
-    size_t n = {blocks["deparse"]}(ctx, C, out);
+    size_t n = {blocks["deparse"]}(ctx, C, out, shared_at);
     memcpy(out + n, (frame ? frame : B->arena + at) + payload_at, payload_len);
 {recirculate}    p4_out_end(B, C->sm.egress_port, n + payload_len);
     (void)port;
@@ -1632,6 +1744,30 @@ P4_EXPORT long p4_process_batch(ctx_t *ctx, uint32_t count, const uint64_t *port
     return out;
 }}
 """
+
+
+WORD_RUN = 4  # bit<32> fields in a row that the parser and deparser byte-swap as one block
+
+
+def _word_run(fields: tuple[ir.Field, ...], i: int, bit: int) -> int:
+    """How many bit<32> fields in a row start at fields[i] on a byte boundary (0: fewer than WORD_RUN)."""
+    if bit % 8:
+        return 0
+    n = 0
+    while (
+        i + n < len(fields) and isinstance(fields[i + n].type, ir.BitType) and fields[i + n].type.width == 32
+    ):
+        n += 1
+    return n if n >= WORD_RUN else 0
+
+
+def _packed(table: ir.TableDecl) -> bool:
+    """Whether a table's key is matched as one word: all fields exact and 64 bits together at most."""
+    return (
+        bool(table.keys)
+        and all(k.match_kind == "exact" for k in table.keys)
+        and sum(ir.width_of(k.expr.type) for k in table.keys) <= MAX_WIDTH
+    )
 
 
 def _composite(t: ir.Type) -> bool:

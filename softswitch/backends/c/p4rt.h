@@ -22,6 +22,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define P4_EXPORT __attribute__((visibility("default")))
 #define P4_UNUSED __attribute__((unused))
@@ -101,21 +104,6 @@ static inline void p4_put_bits(uint8_t *p, size_t bit, uint64_t v, unsigned w) {
     }
 }
 
-/*
- * `n` (1..8) bytes at `p` as a big-endian integer, and its inverse. The generator
- * passes a constant `n` at every call (a field's bit position in its header is
- * known when the program is compiled), so each call unrolls to a load or store
- * and a byte swap: no loop over bits at run time.
- */
-static inline __attribute__((always_inline)) uint64_t p4_load_be(const uint8_t *p, unsigned n) {
-    uint64_t v = 0;
-    for (unsigned i = 0; i < n; i++) v = (v << 8) | p[i];
-    return v;
-}
-static inline __attribute__((always_inline)) void p4_store_be(uint8_t *p, uint64_t v, unsigned n) {
-    for (unsigned i = n; i > 0; i--, v >>= 8) p[i - 1] = (uint8_t)v;
-}
-
 static inline uint64_t p4_be16(const uint8_t *p) { return ((uint64_t)p[0] << 8) | p[1]; }
 static inline uint64_t p4_be32(const uint8_t *p) {
     return ((uint64_t)p[0] << 24) | ((uint64_t)p[1] << 16) | ((uint64_t)p[2] << 8) | p[3];
@@ -127,6 +115,54 @@ static inline void p4_put32(uint8_t *p, uint64_t v) {
     p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
 }
 static inline void p4_put64(uint8_t *p, uint64_t v) { p4_put32(p, v >> 32); p4_put32(p + 4, v); }
+
+/*
+ * `n` (1..8) bytes at `p` as a big-endian integer, and its inverse. The generator
+ * passes a constant `n` at every call (a field's bit position in its header is
+ * known when the program is compiled), so each call unrolls to at most three
+ * loads or stores of 1, 2 and 4 bytes (one of 8), each a byte swap: a 6-byte
+ * MAC address is a 2-byte and a 4-byte access, not six.
+ */
+static inline __attribute__((always_inline)) uint64_t p4_load_be(const uint8_t *p, unsigned n) {
+    if (n == 8) return p4_be64(p);
+    uint64_t v = 0;
+    unsigned i = 0;
+    if (n & 1) v = p[i++];
+    if (n & 2) v = (v << 16) | p4_be16(p + i), i += 2;
+    if (n & 4) v = (v << 32) | p4_be32(p + i);
+    return v;
+}
+static inline __attribute__((always_inline)) void p4_store_be(uint8_t *p, uint64_t v, unsigned n) {
+    if (n == 8) {
+        p4_put64(p, v);
+        return;
+    }
+    if (n & 4) n -= 4, p4_put32(p + n, v), v >>= 32;
+    if (n & 2) n -= 2, p4_put16(p + n, v), v >>= 16;
+    if (n & 1) p[0] = (uint8_t)v;
+}
+
+/*
+ * `n` 32-bit words from `src` to `dst`, each byte-swapped: big-endian words of the
+ * packet into a run of consecutive bit<32> fields of a header struct (uint32_t,
+ * host order, contiguous), or back. On x86 (little-endian, SSE2 in the baseline)
+ * four words at a time, in registers; elsewhere one at a time.
+ */
+static inline void p4_swap32_words(uint8_t *dst, const uint8_t *src, unsigned n) {
+    unsigned i = 0;
+#if defined(__SSE2__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; i + 4 <= n; i += 4) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(src + 4 * i));
+        x = _mm_shufflehi_epi16(_mm_shufflelo_epi16(x, 0xB1), 0xB1); /* swap the halves of each word */
+        x = _mm_or_si128(_mm_slli_epi16(x, 8), _mm_srli_epi16(x, 8)); /* swap the bytes of each half */
+        _mm_storeu_si128((__m128i *)(dst + 4 * i), x);
+    }
+#endif
+    for (; i < n; i++) {
+        uint32_t v = (uint32_t)p4_be32(src + 4 * i); /* read big-endian, stored in host order: either way */
+        memcpy(dst + 4 * i, &v, 4);
+    }
+}
 
 /* ------------------------------------------------------------------ checksums and hashes */
 
@@ -214,14 +250,18 @@ typedef struct {
  * open-addressing hash of the key; any other table scans `order`, kept sorted
  * best first: priority, then prefix length, then age (the first inserted wins a
  * tie), which is the Python backend's order.
+ * An all-exact table whose key fields fit 64 bits together is `packed`: each
+ * entry's key is also kept as one word (`word`, the fields concatenated, first
+ * most significant), which the packet's code builds directly, so a lookup hashes
+ * and compares one word.
  * For range fields `val` holds the low and `msk` the high bound.
  */
 typedef struct {
     const char *name;
     uint32_t nkeys, nargs, capacity;
     const p4_key_t *keys;
-    int all_exact;
-    uint64_t *val, *msk, *args, *ctr, *seq;
+    int all_exact, packed;
+    uint64_t *val, *msk, *args, *ctr, *seq, *word;
     int32_t *prio;
     uint32_t *plen, *action, *free_list;
     uint8_t *used;
@@ -268,8 +308,38 @@ static inline __attribute__((always_inline)) int32_t p4_exact_find_n(const p4_ta
     return -1;
 }
 
+/* A key of one word: multiplied, then its high half folded into the low bits the table's mask keeps. */
+static inline uint64_t p4_word_hash(uint64_t w) {
+    w *= 0x9E3779B97F4A7C15u;
+    return w ^ (w >> 32);
+}
+
+/* The key fields of a packed table as one word, first most significant (what the generated code builds). */
+static inline uint64_t p4_pack(const p4_table_t *t, const uint64_t *key) {
+    uint64_t w = 0;
+    for (uint32_t i = 0; i < t->nkeys; i++) w = p4_shl(w, t->keys[i].width) | (key[i] & p4_mask(t->keys[i].width));
+    return w;
+}
+
+/* The entry of a packed table whose key is `word`, or -1. */
+static inline int32_t p4_exact_find_word(const p4_table_t *t, uint64_t word) {
+    if (!t->count) return -1;
+    uint32_t m = t->hcap - 1, i = (uint32_t)p4_word_hash(word) & m;
+    for (uint32_t probes = 0; probes < t->hcap; probes++, i = (i + 1) & m) {
+        int32_t h = t->hash[i];
+        if (h == P4_EMPTY) return -1;
+        if (h >= 0 && t->word[h] == word) return h;
+    }
+    return -1;
+}
+
 static inline int32_t p4_exact_find(const p4_table_t *t, const uint64_t *key) {
-    return p4_exact_find_n(t, key, t->nkeys);
+    return t->packed ? p4_exact_find_word(t, p4_pack(t, key)) : p4_exact_find_n(t, key, t->nkeys);
+}
+
+/* Where entry h's key hashes to. */
+static inline uint64_t p4_entry_hash(const p4_table_t *t, int32_t h) {
+    return t->packed ? p4_word_hash(t->word[h]) : p4_key_hash(t->val + (size_t)h * t->nkeys, t->nkeys);
 }
 
 static inline int p4_entry_matches(const p4_table_t *t, int32_t h, const uint64_t *key) {
@@ -292,8 +362,9 @@ static inline int32_t p4_table_find(const p4_table_t *t, const uint64_t *key) {
     return -1;
 }
 
+/* `packed`: the generator decided it (all exact, the key fields fit 64 bits), and packs each packet's key so. */
 static P4_UNUSED int p4_table_init(p4_table_t *t, const char *name, const p4_key_t *keys, uint32_t nkeys,
-                                   uint32_t nargs, uint32_t capacity) {
+                                   uint32_t nargs, uint32_t capacity, int packed) {
     memset(t, 0, sizeof *t);
     t->name = name;
     t->keys = keys;
@@ -303,12 +374,14 @@ static P4_UNUSED int p4_table_init(p4_table_t *t, const char *name, const p4_key
     t->all_exact = 1;
     for (uint32_t i = 0; i < nkeys; i++)
         if (keys[i].kind != P4_EXACT) t->all_exact = 0;
+    t->packed = packed;
     size_t c = capacity ? capacity : 1, kw = nkeys ? nkeys : 1, aw = nargs ? nargs : 1;
     t->val = calloc(c * kw, sizeof(uint64_t));
     t->msk = calloc(c * kw, sizeof(uint64_t));
     t->args = calloc(c * aw, sizeof(uint64_t));
     t->ctr = calloc(2 * c, sizeof(uint64_t));
     t->seq = calloc(c, sizeof(uint64_t));
+    t->word = calloc(c, sizeof(uint64_t));
     t->prio = calloc(c, sizeof(int32_t));
     t->plen = calloc(c, sizeof(uint32_t));
     t->action = calloc(c, sizeof(uint32_t));
@@ -319,7 +392,7 @@ static P4_UNUSED int p4_table_init(p4_table_t *t, const char *name, const p4_key
     t->hcap = 8;
     while (t->hcap < 2 * c) t->hcap <<= 1;
     t->hash = malloc(t->hcap * sizeof(int32_t));
-    if (!t->val || !t->msk || !t->args || !t->ctr || !t->seq || !t->prio || !t->plen || !t->action ||
+    if (!t->val || !t->msk || !t->args || !t->ctr || !t->seq || !t->word || !t->prio || !t->plen || !t->action ||
         !t->free_list || !t->used || !t->order || !t->default_args || !t->hash)
         return -1;
     for (uint32_t i = 0; i < t->hcap; i++) t->hash[i] = P4_EMPTY;
@@ -329,12 +402,12 @@ static P4_UNUSED int p4_table_init(p4_table_t *t, const char *name, const p4_key
 }
 
 static P4_UNUSED void p4_table_free(p4_table_t *t) {
-    free(t->val); free(t->msk); free(t->args); free(t->ctr); free(t->seq); free(t->prio); free(t->plen);
+    free(t->val); free(t->msk); free(t->args); free(t->ctr); free(t->seq); free(t->word); free(t->prio); free(t->plen);
     free(t->action); free(t->free_list); free(t->used); free(t->order); free(t->default_args); free(t->hash);
 }
 
 static void p4_hash_place(p4_table_t *t, int32_t h) {
-    uint32_t m = t->hcap - 1, i = (uint32_t)p4_key_hash(t->val + (size_t)h * t->nkeys, t->nkeys) & m;
+    uint32_t m = t->hcap - 1, i = (uint32_t)p4_entry_hash(t, h) & m;
     while (t->hash[i] >= 0) i = (i + 1) & m;
     if (t->hash[i] == P4_DELETED) t->tombstones--;
     t->hash[i] = h;
@@ -364,6 +437,7 @@ P4_EXPORT int32_t p4_table_insert(p4_table_t *t, const uint64_t *val, const uint
     int32_t h = (int32_t)t->free_list[--t->nfree];
     t->used[h] = 1;
     memcpy(t->val + (size_t)h * t->nkeys, val, t->nkeys * sizeof *val);
+    t->word[h] = t->packed ? p4_pack(t, val) : 0;
     memcpy(t->msk + (size_t)h * t->nkeys, msk, t->nkeys * sizeof *msk);
     memcpy(t->args + (size_t)h * t->nargs, args, t->nargs * sizeof *args);
     t->prio[h] = prio;
@@ -392,7 +466,7 @@ P4_EXPORT void p4_table_modify(p4_table_t *t, int32_t h, uint32_t action, const 
 P4_EXPORT void p4_table_delete(p4_table_t *t, int32_t h) {
     if (h < 0 || (uint32_t)h >= t->capacity || !t->used[h]) return;
     if (t->all_exact) {
-        uint32_t m = t->hcap - 1, i = (uint32_t)p4_key_hash(t->val + (size_t)h * t->nkeys, t->nkeys) & m;
+        uint32_t m = t->hcap - 1, i = (uint32_t)p4_entry_hash(t, h) & m;
         for (uint32_t probes = 0; probes < t->hcap; probes++, i = (i + 1) & m) {
             if (t->hash[i] == h) {
                 t->hash[i] = P4_DELETED;
