@@ -37,6 +37,7 @@ from contracts.jobapi_metadata import call_metadata
 from contracts.protocol import DEFAULT_VALUES_PER_PACKET, HEADER_BYTES, UDP_PORT, MsgType, payload_bytes
 from controller.cli import main as cli_main
 from hostlib.launch import free_loopback_address
+from tests.ports import free_tcp_port
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "mininet"))  # the lab's switch command lines (a folder of scripts)
@@ -60,12 +61,6 @@ def job_credential(monkeypatch: pytest.MonkeyPatch) -> str:
     (autouse where a conftest imports it)."""
     monkeypatch.setenv("P4REDUCE_JOB_CREDENTIAL", CREDENTIAL)
     return CREDENTIAL
-
-
-def free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def environment() -> dict[str, str]:

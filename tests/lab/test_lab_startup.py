@@ -24,6 +24,7 @@ import grpc
 import pytest
 
 from hostlib.launch import LaunchError, build_program, free_port, start_controller
+from tests.ports import free_udp_port
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "mininet"))  # the lab's modules (a folder of scripts)
@@ -84,12 +85,6 @@ def test_the_switch_log_choice_decides_what_the_embedded_switch_logs(
     text = launch.trace_log.read_text()
     assert ("dropped, no pipeline" in text) == per_packet  # one line per frame only when tracing
     assert ("P4Runtime server on" in text) == (choice != "off")
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # ============================================================ in a Mininet network (root)

@@ -8,7 +8,6 @@ the P4Runtime conformance tests pin the server's behaviour on their own.
 from __future__ import annotations
 
 import queue
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from softswitch.p4runtime.arbitration import uint128
 from softswitch.p4runtime.conformance import Conformance
 from softswitch.p4runtime.server import DEFAULT_MAX_STREAMS, P4RuntimeService, PipelineLoader, serve
 from softswitch.runtime import state as st
+from tests.ports import free_tcp_port
 
 DEVICE_ID = 1
 
@@ -224,12 +224,6 @@ def reflector_config(cookie: int | None = None) -> p4r.ForwardingPipelineConfig:
     if cookie is not None:
         config.cookie.cookie = cookie
     return config
-
-
-def free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

@@ -17,6 +17,7 @@ from finsy.proto import p4r, p4r_grpc
 from switch_support import free_tcp_port
 
 from softswitch.dataplane.pcap import read_pcap
+from tests.ports import free_udp_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,12 +34,6 @@ def environment() -> dict[str, str]:
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command(*args), capture_output=True, text=True, timeout=30, env=environment())
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_grpc(address: str, process: subprocess.Popen[str]) -> None:
