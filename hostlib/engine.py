@@ -426,15 +426,16 @@ class Engine:
         timed by DATA through the same queues, bounds how soon the backoff may stop. (Not the data timeout
         itself, which a call's start or end may have backed off to a second.)"""
         base = max(RTO_SRTT_MULTIPLE * self._question_rtt(), QUESTION_MIN)
-        data = RTO_SRTT_MULTIPLE * (self._srtt if self._srtt is not None else RTO_INITIAL / RTO_SRTT_MULTIPLE)
-        cap = max(base * 2**QUESTION_BACKOFFS, data)
+        cap = max(base * 2**QUESTION_BACKOFFS, RTO_SRTT_MULTIPLE * self._data_rtt())
         return min(base * 2 ** min(max(asks - 1, 0), 30), cap, RTO_MAX)
 
     def _question_rtt(self) -> float:
         """The switch answers a QUERY at once, so its round trip is the network's, without the wait for
         the slowest rank that data round trips include."""
-        if self._qsrtt is not None:
-            return self._qsrtt
+        return self._qsrtt if self._qsrtt is not None else self._data_rtt()
+
+    def _data_rtt(self) -> float:
+        """The smoothed data round trip, or before any sample the one RTO_INITIAL assumes."""
         return self._srtt if self._srtt is not None else RTO_INITIAL / RTO_SRTT_MULTIPLE
 
     def _asked_time(self, slot: int, echo: int) -> float | None:

@@ -106,12 +106,14 @@ static void set_deadline(struct p4r_engine *e, int slot, double at) {
     e->wake = lesser(e->wake, at);
 }
 
-/* The switch answers a QUERY at once, so its round trip is the network's, without the wait for the
- * slowest rank that data round trips include. */
-static double question_rtt(const struct p4r_engine *e) {
-    if (e->have_qsrtt) return e->qsrtt;
+/* The smoothed data round trip, or before any sample the one RTO_INITIAL assumes. */
+static double data_rtt(const struct p4r_engine *e) {
     return e->have_srtt ? e->srtt : P4R_RTO_INITIAL / P4R_RTO_SRTT_MULTIPLE;
 }
+
+/* The switch answers a QUERY at once, so its round trip is the network's, without the wait for the
+ * slowest rank that data round trips include. */
+static double question_rtt(const struct p4r_engine *e) { return e->have_qsrtt ? e->qsrtt : data_rtt(e); }
 
 /* How long to wait for the switch's answer to a question (or for a use it said is collecting): three
  * question round trips, doubled per unanswered one, QUESTION_BACKOFFS times or up to three data round
@@ -125,7 +127,7 @@ static double question_timeout(const struct p4r_engine *e, uint32_t asks) {
     double base = P4R_RTO_SRTT_MULTIPLE * question_rtt(e);
     if (P4R_QUESTION_MIN > base) base = P4R_QUESTION_MIN;
     double cap = ldexp(base, P4R_QUESTION_BACKOFFS);
-    double data = P4R_RTO_SRTT_MULTIPLE * (e->have_srtt ? e->srtt : P4R_RTO_INITIAL / P4R_RTO_SRTT_MULTIPLE);
+    double data = P4R_RTO_SRTT_MULTIPLE * data_rtt(e);
     if (data > cap) cap = data;
     int doublings = asks > 1 ? (int)lesser(asks - 1, 30) : 0;
     return lesser(lesser(ldexp(base, doublings), cap), P4R_RTO_MAX);

@@ -42,7 +42,7 @@ enum p4r_msg { P4R_DATA = 1, P4R_RESULT = 2, P4R_MISSING = 3, P4R_ABORT = 4, P4R
 #define P4R_RTO_SRTT_MULTIPLE 3
 #define P4R_FAST_RETRANSMIT_AFTER 3
 #define P4R_REMEMBERED_ABORTS 64
-#define P4R_QUESTION_BACKOFFS 2 /* an unanswered question's wait doubles this often, or up to the data RTO */
+#define P4R_QUESTION_BACKOFFS 2 /* an unanswered question's wait doubles this often, or up to 3 data RTTs */
 #define P4R_QUESTION_MEMORY 4  /* a use's latest QUERYs whose times are kept to time their answers */
 #define P4R_RTT_SAMPLES 10000
 
