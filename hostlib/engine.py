@@ -23,7 +23,11 @@ What a use carries and what happens to its result is the plan's business
   after it have overtaken it;
 - the retransmission timer, for what nothing overtakes (the tail of a call):
   the larger of smoothed RTT + 4 x deviation and 3 x smoothed RTT, bounded
-  to [1 ms, 1 s]; doubled at each expiry until the next valid sample.
+  to [1 ms, 1 s]; doubled at each expiry until the next valid sample; its
+  gains divided by the uses in flight (RFC 7323, Appendix G). When uses
+  time out together only the earliest is asked after (RFC 6298 5.4): a
+  rank or a switch that waited for a core holds a whole window, and asking
+  after every use of it would flood the switch for no loss.
 A suspected use is asked after at once with a QUERY (its header alone) by
 every rank that suspects it. The switch answers the asker alone, and only
 with what it can act on: the RESULT (its result was lost), or a MISSING
@@ -207,6 +211,7 @@ class _Call:
         self.asked_at = [[0.0] * QUESTION_MEMORY for _ in range(width)]  # when the latest QUERYs were asked
         self.questions = [0] * width  # QUERYs asked about the current use (the n-th: question_flags(n))
         self.asks = [0] * width  # QUERYs and resends about the current use since the switch last answered
+        self.held = [False] * width  # its timer expired with an earlier use's, which alone was asked after
         self.buffers = [bytearray(payload_bytes(k)) for _ in range(width)]
         self.overtaking = Overtaking(width)
         self.outstanding = width
@@ -360,9 +365,21 @@ class Engine:
             if any(call.retries[s] == 0 and call.sent_at[s] >= self._backed_off for s in expired):
                 self.rto = min(self.rto * 2, RTO_MAX)
                 self._backed_off = now
-            self.stats.timeouts += len(expired)
+            # RFC 6298 5.4: a timeout asks after the earliest use only. Uses whose timers expire together
+            # (no result for a whole timeout) most often wait for a rank or the switch that waited for a
+            # core, and asking after each of them would cost N x W questions that the switch, itself
+            # short of a core, must drop. The others are held: asked when a MISSING shows that this
+            # rank's DATA was lost (_missing), or one by one at later timeouts while nothing arrives.
+            oldest = min(
+                (s for s in expired if call.retries[s] == 0), key=call.sent_at.__getitem__, default=-1
+            )
             for slot in expired:
-                self._suspect(slot, now, fast=False)
+                if call.retries[slot] == 0 and slot != oldest:
+                    call.held[slot] = True
+                    call.deadline[slot] = now + self.rto
+                else:
+                    self.stats.timeouts += 1
+                    self._suspect(slot, now, fast=False)
         if now >= self._last_progress + self.progress_timeout:  # the very sum next_deadline gives
             call.error = AllreduceTimeout(self._stall_message(now - self._last_progress))
         return self._take()
@@ -402,6 +419,7 @@ class Engine:
         call.current[slot] = use
         call.sent_at[slot] = call.last_data[slot] = now
         call.retries[slot] = call.asks[slot] = call.questions[slot] = 0
+        call.held[slot] = False
         call.deadline[slot] = now + self.rto
         call.overtaking.sent(slot)
         self._emit(buffer)
@@ -418,25 +436,28 @@ class Engine:
 
     def _question_timeout(self, asks: int) -> float:
         """How long to wait for the switch's answer to a question (or for a use it said is collecting):
-        three question round trips, doubled per unanswered one, QUESTION_BACKOFFS times or up to three
-        data round trips, within [QUESTION_MIN, RTO_MAX]. Silence is the normal answer for a rank whose
+        three question round trips or the question's RTT + 4 x deviation, doubled per unanswered one,
+        QUESTION_BACKOFFS times or up to the data timeout, within [QUESTION_MIN, RTO_MAX]. Silence is the normal answer for a rank whose
         contribution is in, and it must ask again soon after the use completes in case its RESULT was
         lost: hence the early stop. But a question estimate far too small (taken on an empty queue, before
         one built up) must not keep the questions coming faster than their answers: the data round trip,
         timed by DATA through the same queues, bounds how soon the backoff may stop. (Not the data timeout
         itself, which a call's start or end may have backed off to a second.)"""
-        base = max(RTO_SRTT_MULTIPLE * self._question_rtt(), QUESTION_MIN)
-        cap = max(base * 2**QUESTION_BACKOFFS, RTO_SRTT_MULTIPLE * self._data_rtt())
+        if self._qsrtt is not None:
+            base = max(RTO_SRTT_MULTIPLE * self._qsrtt, self._qsrtt + 4 * self._qrttvar, QUESTION_MIN)
+        else:
+            base = max(RTO_SRTT_MULTIPLE * self._data_rtt(), QUESTION_MIN)
+        cap = max(base * 2**QUESTION_BACKOFFS, self._data_timeout())
         return min(base * 2 ** min(max(asks - 1, 0), 30), cap, RTO_MAX)
-
-    def _question_rtt(self) -> float:
-        """The switch answers a QUERY at once, so its round trip is the network's, without the wait for
-        the slowest rank that data round trips include."""
-        return self._qsrtt if self._qsrtt is not None else self._data_rtt()
 
     def _data_rtt(self) -> float:
         """The smoothed data round trip, or before any sample the one RTO_INITIAL assumes."""
         return self._srtt if self._srtt is not None else RTO_INITIAL / RTO_SRTT_MULTIPLE
+
+    def _data_timeout(self) -> float:
+        """The data timeout as the samples give it, before any backoff: the larger of RFC 6298's smoothed
+        RTT + 4 x deviation and RTO_SRTT_MULTIPLE smoothed RTTs."""
+        return max(self._data_rtt() + 4 * self._rttvar, RTO_SRTT_MULTIPLE * self._data_rtt())
 
     def _asked_time(self, slot: int, echo: int) -> float | None:
         """When the slot's question that an answer echoes was asked, or None when the echo names no
@@ -504,7 +525,10 @@ class Engine:
         assert call is not None
         use = call.current[slot]
         first_send = call.retries[slot] == 0
-        if first_send:  # Karn: only unambiguous samples
+        if echo == 0 and call.retries[slot] == call.questions[slot]:
+            # Karn: only unambiguous samples. The multicast (echo 0, not a replay) of a use whose DATA
+            # went out once times that DATA, questions or not: a QUERY resends nothing. So the estimate
+            # sees the waits for a rank or a switch that waited for a core, and the timer learns them.
             self._sample_rtt(now - call.sent_at[slot])
         if call.asks[slot]:
             self._answered(slot, echo, now)
@@ -543,6 +567,11 @@ class Engine:
             call.asks[slot] = 0
             self.stats.missing_resends += 1
             self._resend(slot, now)
+            # A DATA was lost, not merely late: the uses held back with it at a timeout may be lost too.
+            for held in range(call.width):
+                if call.held[held] and call.retries[held] == 0 and call.current[held] >= 0:
+                    self.stats.timeouts += 1
+                    self._suspect(held, now, fast=False)
 
     def _stale(self, held: int) -> None:
         call = self._call
@@ -572,8 +601,16 @@ class Engine:
         )
 
     def _sample_rtt(self, rtt: float) -> None:
-        """RFC 6298 smoothing, with a floor of RTO_SRTT_MULTIPLE x srtt; within [RTO_MIN, RTO_MAX]."""
-        self._srtt, self._rttvar = smooth(self._srtt, self._rttvar, rtt)
+        """RFC 6298 smoothing, with a floor of RTO_SRTT_MULTIPLE x srtt; within [RTO_MIN, RTO_MAX].
+
+        A call has W uses in flight and so W samples per round trip where TCP has one: the gains are
+        divided by W (RFC 7323, Appendix G), or a wait that held a whole window (a rank or the switch
+        waiting for a core) is forgotten within a round trip, and the next such wait expires every
+        timer of the window again."""
+        call = self._call
+        self._srtt, self._rttvar = smooth(
+            self._srtt, self._rttvar, rtt, call.width if call is not None else 1
+        )
         # RFC 6298's srtt + 4 x rttvar alone sits just above the median when a queue makes round trips
         # steady (measured: 10% of uses resent for nothing with 32 slots at 4 Mbit/s); and a use also
         # waits while a peer recovers its previous one. Fast retransmission recovers loss mid-call,
@@ -600,11 +637,15 @@ class Engine:
         )  # fmt: skip
 
 
-def smooth(mean: float | None, deviation: float, sample: float) -> tuple[float, float]:
-    """RFC 6298's smoothing of one round-trip sample into a mean and a deviation (None: no sample yet)."""
+def smooth(
+    mean: float | None, deviation: float, sample: float, samples_per_rtt: int = 1
+) -> tuple[float, float]:
+    """RFC 6298's smoothing of one round-trip sample into a mean and a deviation (None: no sample yet),
+    with its gains 1/8 and 1/4 divided by the samples a round trip brings (RFC 7323, Appendix G)."""
     if mean is None:
         return sample, sample / 2
-    return 0.875 * mean + 0.125 * sample, 0.75 * deviation + 0.25 * abs(mean - sample)
+    alpha, beta = 0.125 / samples_per_rtt, 0.25 / samples_per_rtt
+    return (1 - alpha) * mean + alpha * sample, (1 - beta) * deviation + beta * abs(mean - sample)
 
 
 def question_flags(n: int) -> int:

@@ -49,12 +49,13 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     c->retries = malloc(w * sizeof *c->retries);
     c->asked_at = malloc(w * P4R_QUESTION_MEMORY * sizeof(double));
     c->asks = malloc(w * sizeof *c->asks);
+    c->held = malloc(w * sizeof *c->held);
     c->questions = malloc(w * sizeof *c->questions);
     c->buffers = malloc(w * e->frame);
     c->lost = malloc(w * sizeof *c->lost);
     c->expired = malloc(w * sizeof *c->expired);
     if (!c->current || !c->sent_at || !c->last_data || !c->deadline || !c->retries ||
-        !c->asked_at || !c->asks || !c->questions ||
+        !c->asked_at || !c->asks || !c->held || !c->questions ||
         !c->buffers || !c->lost || !c->expired || p4r_overtaking_init(&c->overtaking, e->half_slots) ||
         out_reserve(&e->out, 2 * w + 8)) {
         p4r_engine_free(e);
@@ -72,6 +73,7 @@ void p4r_engine_free(struct p4r_engine *e) {
     free(c->retries);
     free(c->asked_at);
     free(c->asks);
+    free(c->held);
     free(c->questions);
     free(c->buffers);
     free(c->lost);
@@ -111,9 +113,12 @@ static double data_rtt(const struct p4r_engine *e) {
     return e->have_srtt ? e->srtt : P4R_RTO_INITIAL / P4R_RTO_SRTT_MULTIPLE;
 }
 
-/* The switch answers a QUERY at once, so its round trip is the network's, without the wait for the
- * slowest rank that data round trips include. */
-static double question_rtt(const struct p4r_engine *e) { return e->have_qsrtt ? e->qsrtt : data_rtt(e); }
+/* The data timeout as the samples give it, before any backoff: the larger of RFC 6298's smoothed RTT +
+ * 4 x deviation and RTO_SRTT_MULTIPLE smoothed RTTs (Python's max: the first of equals, the same value). */
+static double data_timeout(const struct p4r_engine *e) {
+    double a = data_rtt(e) + 4 * e->rttvar, b = P4R_RTO_SRTT_MULTIPLE * data_rtt(e);
+    return b > a ? b : a;
+}
 
 /* How long to wait for the switch's answer to a question (or for a use it said is collecting): three
  * question round trips, doubled per unanswered one, QUESTION_BACKOFFS times or up to three data round
@@ -124,24 +129,33 @@ static double question_rtt(const struct p4r_engine *e) { return e->have_qsrtt ? 
  * same queues, bounds how soon the backoff may stop. (Not the data timeout itself, which a call's start
  * or end may have backed off to a second.) */
 static double question_timeout(const struct p4r_engine *e, uint32_t asks) {
-    double base = P4R_RTO_SRTT_MULTIPLE * question_rtt(e);
+    double base;
+    if (e->have_qsrtt) {
+        base = P4R_RTO_SRTT_MULTIPLE * e->qsrtt;
+        double spread = e->qsrtt + 4 * e->qrttvar;
+        if (spread > base) base = spread;
+    } else {
+        base = P4R_RTO_SRTT_MULTIPLE * data_rtt(e);
+    }
     if (P4R_QUESTION_MIN > base) base = P4R_QUESTION_MIN;
     double cap = ldexp(base, P4R_QUESTION_BACKOFFS);
-    double data = P4R_RTO_SRTT_MULTIPLE * data_rtt(e);
+    double data = data_timeout(e);
     if (data > cap) cap = data;
     int doublings = asks > 1 ? (int)lesser(asks - 1, 30) : 0;
     return lesser(lesser(ldexp(base, doublings), cap), P4R_RTO_MAX);
 }
 
-/* RFC 6298's smoothing of one round-trip sample into a mean and a deviation. */
-static void smooth(int *have, double *srtt, double *rttvar, double sample) {
+/* RFC 6298's smoothing of one round-trip sample into a mean and a deviation, with its gains 1/8 and 1/4
+ * divided by the samples a round trip brings (RFC 7323, Appendix G). */
+static void smooth(int *have, double *srtt, double *rttvar, double sample, int samples_per_rtt) {
     if (!*have) {
         *have = 1;
         *srtt = sample;
         *rttvar = sample / 2;
     } else {
-        *rttvar = 0.75 * *rttvar + 0.25 * fabs(*srtt - sample);
-        *srtt = 0.875 * *srtt + 0.125 * sample;
+        double alpha = 0.125 / samples_per_rtt, beta = 0.25 / samples_per_rtt;
+        *rttvar = (1 - beta) * *rttvar + beta * fabs(*srtt - sample);
+        *srtt = (1 - alpha) * *srtt + alpha * sample;
     }
 }
 
@@ -165,7 +179,7 @@ static int asked_time(const struct p4r_call *c, int slot, uint8_t echo, double *
 static void answered(struct p4r_engine *e, int slot, uint8_t echo, double now) {
     struct p4r_call *c = &e->call;
     double at;
-    if (asked_time(c, slot, echo, &at)) smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, now - at);
+    if (asked_time(c, slot, echo, &at)) smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, now - at, 1);
     c->asks[slot] = 0;
 }
 
@@ -193,6 +207,7 @@ static void send_use(struct p4r_engine *e, int slot, long use, uint8_t agreed_ex
     c->sent_at[slot] = c->last_data[slot] = now;
     c->retries[slot] = c->asks[slot] = 0;
     c->questions[slot] = 0;
+    c->held[slot] = 0;
     set_deadline(e, slot, now + e->rto);
     sent(e, slot);
     emit(e, buffer, e->frame);
@@ -256,6 +271,7 @@ void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t desc
         c->sent_at[s] = c->last_data[s] = 0.0;
         c->retries[s] = c->asks[s] = 0;
         c->questions[s] = 0;
+        c->held[s] = 0;
         c->deadline[s] = INFINITY;
     }
     p4r_overtaking_reset(&c->overtaking, width);
@@ -310,7 +326,10 @@ void p4r_engine_finish(struct p4r_engine *e, double now, struct p4r_error *error
 /* ------------------------------------------------------------------ answers */
 
 void p4r_engine_sample_rtt(struct p4r_engine *e, double rtt) {
-    smooth(&e->have_srtt, &e->srtt, &e->rttvar, rtt);
+    /* A call has W uses in flight and so W samples per round trip where TCP has one: the gains are
+     * divided by W, or a wait that held a whole window (a rank or the switch waiting for a core) is
+     * forgotten within a round trip, and the next such wait expires every timer of the window again. */
+    smooth(&e->have_srtt, &e->srtt, &e->rttvar, rtt, e->active ? e->call.width : 1);
     /* Python's max(a, b, c) and min(x, RTO_MAX): the first of equals, the same value */
     double a = e->srtt + 4 * e->rttvar, b = P4R_RTO_SRTT_MULTIPLE * e->srtt, floor = a;
     if (b > floor) floor = b;
@@ -338,7 +357,12 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
     struct p4r_call *c = &e->call;
     long use = c->current[slot];
     int first_send = c->retries[slot] == 0;
-    if (first_send) p4r_engine_sample_rtt(e, now - c->sent_at[slot]); /* Karn: only unambiguous samples */
+    /* Karn: only unambiguous samples. The multicast (echo 0, not a replay) of a use whose DATA went out
+     * once times that DATA, questions or not: a QUERY resends nothing. So the estimate sees the waits
+     * for a rank or a switch that waited for a core, and the timer learns them. */
+    if (echo == 0 && c->retries[slot] == c->questions[slot]) {
+        p4r_engine_sample_rtt(e, now - c->sent_at[slot]);
+    }
     if (c->asks[slot]) answered(e, slot, echo, now);
     int lost = p4r_overtaking_answered(&c->overtaking, slot, first_send, c->lost);
     p4r_plan_deliver(c->plan, use, values);
@@ -366,7 +390,7 @@ static void missing(struct p4r_engine *e, int slot, uint32_t contributors, uint8
         return;
     }
     e->stats.missing_received += 1;
-    smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, now - at);
+    smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, now - at, 1);
     if (contributors >> e->rank & 1) {
         /* In already (the switch answers so only a rank whose contribution is missing): ask again later. */
         c->asks[slot] = 0;
@@ -375,6 +399,13 @@ static void missing(struct p4r_engine *e, int slot, uint32_t contributors, uint8
         c->asks[slot] = 0;
         e->stats.missing_resends += 1;
         resend(e, slot, now);
+        /* A DATA was lost, not merely late: the uses held back with it at a timeout may be lost too. */
+        for (int s = 0; s < c->width; s++) {
+            if (c->held[s] && c->retries[s] == 0 && c->current[s] >= 0) {
+                e->stats.timeouts += 1;
+                suspect(e, s, now, 0);
+            }
+        }
     }
 }
 
@@ -471,8 +502,26 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
                 e->rto = lesser(e->rto * 2, P4R_RTO_MAX);
                 e->backed_off = now;
             }
-            e->stats.timeouts += (uint64_t)expired;
-            for (int i = 0; i < expired; i++) suspect(e, c->expired[i], now, 0);
+            /* RFC 6298 5.4: a timeout asks after the earliest use only. Uses whose timers expire together
+             * (no result for a whole timeout) most often wait for a rank or the switch that waited for a
+             * core, and asking after each of them would cost N x W questions that the switch, itself
+             * short of a core, must drop. The others are held: asked when a MISSING shows that this
+             * rank's DATA was lost (missing()), or one by one at later timeouts while nothing arrives. */
+            int oldest = -1;
+            for (int i = 0; i < expired; i++) {
+                int s = c->expired[i];
+                if (c->retries[s] == 0 && (oldest < 0 || c->sent_at[s] < c->sent_at[oldest])) oldest = s;
+            }
+            for (int i = 0; i < expired; i++) {
+                int s = c->expired[i];
+                if (c->retries[s] == 0 && s != oldest) {
+                    c->held[s] = 1;
+                    c->deadline[s] = now + e->rto;
+                } else {
+                    e->stats.timeouts += 1;
+                    suspect(e, s, now, 0);
+                }
+            }
         }
         double wake = INFINITY;
         for (int s = 0; s < c->width; s++) wake = lesser(wake, c->deadline[s]);

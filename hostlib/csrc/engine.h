@@ -64,6 +64,7 @@ struct p4r_call {
     uint32_t *questions; /* QUERYs asked about the current use (the n-th carries question_flags(n)) */
     uint32_t *retries;
     uint32_t *asks; /* QUERYs and resends about the current use since the switch last answered */
+    uint8_t *held;  /* its timer expired with an earlier use's, which alone was asked after */
     uint8_t *buffers; /* width DATA packets of `frame` bytes */
     int *lost;        /* scratch for p4r_overtaking_answered */
     int *expired;     /* scratch for poll */

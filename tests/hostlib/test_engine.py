@@ -17,9 +17,15 @@ import pytest
 from contracts.protocol import HEADER_BYTES, SET_BIT, DropReason, MsgType, seq_of
 from hostlib import AllreduceMismatch, AllreduceTimeout, Communicator, JobSpec
 from hostlib.calls import AllreduceAborted, AllreduceError, Descriptor, DType, NonFinite, Op
-from hostlib.engine import HEADER, EngineStats, Membership, Overtaking
+from hostlib.engine import HEADER, Engine, EngineStats, Membership, Overtaking
+from hostlib.native import NativeEngine
 from hostlib.reflector import Reflector
 from tests.hostlib.fabric import ENGINES, Fabric, Packet, make_engine, make_plan, random_faults
+from tests.hostlib.twin import Twin
+
+AnyEngine = Engine | NativeEngine | Twin
+
+AnyEngine = Engine | NativeEngine | Twin
 
 K = 64
 
@@ -393,7 +399,7 @@ def test_a_result_restarts_the_data_timer_and_late_uses_time_out_together(kind: 
     # RFC 6298 5.3: while results flow, a use that waits in a queue behind the others is not late (on a
     # slow link a call's first window queues for tens of ms, far longer than the round trips of the
     # previous call's drained end); fast retransmission finds mid-call losses. When nothing comes back
-    # for a timeout, every late use is asked about at once, and the timer doubles once.
+    # for a timeout, the timer doubles once and the earliest late use alone is asked after (RFC 6298 5.4).
     member = Membership(job_id=4, rank=0, key=7, world_size=1, pool_size=4, values_per_packet=K)
     engine = make_engine(kind, member)
     engine.rto = 0.02
@@ -405,9 +411,49 @@ def test_a_result_restarts_the_data_timer_and_late_uses_time_out_together(kind: 
     assert HEADER.unpack_from(use2)[6] == seq_of(0, 2) and engine.rto == pytest.approx(0.03)
     assert engine.poll(1.02) == []  # slot 1's use, sent at 1.0: its timer restarted at 1.01
     assert engine.next_deadline() == pytest.approx(1.04)
-    asked = engine.poll(1.04)  # slot 0's use 2 and slot 1's use 1
-    assert [p[0] for p in asked] == [MsgType.QUERY, MsgType.QUERY]
+    [asked] = engine.poll(1.04)  # slot 1's use 1, sent at 1.0; slot 0's use 2, sent at 1.01, is held
+    assert asked[0] == MsgType.QUERY and HEADER.unpack_from(asked)[6] == seq_of(0, 1)
     assert engine.rto == pytest.approx(0.06)
+
+
+def _late_window(kind: str, uses: int = 4) -> tuple[AnyEngine, int]:
+    """A rank of two with `uses` uses in flight, sent at 1.0 after round trips of 2 ms; nothing came back.
+    Returns the engine and the descriptor word."""
+    member = Membership(job_id=4, rank=0, key=7, world_size=2, pool_size=2 * uses, values_per_packet=K)
+    engine = make_engine(kind, member)
+    for _ in range(20):
+        engine._sample_rtt(0.002)
+    assert engine.rto == pytest.approx(0.006)
+    descriptor = Descriptor(DType.INT32, Op.SUM, NonFinite.PROPAGATE, uses * K)
+    plan = make_plan(kind, np.ones(uses * K, dtype=np.int32), descriptor, K, 2)
+    engine.begin(plan, descriptor.encode(), 1.0)
+    return engine, descriptor.encode()
+
+
+def test_a_window_that_times_out_together_is_asked_after_one_use_at_a_time(kind: str) -> None:
+    # A peer (or the switch) that waits for a core holds every use of the window: each rank's timers
+    # expire together. Asking after every use would cost N x W questions for no loss; like TCP's timer,
+    # which resends only the earliest segment, a timeout asks after the earliest use and backs off.
+    engine, _ = _late_window(kind, uses=32)
+    [first] = engine.poll(1.006)
+    assert first[0] == MsgType.QUERY and HEADER.unpack_from(first)[6] == seq_of(0, 0)
+    assert engine.stats.timeouts == 1 and engine.rto == pytest.approx(0.012)
+    questions = [first]
+    while (now := engine.next_deadline()) < 1.03:  # the peer sleeps 30 ms, 15 round trips
+        questions += engine.poll(now)
+    assert all(q[0] == MsgType.QUERY for q in questions)
+    assert len(questions) <= 8, [HEADER.unpack_from(q)[6] & 0xFFFF for q in questions]  # not 32 at once
+
+
+def test_a_missing_answer_to_the_asked_use_asks_after_the_held_ones_at_once(kind: str) -> None:
+    # A MISSING shows that this rank's DATA was lost, not late: the uses held with it may be lost too.
+    engine, descriptor = _late_window(kind)
+    [question] = engine.poll(1.006)
+    flags = HEADER.unpack_from(question)[5]
+    missing = HEADER.pack(MsgType.MISSING, 0, 4, 0, 0, flags, seq_of(0, 0), 7, descriptor, 0b10)
+    out = engine.receive(missing, 1.007)
+    assert [p[0] for p in out] == [MsgType.DATA, MsgType.QUERY, MsgType.QUERY, MsgType.QUERY]
+    assert [HEADER.unpack_from(p)[6] & 0xFFFF for p in out] == [0, 1, 2, 3]
 
 
 def test_steady_round_trips_keep_the_timer_at_three_of_them(kind: str) -> None:
