@@ -23,7 +23,7 @@ UDP_PORT = 20562  # 0x5052: UDP destination port of DATA packets
 HEADER_BYTES = 24
 
 DEFAULT_VALUES_PER_PACKET = 64  # K without -DVALUES_PER_PACKET
-SUPPORTED_VALUES_PER_PACKET = (32, 64, 128, 256)
+SUPPORTED_VALUES_PER_PACKET = (32, 64, 128, 256, 512, 1024)  # 512 and 1024: software targets, jumbo frames
 DEFAULT_SLOT_COUNT = 2048  # slots per set, switch-wide, without -DSLOT_COUNT
 P4INFO_VALUES_ANNOTATION = "p4reduce_values_per_packet"
 P4INFO_SLOTS_ANNOTATION = "p4reduce_slot_count"

@@ -43,6 +43,7 @@ from contracts.protocol import (
     PROTOCOL_VERSION,
     SUPPORTED_VALUES_PER_PACKET,
     UDP_PORT,
+    payload_bytes,
 )
 from hostlib.calls import (
     MAX_CALL_ELEMENTS,
@@ -147,6 +148,7 @@ class Communicator:
         member = Membership(job.job_id, rank, job.key, job.world_size, job.pool_size, job.values_per_packet)
         self.sock = sock if sock is not None else _bind(local_address)
         self.engine = PacketEngine(self.sock, job.switch_address, member, progress_timeout)
+        check_path_mtu(self.sock, job.values_per_packet)
         self._progress_timeout = progress_timeout
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"p4reduce-rank{rank}")
         self._closed = False
@@ -204,7 +206,12 @@ class Communicator:
             raise JoinError(str(error)) from None
         if reply.credential:  # drawn by the controller for the job this join created
             metadata = [*(m for m in metadata if m[0] != CREDENTIAL), (CREDENTIAL, reply.credential)]
-        comm = cls(spec, rank, progress_timeout=progress_timeout, sock=sock)
+        try:
+            comm = cls(spec, rank, progress_timeout=progress_timeout, sock=sock)
+        except PathMtuError as error:
+            sock.close()  # and leave the job it joined, so that its peers are not kept waiting for it
+            ControllerLink(channel, metadata, job, rank, reply.generation, lambda _: None, lambda: 0).leave()
+            raise JoinError(str(error)) from None
         comm._link = ControllerLink(
             channel, metadata, job, rank, reply.generation, comm._fail, lambda: comm._calls_begun
         )
@@ -424,6 +431,33 @@ def _check_source_address(ip: str) -> None:
         raise JoinError(
             f"cannot join from {ip}: the switch checks every packet's source address, so bind to the "
             "address it will see (this host's address on the switch's network, e.g. 10.0.0.1 or 127.0.0.2)"
+        )
+
+
+class PathMtuError(ValueError):
+    """The route to the switch cannot carry the job's DATA in one frame."""
+
+
+IP_MTU = 14  # <linux/in.h>: a connected socket's path MTU (socket does not name it)
+IPV4_UDP_HEADERS = 28
+
+
+def check_path_mtu(sock: socket.socket, values_per_packet: int) -> None:
+    """Refuse a route whose MTU is below the job's DATA size: the kernel would fragment every DATA, and the
+    switch, which never reassembles, would drop the fragments (silent loss, then a timeout). Where the
+    kernel does not tell (not Linux, not connected), nothing is checked."""
+    try:
+        mtu = sock.getsockopt(socket.IPPROTO_IP, IP_MTU)
+    except OSError:
+        return
+    needed = payload_bytes(values_per_packet) + IPV4_UDP_HEADERS
+    if mtu < needed:
+        peer = sock.getpeername()
+        raise PathMtuError(
+            f"the route to the switch {peer[0]}:{peer[1]} has an MTU of {mtu} bytes, but the job's "
+            f"{values_per_packet} values per packet make {needed}-byte IPv4 packets: raise the MTU of this "
+            f"host's link to the switch (ip link set DEV mtu {needed} or more, on every link of the path), "
+            "or run the switch's program compiled for a smaller K (-DVALUES_PER_PACKET)"
         )
 
 

@@ -44,7 +44,7 @@ static int itemsize_of(int dtype) {
     }
 }
 
-static int valid_k(int k) { return k == 32 || k == 64 || k == 128 || k == 256; }
+static int valid_k(int k) { return k == 32 || k == 64 || k == 128 || k == 256 || k == 512 || k == 1024; }
 
 static int Plan_init(PlanObject *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"kind", "input", "input_dtype", "output", "output_dtype", "values_per_packet",
@@ -59,7 +59,7 @@ static int Plan_init(PlanObject *self, PyObject *args, PyObject *kwargs) {
                                      &output_dtype, &k, &world_size, &average, &raise_nonfinite))
         return -1;
     if (!valid_k(k)) {
-        PyErr_Format(PyExc_ValueError, "values per packet must be 32, 64, 128 or 256, not %d", k);
+        PyErr_Format(PyExc_ValueError, "values per packet must be 32, 64, 128, 256, 512 or 1024, not %d", k);
         return -1;
     }
     if (world_size < 1 || world_size > P4R_MAX_WORKERS) {

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #define P4R_HEADER_BYTES 24
-#define P4R_MAX_VALUES 256 /* the largest supported K */
+#define P4R_MAX_VALUES 1024 /* the largest supported K */
 #define P4R_MAX_PAYLOAD (P4R_HEADER_BYTES + 4 * P4R_MAX_VALUES)
 #define P4R_MAX_WORKERS 32
 #define P4R_EXP_BIAS 128

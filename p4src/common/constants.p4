@@ -14,7 +14,7 @@
 
 /* ---- compile-time parameters: override with -D (docs/protocol.md, "Values per packet") ---- */
 #ifndef VALUES_PER_PACKET
-#define VALUES_PER_PACKET  64      /* K: 32, 64, 128 or 256 */
+#define VALUES_PER_PACKET  64      /* K: 32, 64, 128 or 256; 512 or 1024 on software targets (jumbo frames) */
 #endif
 #ifndef SLOT_COUNT
 #define SLOT_COUNT         2048    /* slots per set, switch-wide */

@@ -25,6 +25,12 @@
 #define P4R_ROWS_128(R, M) P4R_ROWS_64(R, M) R(M, 4) R(M, 5) R(M, 6) R(M, 7)
 #define P4R_ROWS_256(R, M) P4R_ROWS_128(R, M) R(M, 8) R(M, 9) R(M, a) R(M, b) \
                            R(M, c) R(M, d) R(M, e) R(M, f)
+/* Beyond 256 values (software targets, jumbo frames) the index has three hex digits: rows 10 .. 3f. */
+#define P4R_ROWS_1x(R, M, h) R(M, h##0) R(M, h##1) R(M, h##2) R(M, h##3) R(M, h##4) R(M, h##5) \
+                             R(M, h##6) R(M, h##7) R(M, h##8) R(M, h##9) R(M, h##a) R(M, h##b) \
+                             R(M, h##c) R(M, h##d) R(M, h##e) R(M, h##f)
+#define P4R_ROWS_512(R, M)  P4R_ROWS_256(R, M) P4R_ROWS_1x(R, M, 1)
+#define P4R_ROWS_1024(R, M) P4R_ROWS_512(R, M) P4R_ROWS_1x(R, M, 2) P4R_ROWS_1x(R, M, 3)
 
 #if VALUES_PER_PACKET == 32
 #define P4R_FOR_EACH_ROW(R, M) P4R_ROWS_32(R, M)
@@ -34,8 +40,12 @@
 #define P4R_FOR_EACH_ROW(R, M) P4R_ROWS_128(R, M)
 #elif VALUES_PER_PACKET == 256
 #define P4R_FOR_EACH_ROW(R, M) P4R_ROWS_256(R, M)
+#elif VALUES_PER_PACKET == 512
+#define P4R_FOR_EACH_ROW(R, M) P4R_ROWS_512(R, M)
+#elif VALUES_PER_PACKET == 1024
+#define P4R_FOR_EACH_ROW(R, M) P4R_ROWS_1024(R, M)
 #else
-#error "VALUES_PER_PACKET must be 32, 64, 128 or 256"
+#error "VALUES_PER_PACKET must be 32, 64, 128, 256, 512 or 1024"
 #endif
 
 #define P4R_FOR_EACH_VALUE(M) P4R_FOR_EACH_ROW(P4R_ROW, M)

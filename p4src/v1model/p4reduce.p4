@@ -5,7 +5,7 @@
  * docs/protocol.md is the specification this program implements (protocol
  * version 2); docs/p4src.md walks through it. Compile for bmv2 with
  *     p4c --target bmv2 --arch v1model -I p4src --p4runtime-files p4reduce.p4info.txtpb p4reduce.p4
- * and choose K with -DVALUES_PER_PACKET=32|64|128|256 (default 64).
+ * and choose K with -DVALUES_PER_PACKET=32|64|128|256, or 512|1024 on software targets (default 64).
  *
  * Names of controls, tables, actions, parameters and counters are a contract
  * with the controller, which resolves them by name from P4Info. The

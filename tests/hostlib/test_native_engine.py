@@ -59,7 +59,7 @@ def test_the_native_constants_are_the_protocols_and_the_specifications() -> None
     assert (_native.CODE_POS_INF, _native.CODE_NEG_INF, _native.CODE_NAN) == (
         q.CODE_POS_INF, q.CODE_NEG_INF, q.CODE_NAN,
     )  # fmt: skip
-    assert max(protocol.SUPPORTED_VALUES_PER_PACKET) == 256  # the C side's largest K
+    assert max(protocol.SUPPORTED_VALUES_PER_PACKET) == 1024  # the C side's largest K (P4R_MAX_VALUES)
 
 
 # ------------------------------------------------------------------------------------------ the fabric
@@ -74,6 +74,7 @@ def test_the_native_constants_are_the_protocols_and_the_specifications() -> None
         (4, 64, 64, "float16", dict(drop=0.05, duplicate=0.1)),
         (4, 32, 256, "float32", dict(duplicate=0.2, delay=0.1)),
         (2, 2048, 64, "int32", dict(drop=0.02)),
+        (4, 16, 1024, "float32", dict(drop=0.05, delay=0.1)),  # the embedded switch's jumbo K
     ],
 )
 def test_the_engines_agree_through_the_switch_under_faults(
@@ -199,7 +200,7 @@ def run_script(seed: int) -> int:
     """Random calls of a random job against a misbehaving switch, on Twin; returns the steps compared."""
     rng = random.Random(seed)
     world = rng.choice([1, 2, 3, 4, 8, 32])
-    k = rng.choice([32, 64, 256])
+    k = rng.choice([32, 64, 256, 1024])
     member = Membership(JOB, rng.randrange(world), KEY, world, rng.choice([2, 4, 16, 64]), k)
     twin = Twin(member, progress_timeout=rng.choice([0.3, 2.0]))
     script = Script(rng, member)
