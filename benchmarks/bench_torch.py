@@ -4,10 +4,14 @@
 
 Runs the example alternately on Gloo and on p4reduce (one switch and
 controller for all runs), each run a fresh torchrun; per run, the median
-step time of rank 0 over the steps after the first. Prints every run with
-the machine's load average, then per backend the median over runs and the
+step time of rank 0 over the steps after the first, and the CPU seconds
+(user + sys) that the whole torchrun took per training step, all ranks and
+threads: the model's compute is the same on both backends, so the
+difference is what each spends on communication. Prints every run with the
+machine's load average, then per backend the median over runs and the
 spread (min-max), and the ratio p4reduce/Gloo: the machine is shared, so
-only figures measured side by side in one session compare.
+only figures measured side by side in one session compare. `--hog N` runs
+N busy processes at normal priority throughout, as a training host has.
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from hostlib.contention import Hog, load_average
 from hostlib.launch import ROOT, services
 from hostlib.torch.launch import torchrun_command
 from hostlib.torch.options import ENV_CONTROLLER
@@ -28,8 +34,16 @@ from hostlib.torch.options import ENV_CONTROLLER
 BACKENDS = ("gloo", "p4reduce")
 
 
-def one_run(example: str, backend: str, args: argparse.Namespace, controller: str, out: Path) -> float:
-    """Rank 0's median step time (s) of one torchrun of the example."""
+def children_cpu_seconds() -> float:
+    """User + sys seconds of every child this process has waited for (torchrun waits for its ranks)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def one_run(
+    example: str, backend: str, args: argparse.Namespace, controller: str, out: Path
+) -> tuple[float, float]:
+    """Rank 0's median step time (s) of one torchrun of the example, and its CPU seconds per step."""
     prefix = out / f"{backend}"
     command = torchrun_command(
         [
@@ -42,12 +56,14 @@ def one_run(example: str, backend: str, args: argparse.Namespace, controller: st
         ]
     )
     environment = dict(os.environ, **{ENV_CONTROLLER: controller})
+    cpu = children_cpu_seconds()
     done = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True)
+    cpu = children_cpu_seconds() - cpu
     record = Path(f"{prefix}-0.json")
     if not record.exists():  # the run itself failed (a nonzero exit after the record is written is torch's)
         sys.exit(f"{backend} run failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    steps = json.loads(record.read_text())["step_seconds"][1:]
-    return statistics.median(steps)
+    steps = json.loads(record.read_text())["step_seconds"]
+    return statistics.median(steps[1:]), cpu / len(steps)
 
 
 def main() -> None:
@@ -57,29 +73,40 @@ def main() -> None:
     parser.add_argument("--world", type=int, default=4)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--width", type=int, default=256)
+    parser.add_argument(
+        "--hog", type=int, default=0, metavar="N", help="N busy processes throughout (default 0)"
+    )
     args = parser.parse_args()
+    if args.hog < 0:
+        parser.error("--hog takes a number of busy processes >= 0")
     times: dict[str, list[float]] = {backend: [] for backend in BACKENDS}
+    cpu: dict[str, list[float]] = {backend: [] for backend in BACKENDS}
+    hog = Hog(args.hog)
     with (
         tempfile.TemporaryDirectory() as scratch,
-        services(Path(scratch) / "logs", ROOT / "build", switch_ip="127.0.41.1", pool_size=64) as svc,
+        hog,
+        services(Path(scratch) / "logs", ROOT / "build", switch_ip="127.0.41.1", pool_size=256) as svc,
     ):
         print(
             f"{args.example}, {args.world} ranks, {args.steps} steps, width {args.width}; "
-            f"{os.cpu_count()} cores"
+            f"{os.cpu_count()} cores; {hog.describe()}"
         )
         print(
-            f"{'run':>3} {'gloo ms':>8} {'p4reduce ms':>12} {'ratio':>6}  load average (1 min) before/after"
+            f"{'run':>3} {'gloo ms':>8} {'p4reduce ms':>12} {'ratio':>6} {'cpu s/step gloo':>16}"
+            f" {'p4reduce':>9}  load average (1 min) before/after"
         )
         for run in range(args.runs):
-            before = os.getloadavg()[0]
+            before = load_average()
             for backend in BACKENDS:
                 out = Path(scratch) / f"{run}"
                 out.mkdir(exist_ok=True)
-                times[backend].append(one_run(args.example, backend, args, svc.controller, out))
+                step, per_step = one_run(args.example, backend, args, svc.controller, out)
+                times[backend].append(step)
+                cpu[backend].append(per_step)
             gloo, ours = times["gloo"][-1], times["p4reduce"][-1]
             print(
-                f"{run:>3} {gloo * 1e3:>8.1f} {ours * 1e3:>12.1f} {ours / gloo:>6.1f}  "
-                f"{before:.2f}/{os.getloadavg()[0]:.2f}",
+                f"{run:>3} {gloo * 1e3:>8.1f} {ours * 1e3:>12.1f} {ours / gloo:>6.1f}"
+                f" {cpu['gloo'][-1]:>16.3f} {cpu['p4reduce'][-1]:>9.3f}  {before:.2f}/{load_average():.2f}",
                 flush=True,
             )
     ratios = [ours / gloo for gloo, ours in zip(times["gloo"], times["p4reduce"])]
@@ -87,7 +114,9 @@ def main() -> None:
         values = times[backend]
         print(
             f"{backend:>8}: median {statistics.median(values) * 1e3:.1f} ms per step "
-            f"(spread {min(values) * 1e3:.1f}-{max(values) * 1e3:.1f} ms over {len(values)} runs)"
+            f"(spread {min(values) * 1e3:.1f}-{max(values) * 1e3:.1f} ms over {len(values)} runs); "
+            f"CPU {statistics.median(cpu[backend]):.3f} s per step, all ranks "
+            f"({min(cpu[backend]):.3f}-{max(cpu[backend]):.3f})"
         )
     print(
         f"p4reduce/gloo: median {statistics.median(ratios):.1f}x "

@@ -1,20 +1,26 @@
 """`p4reduce-bench`: time verified all-reduces through the switch, optionally under loss and against Gloo.
 
-    p4reduce-bench [--workers 4] [--sizes 1K,64K,1M] [--dtypes float32,int32] [--iters 3]
-                   [--drop-rate P] [--baseline gloo] [--controller HOST:PORT]
+    p4reduce-bench [--workers 4] [--sizes 1K,64K,1M] [--dtypes float32,int32] [--iters 3] [--runs 1]
+                   [--drop-rate P] [--baseline gloo] [--controller HOST:PORT] [--hog N]
 
 Starts a rootless p4reduce-switch and the controller daemon (or attaches to
 a running controller), runs N worker processes on 127.0.0.2.., all-reduces
 each size and dtype `iters` times, checks every result against numpy's sum
 (exact for int32, within the documented bound for floats), and prints one
 row per size and dtype: the slowest worker's median time, goodput per
-worker (input bytes per second), DATA resent and QUERY packets. `--drop-rate
+worker (input bytes per second), DATA resent, QUERY packets and QUERYs per
+DATA sent (`asked/DATA`), and the workers' CPU seconds (user + sys, all
+threads) per GB all-reduced (`cpu s/GB`). `--drop-rate
 P` runs the lossless case and the lossy one (P dropped at the switch in
 each direction) in the same invocation and prints, from that one run, the
 goodput ratio and how many DATA packets were resent per packet the switch
 actually dropped (its own count); `--baseline gloo` times
 torch.distributed's Gloo all-reduce of the same tensors in the same worker
-processes.
+processes, with its CPU seconds per GB beside p4reduce's. `--hog N` runs N
+busy processes at normal priority for the whole run, as a training host
+always has other work; every run prints the load average. `--runs N`
+repeats the lossless run and prints the median of the N runs with their
+spread: the figures to quote.
 """
 
 from __future__ import annotations
@@ -25,10 +31,20 @@ import json
 import multiprocessing
 import statistics
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
-from hostlib.launch import ROOT, LaunchError, free_port, services, share_job_credential
+from contracts.protocol import SUPPORTED_VALUES_PER_PACKET
+from hostlib.contention import CpuClock, Hog, load_average, seconds_per_gb
+from hostlib.launch import (
+    EMBEDDED_VALUES_PER_PACKET,
+    ROOT,
+    LaunchError,
+    free_port,
+    services,
+    share_job_credential,
+)
 from hostlib.verify import check, make_input
 
 DTYPES = ("float32", "float16", "int32")
@@ -44,7 +60,10 @@ class Sample:
     retransmissions: int
     queries: int
     ok: bool
+    data_sent: int = 0  # DATA packets, first sends and resends
+    cpu_seconds: float = 0.0  # the worker process's user + sys time over the call, all threads
     gloo_seconds: float | None = None
+    gloo_cpu_seconds: float | None = None
 
 
 def parse_size(text: str) -> int:
@@ -68,8 +87,13 @@ def bench_worker(
     dtypes: list[str],
     iters: int,
     gloo_port: int | None,
+    start: threading.Barrier,
 ) -> list[Sample]:
-    """One worker process: every size x dtype x iteration through the switch (and Gloo), verified."""
+    """One worker process: every size x dtype x iteration through the switch (and Gloo), verified.
+
+    Every timed call starts when all workers are ready (`start`, outside the system under test, as
+    Gloo's timed calls start after its barrier): the verification of the previous result takes each
+    worker a different time, and without it a call's time would be the ranks' skew."""
     from hostlib.communicator import Communicator
 
     samples = []
@@ -79,16 +103,24 @@ def bench_worker(
                 for iteration in range(iters):
                     data = make_input(rank, size, dtype, iteration)
                     before = comm.stats()
+                    start.wait()
+                    cpu = CpuClock()
                     started = time.perf_counter()
                     result = comm.allreduce(data)
                     seconds = time.perf_counter() - started
+                    cpu_seconds = cpu.seconds()
                     ok = check(result, world, size, dtype, iteration, k=comm.job.values_per_packet)[0]
                     after = comm.stats()
                     retx, queries = (
                         after.retransmissions - before.retransmissions,
                         after.queries - before.queries,
                     )
-                    samples.append(Sample(rank, size, dtype, iteration, seconds, retx, queries, ok))
+                    data_sent = after.packets_sent - before.packets_sent - queries
+                    samples.append(
+                        Sample(
+                            rank, size, dtype, iteration, seconds, retx, queries, ok, data_sent, cpu_seconds
+                        )
+                    )
     if gloo_port is not None:
         samples = _with_gloo(samples, rank, world, gloo_port)
     return samples
@@ -104,9 +136,11 @@ def _with_gloo(samples: list[Sample], rank: int, world: int, port: int) -> list[
         for s in samples:
             tensor = torch.from_numpy(make_input(rank, s.size, s.dtype, s.iteration).copy())
             dist.barrier()
+            cpu = CpuClock()
             started = time.perf_counter()
             dist.all_reduce(tensor)
-            timed.append(dataclasses.replace(s, gloo_seconds=time.perf_counter() - started))
+            seconds = time.perf_counter() - started
+            timed.append(dataclasses.replace(s, gloo_seconds=seconds, gloo_cpu_seconds=cpu.seconds()))
         return timed
     finally:
         dist.destroy_process_group()
@@ -118,11 +152,22 @@ def run_suite(args: argparse.Namespace, drop_rate: float, tag: str) -> tuple[lis
     ctx = multiprocessing.get_context("spawn")
 
     def launch(controller: str) -> list[Sample]:
-        jobs = [
-            (controller, f"bench-{tag}", rank, args.workers, args.sizes, args.dtypes, args.iters, gloo_port)
-            for rank in range(args.workers)
-        ]
-        with ctx.Pool(args.workers) as pool:
+        with ctx.Manager() as manager, ctx.Pool(args.workers) as pool:
+            start = manager.Barrier(args.workers)
+            jobs = [
+                (
+                    controller,
+                    f"bench-{tag}",
+                    rank,
+                    args.workers,
+                    args.sizes,
+                    args.dtypes,
+                    args.iters,
+                    gloo_port,
+                    start,
+                )
+                for rank in range(args.workers)
+            ]
             return [s for per_worker in pool.starmap(bench_worker, jobs) for s in per_worker]
 
     if args.controller:
@@ -136,6 +181,7 @@ def run_suite(args: argparse.Namespace, drop_rate: float, tag: str) -> tuple[lis
         drop_rate_out=drop_rate,
         pool_size=args.pool_size,
         stats_file=stats,
+        values_per_packet=args.values_per_packet,
     ) as svc:
         print(
             f"  {tag}: switch {svc.switch_address[0]}:{svc.switch_address[1]}"
@@ -146,30 +192,102 @@ def run_suite(args: argparse.Namespace, drop_rate: float, tag: str) -> tuple[lis
     return samples, json.loads(stats.read_text()) if stats.exists() else {}
 
 
+@dataclass(frozen=True)
+class Row:
+    """One size and dtype of one run: what the table prints."""
+
+    seconds: float  # the slowest worker's time per call, median over the iterations
+    goodput: float  # input bytes per second per worker
+    resent: int
+    asked: int
+    asked_per_data: float  # QUERYs per DATA sent
+    cpu_per_gb: float  # the workers' CPU seconds per GB all-reduced
+    gloo_seconds: float | None = None
+    gloo_cpu_per_gb: float | None = None
+
+    @property
+    def vs_gloo(self) -> float | None:
+        return self.seconds / self.gloo_seconds if self.gloo_seconds else None
+
+
+def rows_of(
+    samples: list[Sample], sizes: list[int], dtypes: list[str], gloo: bool
+) -> dict[tuple[int, str], Row]:
+    """The table's rows, per (size, dtype)."""
+    rows = {}
+    for size in sizes:
+        for dtype in dtypes:
+            those = [s for s in samples if s.size == size and s.dtype == dtype]
+            # an all-reduce is done when its slowest worker is: the max per iteration, then the median
+            iterations = sorted({s.iteration for s in those})
+            seconds = statistics.median(max(s.seconds for s in those if s.iteration == i) for i in iterations)
+            width = 2 if dtype == "float16" else 4
+            reduced = size * width * len(those)  # every worker's input
+            asked, data = sum(s.queries for s in those), sum(s.data_sent for s in those)
+            row = Row(
+                seconds,
+                size * width / seconds,
+                sum(s.retransmissions for s in those),
+                asked,
+                asked / data if data else 0.0,
+                seconds_per_gb(sum(s.cpu_seconds for s in those), reduced),
+            )
+            if gloo:
+                row = dataclasses.replace(
+                    row,
+                    gloo_seconds=statistics.median(s.gloo_seconds or 0.0 for s in those),
+                    gloo_cpu_per_gb=seconds_per_gb(sum(s.gloo_cpu_seconds or 0.0 for s in those), reduced),
+                )
+            rows[(size, dtype)] = row
+    return rows
+
+
+def print_rows(rows: dict[tuple[int, str], Row], gloo: bool) -> None:
+    header = (
+        f"{'size':>9} {'dtype':>8} {'seconds':>8} {'goodput/worker':>15} {'resent':>6} {'asked':>6}"
+        f" {'asked/DATA':>10} {'cpu s/GB':>8}"
+    )
+    print(header + (f" {'gloo s':>8} {'vs gloo':>8} {'gloo cpu s/GB':>13}" if gloo else ""))
+    for (size, dtype), row in rows.items():
+        line = (
+            f"{size:>9} {dtype:>8} {row.seconds:>8.3f} {row.goodput / 1e6:>10.2f} MB/s {row.resent:>6}"
+            f" {row.asked:>6} {row.asked_per_data:>10.1%} {row.cpu_per_gb:>8.2f}"
+        )
+        if gloo:
+            line += f" {row.gloo_seconds or 0.0:>8.4f} {row.vs_gloo or float('nan'):>7.1f}x"
+            line += f" {row.gloo_cpu_per_gb or 0.0:>13.2f}"
+        print(line)
+
+
 def summarize(
     samples: list[Sample], sizes: list[int], dtypes: list[str], gloo: bool
 ) -> dict[tuple[int, str], float]:
     """Print the table; return goodput per worker (bytes/s) per (size, dtype)."""
-    header = f"{'size':>9} {'dtype':>8} {'seconds':>8} {'goodput/worker':>15} {'resent':>6} {'asked':>6}"
-    print(header + (f" {'gloo s':>8} {'vs gloo':>8}" if gloo else ""))
-    goodputs = {}
-    for size in sizes:
-        for dtype in dtypes:
-            rows = [s for s in samples if s.size == size and s.dtype == dtype]
-            # an all-reduce is done when its slowest worker is: the max per iteration, then the median
-            iterations = sorted({s.iteration for s in rows})
-            seconds = statistics.median(max(s.seconds for s in rows if s.iteration == i) for i in iterations)
-            goodput = size * (2 if dtype == "float16" else 4) / seconds
-            goodputs[(size, dtype)] = goodput
-            line = (
-                f"{size:>9} {dtype:>8} {seconds:>8.3f} {goodput / 1e6:>10.2f} MB/s "
-                f"{sum(s.retransmissions for s in rows):>6} {sum(s.queries for s in rows):>6}"
+    rows = rows_of(samples, sizes, dtypes, gloo)
+    print_rows(rows, gloo)
+    return {key: row.goodput for key, row in rows.items()}
+
+
+def print_medians(runs: list[dict[tuple[int, str], Row]], gloo: bool) -> None:
+    """Median and spread (min-max) over the runs, per size and dtype: the figures to quote."""
+    print(f"median of {len(runs)} runs (spread):")
+    for key in runs[0]:
+        rows = [run[key] for run in runs]
+
+        def spread(values: list[float], form: str) -> str:
+            return f"{statistics.median(values):{form}} ({min(values):{form}}-{max(values):{form}})"
+
+        line = (
+            f"  {key[0]:>9} {key[1]:>8}: {spread([r.seconds for r in rows], '.3f')} s,"
+            f" asked/DATA {spread([r.asked_per_data for r in rows], '.1%')},"
+            f" cpu s/GB {spread([r.cpu_per_gb for r in rows], '.2f')}"
+        )
+        if gloo:
+            line += (
+                f"; vs gloo {spread([r.vs_gloo or float('nan') for r in rows], '.1f')}x,"
+                f" gloo cpu s/GB {spread([r.gloo_cpu_per_gb or 0.0 for r in rows], '.2f')}"
             )
-            if gloo:
-                gloo_s = statistics.median(s.gloo_seconds or 0.0 for s in rows)
-                line += f" {gloo_s:>8.4f} {seconds / gloo_s if gloo_s else float('nan'):>7.1f}x"
-            print(line)
-    return goodputs
+        print(line)
 
 
 def recovery_cost(samples: list[Sample], switch: dict[str, int]) -> str:
@@ -196,7 +314,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--controller", help="attach to a running controller (HOST:PORT) instead of starting one"
     )
-    parser.add_argument("--pool-size", type=int, default=32, help="slots of the benchmark job (default 32)")
+    parser.add_argument(
+        "--pool-size",
+        type=int,
+        default=256,
+        help="slots of the benchmark job (default 256, the controller's)",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=1, help="lossless runs; more than one prints their median and spread"
+    )
+    parser.add_argument(
+        "--values-per-packet",
+        type=int,
+        choices=SUPPORTED_VALUES_PER_PACKET,
+        default=EMBEDDED_VALUES_PER_PACKET,
+        metavar="K",
+        help="the switch runs the program compiled for K values per packet "
+        f"(default {EMBEDDED_VALUES_PER_PACKET}, the embedded switch's)",
+    )
+    parser.add_argument(
+        "--hog",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N busy processes at normal priority for the run (default 0)",
+    )
     args = parser.parse_args(argv)
     try:
         args.sizes = [parse_size(s) for s in args.sizes.split(",")]
@@ -205,8 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     args.dtypes = [d.strip() for d in args.dtypes.split(",")]
     if unknown := [d for d in args.dtypes if d not in DTYPES]:
         parser.error(f"unknown dtype(s) {', '.join(unknown)}; choose from {', '.join(DTYPES)}")
-    if not 1 <= args.workers <= 32 or args.iters < 1 or not 0.0 <= args.drop_rate < 1.0:
-        parser.error("--workers must be 1..32, --iters >= 1, --drop-rate in [0, 1)")
+    if not 1 <= args.workers <= 32 or min(args.iters, args.runs) < 1 or not 0.0 <= args.drop_rate < 1.0:
+        parser.error("--workers must be 1..32, --iters and --runs >= 1, --drop-rate in [0, 1)")
+    if args.hog < 0:
+        parser.error("--hog takes a number of busy processes >= 0")
     if args.drop_rate and args.controller:
         parser.error("--drop-rate needs the benchmark's own switch (leave out --controller)")
     share_job_credential()
@@ -215,11 +359,34 @@ def main(argv: list[str] | None = None) -> int:
             import torch.distributed  # noqa: F401
         except ImportError:
             parser.error("--baseline gloo needs PyTorch: pip install 'p4reduce[torch]'")
-    print(f"p4reduce-bench: {args.workers} workers, sizes {args.sizes}, dtypes {args.dtypes}, x{args.iters}")
+    hog = Hog(args.hog)
+    print(
+        f"p4reduce-bench: {args.workers} workers, sizes {args.sizes}, dtypes {args.dtypes}, x{args.iters}, "
+        f"pool {args.pool_size}; {hog.describe()}; load average {load_average():.2f}"
+    )
     try:
-        lossless, _ = run_suite(args, 0.0, "lossless")
-        base = summarize(lossless, args.sizes, args.dtypes, args.baseline == "gloo")
-        samples = list(lossless)
+        with hog:
+            return _run(args)
+    finally:
+        print(f"load average at the end: {load_average():.2f}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The runs, their tables and the verdict (under --hog's load, if any)."""
+    gloo = args.baseline == "gloo"
+    try:
+        samples = []
+        runs = []
+        for run in range(args.runs):
+            if args.runs > 1:
+                print(f"run {run + 1} of {args.runs} (load average {load_average():.2f}):")
+            lossless, _ = run_suite(args, 0.0, "lossless")
+            runs.append(rows_of(lossless, args.sizes, args.dtypes, gloo))
+            print_rows(runs[-1], gloo)
+            samples += lossless
+        if args.runs > 1:
+            print_medians(runs, gloo)
+        base = {key: row.goodput for key, row in runs[-1].items()}
         ratio = None
         if args.drop_rate:
             lossy, counters = run_suite(args, args.drop_rate, "lossy")

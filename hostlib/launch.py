@@ -34,6 +34,10 @@ from hostlib.communicator import JobSpec
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = ROOT / "p4src" / "v1model" / "p4reduce.p4"
 SWITCH_MAC_PORT1 = "02:50:52:00:00:01"  # the MAC p4reduce-switch synthesizes for its port 1
+# The K that p4reduce-switch runs when this module starts it on loopback (demo, bench, torch launcher):
+# a software switch pays per packet, not per value, and 1024 values per packet was fastest there idle and
+# busy (docs/performance.md, *Values per packet on the embedded switch*). Loopback's MTU carries it.
+EMBEDDED_VALUES_PER_PACKET = 1024
 
 
 class LaunchError(RuntimeError):
@@ -75,8 +79,13 @@ def share_job_credential() -> str:
     return os.environ.setdefault(CREDENTIAL_ENV, secrets.token_urlsafe(24))
 
 
-def build_program(build: Path) -> tuple[Path, Path]:
-    """build/p4reduce.json and its P4Info, compiled with p4reduce-p4c when missing or stale."""
+def build_program(build: Path, values_per_packet: int | None = None) -> tuple[Path, Path]:
+    """build/p4reduce.json and its P4Info, compiled with p4reduce-p4c when missing or stale; with
+    `values_per_packet`, the program for that K (-DVALUES_PER_PACKET) in build/k<K>/."""
+    defines = []
+    if values_per_packet is not None:
+        build, defines = build / f"k{values_per_packet}", [f"-DVALUES_PER_PACKET={values_per_packet}"]
+        build.mkdir(parents=True, exist_ok=True)
     program, p4info = build / "p4reduce.json", build / "p4reduce.p4info.txtpb"
     sources = list((ROOT / "p4src").rglob("*.p4"))
     newest = max(p.stat().st_mtime for p in sources)
@@ -88,6 +97,7 @@ def build_program(build: Path) -> tuple[Path, Path]:
             str(PROGRAM),
             "-I",
             str(ROOT / "p4src"),
+            *defines,
             "-q",
             "-o",
             str(program),
@@ -193,6 +203,7 @@ def services(
     pool_size: int = 128,
     stats_file: Path | None = None,
     pcap: Path | None = None,
+    values_per_packet: int | None = EMBEDDED_VALUES_PER_PACKET,
 ) -> Iterator[Services]:
     """A rootless p4reduce-switch (one UDP port) and a controller daemon provisioning it.
 
@@ -200,11 +211,12 @@ def services(
 
     With `stats_file`, the switch writes its packet counters there (JSON) when it stops, at the end
     of the `with` block: e.g. how many frames its fault injection dropped. With `pcap` (a directory,
-    created if need be), it captures every frame in and out with its time (`--pcap`).
+    created if need be), it captures every frame in and out with its time (`--pcap`). The switch runs
+    the program compiled for `values_per_packet` (None: the program's own default, 64).
     """
     logs.mkdir(parents=True, exist_ok=True)
     switch_ip = switch_ip or free_loopback_address()
-    program, p4info = build_program(build)
+    program, p4info = build_program(build, values_per_packet)
     grpc_port, job_port = free_port(), free_port()
     switch_log, controller_log = logs / "switch.log", logs / "controller.log"
     switch_cmd = [

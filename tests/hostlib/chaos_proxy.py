@@ -114,7 +114,7 @@ class ChaosProxy:
     def _drain(self, sock: socket.socket, direction: str, rank: int) -> None:
         while True:
             try:
-                payload, sender = sock.recvfrom(4096)
+                payload, sender = sock.recvfrom(65536)
             except (BlockingIOError, ConnectionRefusedError):
                 return
             if direction == "up":

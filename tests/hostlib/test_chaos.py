@@ -34,8 +34,14 @@ SIZE = 12_000  # elements: 188 packets of K = 64 per rank and call
 
 @pytest.fixture(scope="module")
 def switch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    # the program's own K (64), not the embedded launcher's 1024: 188 packets per call, not 12, for the
+    # faults to fall on
     with services(
-        tmp_path_factory.mktemp("chaos"), ROOT / "build", switch_ip="127.0.3.1", pool_size=32
+        tmp_path_factory.mktemp("chaos"),
+        ROOT / "build",
+        switch_ip="127.0.3.1",
+        pool_size=32,
+        values_per_packet=None,
     ) as svc:
         yield svc
 

@@ -154,16 +154,17 @@ def test_ranks_whose_calls_differ_all_fail_at_once_and_the_next_call_is_exact(lo
 def test_one_ranks_nan_and_inf_come_back_in_their_blocks_on_every_rank(lossless: Services) -> None:
     world, size = 3, 4000
 
-    def work(comm: Communicator, rank: int) -> np.ndarray:
+    def work(comm: Communicator, rank: int) -> tuple[np.ndarray, int]:
         data = make_input(rank, size, "float32")
         if rank == 0:
             data[100] = np.nan
         if rank == 2:
             data[3000] = np.inf
-        return comm.allreduce(data)
+        return comm.allreduce(data), comm.job.values_per_packet
 
-    results = on_workers(lossless, "nan", world, work, first=70)
-    k = 64
+    outcomes = on_workers(lossless, "nan", world, work, first=70)
+    results = [result for result, _ in outcomes]
+    k = outcomes[0][1]  # the switch's K: blocks are K values
     for result in results:
         assert isinstance(result, np.ndarray)
         bad = np.flatnonzero(~np.isfinite(result))

@@ -1,0 +1,79 @@
+"""p4reduce-bench: its figures come from the samples it measured, and --hog really loads the machine."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from hostlib.bench import Row, Sample, main, print_medians, rows_of
+from hostlib.contention import CpuClock, Hog, seconds_per_gb
+
+
+def sample(rank: int, iteration: int, seconds: float, **extra: object) -> Sample:
+    fields: dict = dict(retransmissions=0, queries=2, ok=True, data_sent=100, cpu_seconds=0.004)
+    fields.update(extra)
+    return Sample(rank, 1 << 20, "float32", iteration, seconds, **fields)
+
+
+def test_a_call_takes_its_slowest_rank_and_the_figure_is_the_median_over_calls() -> None:
+    samples = [sample(0, 0, 0.010), sample(1, 0, 0.030), sample(0, 1, 0.020), sample(1, 1, 0.025)]
+    samples.append(sample(0, 2, 0.100))
+    samples.append(sample(1, 2, 0.001))
+    [row] = rows_of(samples, [1 << 20], ["float32"], gloo=False).values()
+    assert row.seconds == 0.030  # max per call: 0.030, 0.025, 0.100; their median
+    assert row.asked_per_data == pytest.approx(12 / 600)
+    # six calls' CPU over six workers' 4 MiB inputs
+    assert row.cpu_per_gb == pytest.approx(6 * 0.004 / (6 * 4 * (1 << 20) / 1e9))
+
+
+def test_gloo_figures_come_from_the_same_samples() -> None:
+    samples = [sample(r, 0, 0.020, gloo_seconds=0.010, gloo_cpu_seconds=0.002) for r in range(2)]
+    [row] = rows_of(samples, [1 << 20], ["float32"], gloo=True).values()
+    assert row.vs_gloo == pytest.approx(2.0)
+    assert row.gloo_cpu_per_gb == pytest.approx(seconds_per_gb(0.004, 2 * 4 * (1 << 20)))
+
+
+def test_medians_print_the_spread_of_the_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [{(1 << 20, "float32"): Row(s, 1.0, 0, 0, 0.01, 1.5)} for s in (0.03, 0.01, 0.02)]
+    print_medians(runs, gloo=False)
+    out = capsys.readouterr().out
+    assert "median of 3 runs" in out and "0.020 (0.010-0.030) s" in out
+
+
+def test_hog_keeps_its_processes_busy_for_the_block_and_stops_them() -> None:
+    hog = Hog(1)
+    with hog:
+        processes = list(hog._processes)
+        time.sleep(0.5)
+        assert all(p.is_alive() for p in processes)
+    assert not any(p.is_alive() for p in processes)
+    assert Hog(0).describe().startswith("idle") and "--hog 2" in Hog(2).describe()
+
+
+def test_cpu_clock_counts_this_process_only_while_it_works() -> None:
+    clock = CpuClock()
+    time.sleep(0.2)
+    assert clock.seconds() < 0.1
+    end = time.monotonic() + 0.2
+    while time.monotonic() < end:
+        pass
+    assert clock.seconds() > 0.1
+
+
+def test_bad_options_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--hog", "-1"], ["--runs", "0"], ["--values-per-packet", "100"]):
+        with pytest.raises(SystemExit) as exit:
+            main(argv)
+        assert exit.value.code == 2
+    assert "--hog" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_small_run_under_hog_through_the_switch_verifies_every_result(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--sizes", "4K", "--dtypes", "int32", "--iters", "2", "--runs", "2", "--hog", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "1 busy process (--hog 1)" in out and "asked/DATA" in out and "median of 2 runs" in out
+    assert "PASS: 16 verified all-reduces, 0 wrong" in out
