@@ -80,6 +80,7 @@ class StarCluster:
         logs: Path = ROOT / "logs" / "experiments",
         step_timeout: float = 900.0,
         switch_log: str = "off",
+        values_per_packet: int | None = None,
     ) -> None:
         if os.geteuid() != 0:
             raise ExperimentError("experiments run in Mininet, which needs root: use sudo")
@@ -87,6 +88,7 @@ class StarCluster:
         self.queue, self.burst = queue, LINK_BURST_KB if burst is None else burst
         self.switch_log = switch_log  # off: bmv2's trace log would cost it a factor of 1.6 (docs/lab.md)
         self.gloo, self.pool_size, self.logs, self.step_timeout = gloo, pool_size, logs, step_timeout
+        self.values_per_packet = values_per_packet  # the embedded switch's K (None: the program's, 64)
         self.topo = generate("star", workers)
         self._agents: list[_Agent] = []
         self._stop = threading.Event()
@@ -111,7 +113,10 @@ class StarCluster:
             signal.signal(signal.SIGTERM, _exit_on_sigterm)  # `kill` must still tear Mininet down
         setLogLevel("warning")
         self.logs.mkdir(parents=True, exist_ok=True)
-        program, p4info = build_bmv2() if self.switch_kind == "bmv2" else build_program(ROOT / "build")
+        if self.switch_kind == "bmv2":
+            program, p4info = build_bmv2()
+        else:
+            program, p4info = build_program(ROOT / "build", self.values_per_packet)
         grpc_ports = {s.name: free_port() for s in self.topo.switches}
         config = self.logs / "controller.yaml"
         config.write_text(
@@ -127,6 +132,7 @@ class StarCluster:
             self.queue,
             switch_log=self.switch_log,
             burst=self.burst,
+            values_per_packet=self.values_per_packet,
         )
         for switch in net.switches:
             switch.log_dir, switch.pcap_dir = self.logs, None  # no pcaps: runs move hundreds of MB

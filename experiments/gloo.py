@@ -14,20 +14,22 @@ import sys
 
 from experiments.cluster import ExperimentError, LaunchError, StarCluster
 from experiments.report import (
-    P4REDUCE_EFFICIENCY,
-    P4REDUCE_FRAME,
     TCP_EFFICIENCY,
-    VALUE_BYTES,
     Report,
+    add_hog_argument,
     add_link_arguments,
+    add_values_argument,
     figure,
     human,
     ideal_speedup,
+    p4reduce_efficiency,
+    p4reduce_frame,
     parse_sizes,
     parser,
     progress,
     size_axis,
 )
+from hostlib.contention import Hog
 
 FULL_SIZES, QUICK_SIZES = "64K,256K,1M,4M,16M", "16K,64K"
 
@@ -36,15 +38,21 @@ def main(argv: list[str] | None = None) -> int:
     p = parser("gloo", __doc__.splitlines()[0])
     p.add_argument("--workers", type=int, default=4, help="hosts on the star (default 4)")
     add_link_arguments(p, 4.0)
+    add_hog_argument(p)
+    add_values_argument(p)
     p.add_argument("--sizes", help=f"tensor sizes in bytes (default {FULL_SIZES}; --quick: {QUICK_SIZES})")
     p.add_argument("--switch", choices=("soft", "bmv2"), default="soft", help="P4 target (default soft)")
     args = p.parse_args(argv)
+    if args.hog < 0:
+        p.error("--hog takes a number of busy processes >= 0")
     sizes = parse_sizes(args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES))
+    hog = Hog(args.hog)
     iters = 1 if args.quick else args.iters
     report = Report("gloo", args.out)
     n = args.workers
     try:
         with (
+            hog,
             StarCluster(
                 n,
                 switch=args.switch,
@@ -53,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                 burst=args.burst,
                 pool_size=args.pool,
                 logs=args.logs,
+                values_per_packet=args.values_per_packet,
             ) as cluster,
             progress(len(sizes) * iters * 2, f"p4reduce vs Gloo, {n} workers, {args.bw:g} Mbit/s") as advance,
         ):
@@ -75,10 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         """How much of the time a worker's uplink carried this system's bytes."""
         return up[system, size] / seconds[system, size] / (args.bw * 1e6 / 8)
 
-    adjusted = ideal * P4REDUCE_EFFICIENCY / TCP_EFFICIENCY
+    k = args.values_per_packet
+    efficiency, frame = p4reduce_efficiency(k), p4reduce_frame(k)
+    adjusted = ideal * efficiency / TCP_EFFICIENCY
     report.table(
         f"p4reduce vs Gloo ring: {n} workers, {args.bw:g} Mbit/s links, float32, {args.pool} slots,"
-        f" median of {iters}",
+        f" median of {iters}; {hog.describe()}",
         [
             "size",
             "p4reduce s",
@@ -111,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                 human(s),
                 f"{up['p4reduce', s] / s:.3f}",
                 f"{down['p4reduce', s] / s:.3f}",
-                f"{1 / P4REDUCE_EFFICIENCY:.3f}",
+                f"{1 / efficiency:.3f}",
                 f"{up['gloo', s] / s:.3f}",
                 f"{down['gloo', s] / s:.3f}",
                 f"{ideal:.3f}",
@@ -122,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     report.note(
         "links busy: p4reduce / Gloo, a worker's bytes up over its all-reduce time at the link rate.\n"
-        f"expected: p4reduce S up and S down in {P4REDUCE_FRAME}-byte frames carrying {VALUE_BYTES} bytes"
-        f" (x{1 / P4REDUCE_EFFICIENCY:.3f}), plus one priming packet per slot per float call;"
+        f"expected: p4reduce S up and S down in {frame}-byte frames carrying {frame - 66} bytes"
+        f" (x{1 / efficiency:.3f}), plus one priming packet per slot per float call;"
         f" a ring 2(N-1)/N·S = {ideal:.2f}·S each way, x{1 / TCP_EFFICIENCY:.3f} in TCP frames, plus ACKs."
     )
 
@@ -136,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     speedups.axhline(ideal, color="green", linestyle="--", label=f"ideal 2(N-1)/N = {ideal:.2f}")
     speedups.axhline(adjusted, color="gray", linestyle=":", label=f"ideal with headers = {adjusted:.2f}")
     speedups.set(ylabel="speedup over Gloo (x)", ylim=(0, None))
-    wire.axhline(1 / P4REDUCE_EFFICIENCY, color="C0", linestyle=":", label="p4reduce expected")
+    wire.axhline(1 / efficiency, color="C0", linestyle=":", label="p4reduce expected")
     wire.axhline(ideal / TCP_EFFICIENCY, color="C1", linestyle=":", label="ring expected")
     wire.axhline(1.0, color="C0", linestyle="--", label="S (in-network ideal)")
     wire.axhline(ideal, color="C1", linestyle="--", label="2(N-1)/N·S (ring ideal)")

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from contracts.protocol import DEFAULT_VALUES_PER_PACKET, HEADER_BYTES
+from contracts.protocol import DEFAULT_VALUES_PER_PACKET, HEADER_BYTES, SUPPORTED_VALUES_PER_PACKET
 from experiments.step import Step
 from hostlib.launch import ROOT
 
@@ -38,6 +38,15 @@ VALUE_BYTES = 4 * DEFAULT_VALUES_PER_PACKET
 P4REDUCE_FRAME = 14 + 20 + 8 + HEADER_BYTES + VALUE_BYTES
 P4REDUCE_EFFICIENCY = VALUE_BYTES / P4REDUCE_FRAME
 TCP_EFFICIENCY = 1448 / 1514
+
+
+def p4reduce_frame(values_per_packet: int | None) -> int:
+    """A DATA frame's bytes for K values (None: the program's default K)."""
+    return 14 + 20 + 8 + HEADER_BYTES + 4 * (values_per_packet or DEFAULT_VALUES_PER_PACKET)
+
+
+def p4reduce_efficiency(values_per_packet: int | None) -> float:
+    return 4 * (values_per_packet or DEFAULT_VALUES_PER_PACKET) / p4reduce_frame(values_per_packet)
 
 
 def ideal_speedup(workers: int) -> float:
@@ -62,7 +71,10 @@ def describe_machine() -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores, Linux {os.uname().release}, Python {sys.version.split()[0]}"
+    return (
+        f"{cpu}, {os.cpu_count()} cores, Linux {os.uname().release}, Python {sys.version.split()[0]}, "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
 
 
 def parser(name: str, doc: str) -> argparse.ArgumentParser:
@@ -97,6 +109,28 @@ def add_link_arguments(p: argparse.ArgumentParser, bw: float) -> None:
         type=int,
         help="KB a limited link may send at once, at rate and at ceiling (default: the lab's, "
         "mininet/lab.py LINK_BURST_KB; 0: Mininet's htb, one frame at a time once the link is busy)",
+    )
+
+
+def add_values_argument(p: argparse.ArgumentParser) -> None:
+    """--values-per-packet K: the embedded switch runs the program compiled for K; links get its MTU."""
+    p.add_argument(
+        "--values-per-packet",
+        type=int,
+        choices=SUPPORTED_VALUES_PER_PACKET,
+        metavar="K",
+        help="the embedded switch's K (default: the program's, 64); 512 and 1024 give links a 9000-byte MTU",
+    )
+
+
+def add_hog_argument(p: argparse.ArgumentParser) -> None:
+    """--hog N: the experiment runs with N busy processes at normal priority (hostlib.contention.Hog)."""
+    p.add_argument(
+        "--hog",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N busy processes at normal priority for the whole run, as a training host has (default 0)",
     )
 
 

@@ -34,6 +34,7 @@ from mininet.net import Mininet  # noqa: E402
 from contracts import jobapi_pb2 as pb  # noqa: E402
 from contracts import jobapi_pb2_grpc as pb_grpc  # noqa: E402
 from contracts.jobapi_metadata import call_metadata  # noqa: E402
+from contracts.protocol import DEFAULT_VALUES_PER_PACKET, SUPPORTED_VALUES_PER_PACKET, payload_bytes  # noqa: E402
 from hostlib import JobSpec  # noqa: E402
 from hostlib.launch import (  # noqa: E402
     LaunchError,
@@ -105,6 +106,16 @@ def add_burst_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+ETHERNET_MTU = 1500
+
+
+def link_mtu(values_per_packet: int | None) -> int:
+    """The MTU a lab's links need to carry DATA of K values in one frame: Ethernet's 1500 up to K = 256,
+    a jumbo frame (9000, as data-centre NICs take) for 512 and 1024."""
+    needed = payload_bytes(values_per_packet or DEFAULT_VALUES_PER_PACKET) + 28  # IPv4 and UDP headers
+    return ETHERNET_MTU if needed <= ETHERNET_MTU else 9000
+
+
 def build_network(
     topo: Topology,
     kind: str,
@@ -116,6 +127,7 @@ def build_network(
     switch_log: str = "info",
     out: Path = ROOT,
     burst: int = LINK_BURST_KB,
+    values_per_packet: int | None = None,
 ) -> Mininet:
     """The lab's network, not started; `bw` limits links with htb, `queue` (packets) bounds htb's queue.
 
@@ -126,6 +138,9 @@ def build_network(
     burst and cburst). Mininet gives htb a 15 KB burst but a ceiling burst of one frame: once the
     link is busy it releases frames one per timer, and the emulation spends its CPU waking every
     process once per frame, while a TCP flow's 64 KB GSO packets pass whole. 0 keeps Mininet's.
+
+    `values_per_packet` is the K of the switch's program: every link gets the MTU its DATA needs
+    (link_mtu), so that a K of 512 or 1024 crosses the lab in one frame.
     """
     net = Mininet(topo=None, build=False, controller=None, link=TCLink if bw else Link, autoSetMacs=False)
     cls = SWITCH_CLASSES[kind]
@@ -151,6 +166,10 @@ def build_network(
     # TCLink's htb class 5:1, with the burst at its ceiling too (quantum: htb warns of the one it
     # derives from the rate; one class shares nothing), and a pfifo of `queue` packets under it
     shape = f"htb rate {bw}Mbit burst {burst}k cburst {burst}k quantum 1514"
+    mtu = link_mtu(values_per_packet)
+    for link in links if mtu > ETHERNET_MTU else []:
+        for intf in (link.intf1, link.intf2):
+            intf.cmd(f"ip link set dev {intf.name} mtu {mtu}")
     for link in links if bw else []:
         for intf in (link.intf1, link.intf2):
             if burst:
@@ -241,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
     if args.switch == "bmv2":
         program, p4info = build_bmv2()
     else:
-        program, p4info = build_program(ROOT / "build")
+        program, p4info = build_program(ROOT / "build", args.values_per_packet)
     grpc_ports = {s.name: free_port() for s in topo.switches}
     job_port = free_port()
     config = out / "logs" / "lab-controller.yaml"
@@ -255,6 +274,7 @@ def run(args: argparse.Namespace) -> int:
         switch_log=args.switch_log,
         out=out,
         burst=args.burst,
+        values_per_packet=args.values_per_packet,
     )
     controller: subprocess.Popen[bytes] | None = None
     controller_log = out / "logs" / "controller.log"
@@ -407,6 +427,14 @@ def main() -> int:
     )
     parser.add_argument("--bw", type=float, help="link bandwidth in Mbit/s (TCLink/htb)")
     add_burst_argument(parser)
+    parser.add_argument(
+        "--values-per-packet",
+        type=int,
+        choices=SUPPORTED_VALUES_PER_PACKET,
+        metavar="K",
+        help="the embedded switch runs the program compiled for K (default: the program's, 64); "
+        "512 and 1024 give the links a 9000-byte MTU",
+    )
     parser.add_argument("--drop-rate", type=float, default=0.0, help="loss injected at the embedded switch")
     parser.add_argument(
         "--switch-log",

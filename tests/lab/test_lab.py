@@ -69,6 +69,28 @@ def test_star_lab_with_four_workers_verifies_every_sum() -> None:
 
 @needs_mininet
 @pytest.mark.root
+def test_a_lab_of_jumbo_packets_gives_its_links_the_mtu_they_need() -> None:
+    """K = 1024: 4148-byte DATA cross the lab whole, over links the lab set to a 9000-byte MTU."""
+    done, results, errors = run_lab(
+        "--workers",
+        "2",
+        "--size",
+        "8192",
+        "--dtype",
+        "int32",
+        "--values-per-packet",
+        "1024",
+        "--switch-log",
+        "off",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert errors == [] and results["ok"], done.stdout
+    counted = {c["counter"]: c["packets"] for c in results["counters"]}
+    assert counted["job_results_out"] == 8192 // 1024, "one packet per 1024 values: no fragment, no loss"
+
+
+@needs_mininet
+@pytest.mark.root
 def test_line_lab_crosses_two_switches() -> None:
     """Hosts on the second switch reach the aggregator over the L2 path: pings and sums both work."""
     done, results, _ = run_lab("--topology", "line", "--workers", "4", "--size", "2048", "--dtype", "int32")
