@@ -5,8 +5,8 @@
 Runs the example alternately on Gloo and on p4reduce (one switch and
 controller for all runs), each run a fresh torchrun; per run, the median
 step time of rank 0 over the steps after the first, and the CPU seconds
-(user + sys) that the whole torchrun took per training step, all ranks and
-threads: the model's compute is the same on both backends, so the
+(user + sys, all threads) that all ranks together spent per step over the
+same steps: the model's compute is the same on both backends, so the
 difference is what each spends on communication. Prints every run with the
 machine's load average, then per backend the median over runs and the
 spread (min-max), and the ratio p4reduce/Gloo: the machine is shared, so
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -32,12 +31,6 @@ from hostlib.torch.launch import torchrun_command
 from hostlib.torch.options import ENV_CONTROLLER
 
 BACKENDS = ("gloo", "p4reduce")
-
-
-def children_cpu_seconds() -> float:
-    """User + sys seconds of every child this process has waited for (torchrun waits for its ranks)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def one_run(
@@ -56,14 +49,17 @@ def one_run(
         ]
     )
     environment = dict(os.environ, **{ENV_CONTROLLER: controller})
-    cpu = children_cpu_seconds()
     done = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True)
-    cpu = children_cpu_seconds() - cpu
     record = Path(f"{prefix}-0.json")
     if not record.exists():  # the run itself failed (a nonzero exit after the record is written is torch's)
         sys.exit(f"{backend} run failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    steps = json.loads(record.read_text())["step_seconds"]
-    return statistics.median(steps[1:]), cpu / len(steps)
+    steps = json.loads(record.read_text())["step_seconds"][1:]
+    # every rank's CPU over the steps after the first (start-up and imports left out), per step
+    cpu = 0.0
+    for rank in range(args.world):
+        seconds = json.loads(Path(f"{prefix}-{rank}.json").read_text())["cpu_seconds"]
+        cpu += seconds[-1] - seconds[0]
+    return statistics.median(steps), cpu / len(steps)
 
 
 def main() -> None:

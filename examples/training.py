@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 from pathlib import Path
 
 import torch
@@ -65,6 +66,10 @@ class Log:
         self.losses: list[float] = []
         self.step_seconds: list[float] = []
         self.comm_seconds: list[float] = []
+        self.cpu_seconds: list[
+            float
+        ] = []  # this rank's process CPU (user + sys, all threads) at each step's end
+        self._cpu_start = time.process_time()
         if self.rank == 0:
             print(
                 f"{what} on backend {dist.get_backend()}, {dist.get_world_size()} ranks, {args.steps} steps"
@@ -76,6 +81,7 @@ class Log:
         self.losses.append(loss)
         self.step_seconds.append(seconds)
         self.comm_seconds.append(comm)
+        self.cpu_seconds.append(time.process_time() - self._cpu_start)
         if self.rank == 0:
             print(
                 f"{len(self.losses) - 1:>4} {loss:>14.6f} {seconds * 1e3:>8.1f} {comm * 1e3:>8.1f}",
@@ -109,6 +115,7 @@ class Log:
                 "losses": self.losses,
                 "step_seconds": self.step_seconds,
                 "comm_seconds": self.comm_seconds,
+                "cpu_seconds": self.cpu_seconds,
                 "switch": proof,
                 **extra,
             }

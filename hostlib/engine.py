@@ -27,7 +27,9 @@ What a use carries and what happens to its result is the plan's business
   gains divided by the uses in flight (RFC 7323, Appendix G). When uses
   time out together only the earliest is asked after (RFC 6298 5.4): a
   rank or a switch that waited for a core holds a whole window, and asking
-  after every use of it would flood the switch for no loss.
+  after every use of it would flood the switch for no loss. (A rank that
+  lost a DATA within LOSS_MEMORY asks after all of them, as under loss a
+  timeout is a loss.)
 A suspected use is asked after at once with a QUERY (its header alone) by
 every rank that suspects it. The switch answers the asker alone, and only
 with what it can act on: the RESULT (its result was lost), or a MISSING
@@ -83,6 +85,7 @@ REMEMBERED_ABORTS = 64  # aborts of calls this rank has not started yet
 QUESTION_BACKOFFS = 2  # an unanswered question's wait doubles this often, or up to three data round trips
 QUESTION_MEMORY = 4  # a use's latest QUERYs whose times are kept to time their answers
 RTT_SAMPLES = 10_000  # EngineStats keeps the first this many round-trip samples
+LOSS_MEMORY = 1.0  # seconds a lost DATA makes timeouts ask after every late use (not hold them back)
 _USE_MASK = (1 << USE_BITS) - 1
 
 
@@ -229,6 +232,7 @@ class Engine:
         self.stats = EngineStats()
         self.rto = RTO_INITIAL
         self._backed_off = -math.inf  # when the data timeout last doubled
+        self._loss_seen = -math.inf  # when a MISSING last made this rank resend its DATA
         self._srtt: float | None = None
         self._rttvar = 0.0
         self._qsrtt: float | None = None  # smoothed round trip of a QUERY and its answer
@@ -369,12 +373,16 @@ class Engine:
             # (no result for a whole timeout) most often wait for a rank or the switch that waited for a
             # core, and asking after each of them would cost N x W questions that the switch, itself
             # short of a core, must drop. The others are held: asked when a MISSING shows that this
-            # rank's DATA was lost (_missing), or one by one at later timeouts while nothing arrives.
+            # rank's DATA was lost (_ask_held), or one by one at later timeouts while nothing arrives.
+            # A rank that saw its DATA lost within LOSS_MEMORY takes timeouts for losses, as before, and
+            # asks after every late use at once: with 5 % loss, holding cost a round trip at most call
+            # ends (4 Mbit/s links: 78 % of lossless goodput instead of 87 %).
+            hold = now - self._loss_seen >= LOSS_MEMORY
             oldest = min(
                 (s for s in expired if call.retries[s] == 0), key=call.sent_at.__getitem__, default=-1
             )
             for slot in expired:
-                if call.retries[slot] == 0 and slot != oldest:
+                if hold and call.retries[slot] == 0 and slot != oldest:
                     call.held[slot] = True
                     call.deadline[slot] = now + self.rto
                 else:
@@ -436,28 +444,25 @@ class Engine:
 
     def _question_timeout(self, asks: int) -> float:
         """How long to wait for the switch's answer to a question (or for a use it said is collecting):
-        three question round trips or the question's RTT + 4 x deviation, doubled per unanswered one,
-        QUESTION_BACKOFFS times or up to the data timeout, within [QUESTION_MIN, RTO_MAX]. Silence is the normal answer for a rank whose
+        three question round trips, doubled per unanswered one, QUESTION_BACKOFFS times or up to three
+        data round trips, within [QUESTION_MIN, RTO_MAX]. Silence is the normal answer for a rank whose
         contribution is in, and it must ask again soon after the use completes in case its RESULT was
         lost: hence the early stop. But a question estimate far too small (taken on an empty queue, before
         one built up) must not keep the questions coming faster than their answers: the data round trip,
         timed by DATA through the same queues, bounds how soon the backoff may stop. (Not the data timeout
         itself, which a call's start or end may have backed off to a second.)"""
-        if self._qsrtt is not None:
-            base = max(RTO_SRTT_MULTIPLE * self._qsrtt, self._qsrtt + 4 * self._qrttvar, QUESTION_MIN)
-        else:
-            base = max(RTO_SRTT_MULTIPLE * self._data_rtt(), QUESTION_MIN)
-        cap = max(base * 2**QUESTION_BACKOFFS, self._data_timeout())
+        base = max(RTO_SRTT_MULTIPLE * self._question_rtt(), QUESTION_MIN)
+        cap = max(base * 2**QUESTION_BACKOFFS, RTO_SRTT_MULTIPLE * self._data_rtt())
         return min(base * 2 ** min(max(asks - 1, 0), 30), cap, RTO_MAX)
+
+    def _question_rtt(self) -> float:
+        """The switch answers a QUERY at once, so its round trip is the network's, without the wait for
+        the slowest rank that data round trips include."""
+        return self._qsrtt if self._qsrtt is not None else self._data_rtt()
 
     def _data_rtt(self) -> float:
         """The smoothed data round trip, or before any sample the one RTO_INITIAL assumes."""
         return self._srtt if self._srtt is not None else RTO_INITIAL / RTO_SRTT_MULTIPLE
-
-    def _data_timeout(self) -> float:
-        """The data timeout as the samples give it, before any backoff: the larger of RFC 6298's smoothed
-        RTT + 4 x deviation and RTO_SRTT_MULTIPLE smoothed RTTs."""
-        return max(self._data_rtt() + 4 * self._rttvar, RTO_SRTT_MULTIPLE * self._data_rtt())
 
     def _asked_time(self, slot: int, echo: int) -> float | None:
         """When the slot's question that an answer echoes was asked, or None when the echo names no
@@ -484,6 +489,16 @@ class Engine:
         if asked is not None:
             self._sample_question(now - asked)
         call.asks[slot] = 0
+
+    def _ask_held(self, now: float) -> None:
+        """A MISSING showed that this rank's DATA was lost, not late: the uses held back with the asked one
+        at a timeout may be lost too, and are asked after at once."""
+        call = self._call
+        assert call is not None
+        for held in range(call.width):
+            if call.held[held] and call.retries[held] == 0 and call.current[held] >= 0:
+                self.stats.timeouts += 1
+                self._suspect(held, now, fast=False)
 
     def _resend(self, slot: int, now: float) -> None:
         """Send a slot's current use again, unchanged: the switch said this rank's DATA is missing."""
@@ -525,10 +540,7 @@ class Engine:
         assert call is not None
         use = call.current[slot]
         first_send = call.retries[slot] == 0
-        if echo == 0 and call.retries[slot] == call.questions[slot]:
-            # Karn: only unambiguous samples. The multicast (echo 0, not a replay) of a use whose DATA
-            # went out once times that DATA, questions or not: a QUERY resends nothing. So the estimate
-            # sees the waits for a rank or a switch that waited for a core, and the timer learns them.
+        if first_send:  # Karn: only unambiguous samples
             self._sample_rtt(now - call.sent_at[slot])
         if call.asks[slot]:
             self._answered(slot, echo, now)
@@ -567,11 +579,8 @@ class Engine:
             call.asks[slot] = 0
             self.stats.missing_resends += 1
             self._resend(slot, now)
-            # A DATA was lost, not merely late: the uses held back with it at a timeout may be lost too.
-            for held in range(call.width):
-                if call.held[held] and call.retries[held] == 0 and call.current[held] >= 0:
-                    self.stats.timeouts += 1
-                    self._suspect(held, now, fast=False)
+            self._loss_seen = now
+            self._ask_held(now)
 
     def _stale(self, held: int) -> None:
         call = self._call

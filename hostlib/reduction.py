@@ -21,6 +21,20 @@ from contracts.protocol import EXP_NONE, EXP_NONFINITE
 from hostlib import quantize as q
 from hostlib.calls import Descriptor, NonFinite, NonFiniteError, Op
 
+# A float call's W slots each cost a priming packet, as large as a DATA. Above PRIMING_FREE chunks a call
+# uses at most one slot per PRIMING_SHARE chunks (and at least PRIMING_FREE), so that priming costs at most
+# 1/PRIMING_SHARE more packets: with K = 1024 and 128 slots, a 1 MB call sent 50 % more than its tensor.
+# Every rank computes the same W from the same call (docs/protocol.md, *Halves*).
+PRIMING_FREE = 16
+PRIMING_SHARE = 8
+
+
+def float_width(count: int, slots: int) -> int:
+    """W for a float call of `count` chunks on a half of `slots` slots."""
+    if count <= PRIMING_FREE:
+        return min(slots, count)
+    return min(slots, max(PRIMING_FREE, -(-count // PRIMING_SHARE)))
+
 
 class IntPlan:
     """int32: use u carries chunk u."""
@@ -68,7 +82,7 @@ class FloatPlan:
         self._zeros = bytes(4 * k)
 
     def width(self, slots: int) -> int:
-        return min(slots, self.count)
+        return float_width(self.count, slots)
 
     def start(self, width: int) -> None:
         self.slots = width

@@ -39,6 +39,7 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     e->progress_timeout = progress_timeout;
     e->rto = P4R_RTO_INITIAL;
     e->backed_off = -INFINITY;
+    e->loss_seen = -INFINITY;
     e->out.frame = e->frame;
     size_t w = (size_t)e->half_slots;
     struct p4r_call *c = &e->call;
@@ -113,12 +114,9 @@ static double data_rtt(const struct p4r_engine *e) {
     return e->have_srtt ? e->srtt : P4R_RTO_INITIAL / P4R_RTO_SRTT_MULTIPLE;
 }
 
-/* The data timeout as the samples give it, before any backoff: the larger of RFC 6298's smoothed RTT +
- * 4 x deviation and RTO_SRTT_MULTIPLE smoothed RTTs (Python's max: the first of equals, the same value). */
-static double data_timeout(const struct p4r_engine *e) {
-    double a = data_rtt(e) + 4 * e->rttvar, b = P4R_RTO_SRTT_MULTIPLE * data_rtt(e);
-    return b > a ? b : a;
-}
+/* The switch answers a QUERY at once, so its round trip is the network's, without the wait for the
+ * slowest rank that data round trips include. */
+static double question_rtt(const struct p4r_engine *e) { return e->have_qsrtt ? e->qsrtt : data_rtt(e); }
 
 /* How long to wait for the switch's answer to a question (or for a use it said is collecting): three
  * question round trips, doubled per unanswered one, QUESTION_BACKOFFS times or up to three data round
@@ -129,17 +127,10 @@ static double data_timeout(const struct p4r_engine *e) {
  * same queues, bounds how soon the backoff may stop. (Not the data timeout itself, which a call's start
  * or end may have backed off to a second.) */
 static double question_timeout(const struct p4r_engine *e, uint32_t asks) {
-    double base;
-    if (e->have_qsrtt) {
-        base = P4R_RTO_SRTT_MULTIPLE * e->qsrtt;
-        double spread = e->qsrtt + 4 * e->qrttvar;
-        if (spread > base) base = spread;
-    } else {
-        base = P4R_RTO_SRTT_MULTIPLE * data_rtt(e);
-    }
+    double base = P4R_RTO_SRTT_MULTIPLE * question_rtt(e);
     if (P4R_QUESTION_MIN > base) base = P4R_QUESTION_MIN;
     double cap = ldexp(base, P4R_QUESTION_BACKOFFS);
-    double data = data_timeout(e);
+    double data = P4R_RTO_SRTT_MULTIPLE * data_rtt(e);
     if (data > cap) cap = data;
     int doublings = asks > 1 ? (int)lesser(asks - 1, 30) : 0;
     return lesser(lesser(ldexp(base, doublings), cap), P4R_RTO_MAX);
@@ -182,6 +173,7 @@ static void answered(struct p4r_engine *e, int slot, uint8_t echo, double now) {
     if (asked_time(c, slot, echo, &at)) smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, now - at, 1);
     c->asks[slot] = 0;
 }
+
 
 static void sent(struct p4r_engine *e, int slot) {
     if (p4r_overtaking_sent(&e->call.overtaking, slot)) out_of_memory(e);
@@ -250,6 +242,18 @@ static void suspect(struct p4r_engine *e, int slot, double now, int fast) {
     if (e->call.current[slot] < 0) return;
     e->stats.fast_retransmissions += (uint64_t)fast;
     query(e, slot, now);
+}
+
+/* A MISSING showed that this rank's DATA was lost, not late: the uses held back with the asked one at a
+ * timeout may be lost too, and are asked after at once. */
+static void ask_held(struct p4r_engine *e, double now) {
+    struct p4r_call *c = &e->call;
+    for (int s = 0; s < c->width; s++) {
+        if (c->held[s] && c->retries[s] == 0 && c->current[s] >= 0) {
+            e->stats.timeouts += 1;
+            suspect(e, s, now, 0);
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ calls */
@@ -357,12 +361,7 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
     struct p4r_call *c = &e->call;
     long use = c->current[slot];
     int first_send = c->retries[slot] == 0;
-    /* Karn: only unambiguous samples. The multicast (echo 0, not a replay) of a use whose DATA went out
-     * once times that DATA, questions or not: a QUERY resends nothing. So the estimate sees the waits
-     * for a rank or a switch that waited for a core, and the timer learns them. */
-    if (echo == 0 && c->retries[slot] == c->questions[slot]) {
-        p4r_engine_sample_rtt(e, now - c->sent_at[slot]);
-    }
+    if (first_send) p4r_engine_sample_rtt(e, now - c->sent_at[slot]); /* Karn: only unambiguous samples */
     if (c->asks[slot]) answered(e, slot, echo, now);
     int lost = p4r_overtaking_answered(&c->overtaking, slot, first_send, c->lost);
     p4r_plan_deliver(c->plan, use, values);
@@ -399,13 +398,8 @@ static void missing(struct p4r_engine *e, int slot, uint32_t contributors, uint8
         c->asks[slot] = 0;
         e->stats.missing_resends += 1;
         resend(e, slot, now);
-        /* A DATA was lost, not merely late: the uses held back with it at a timeout may be lost too. */
-        for (int s = 0; s < c->width; s++) {
-            if (c->held[s] && c->retries[s] == 0 && c->current[s] >= 0) {
-                e->stats.timeouts += 1;
-                suspect(e, s, now, 0);
-            }
-        }
+        e->loss_seen = now;
+        ask_held(e, now);
     }
 }
 
@@ -506,7 +500,11 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
              * (no result for a whole timeout) most often wait for a rank or the switch that waited for a
              * core, and asking after each of them would cost N x W questions that the switch, itself
              * short of a core, must drop. The others are held: asked when a MISSING shows that this
-             * rank's DATA was lost (missing()), or one by one at later timeouts while nothing arrives. */
+             * rank's DATA was lost (ask_held()), or one by one at later timeouts while nothing arrives.
+             * A rank that saw its DATA lost within LOSS_MEMORY takes timeouts for losses, as before, and
+             * asks after every late use at once: with 5 % loss, holding cost a round trip at most call
+             * ends (4 Mbit/s links: 78 % of lossless goodput instead of 87 %). */
+            int hold = now - e->loss_seen >= P4R_LOSS_MEMORY;
             int oldest = -1;
             for (int i = 0; i < expired; i++) {
                 int s = c->expired[i];
@@ -514,7 +512,7 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
             }
             for (int i = 0; i < expired; i++) {
                 int s = c->expired[i];
-                if (c->retries[s] == 0 && s != oldest) {
+                if (hold && c->retries[s] == 0 && s != oldest) {
                     c->held[s] = 1;
                     c->deadline[s] = now + e->rto;
                 } else {

@@ -84,6 +84,7 @@ struct p4r_engine {
     struct p4r_stats stats;
     double rto, srtt, rttvar;
     double backed_off; /* when the data timeout last doubled */
+    double loss_seen;  /* when a MISSING last made this rank resend its DATA */
     int have_srtt;
     double qsrtt, qrttvar; /* smoothed round trip of a QUERY and its answer */
     int have_qsrtt;

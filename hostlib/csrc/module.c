@@ -587,6 +587,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         {"REMEMBERED_ABORTS", P4R_REMEMBERED_ABORTS}, {"RTT_SAMPLES", P4R_RTT_SAMPLES},
         {"QUESTION_BACKOFFS", P4R_QUESTION_BACKOFFS},
         {"QUESTION_MEMORY", P4R_QUESTION_MEMORY},
+        {"PRIMING_FREE", P4R_PRIMING_FREE}, {"PRIMING_SHARE", P4R_PRIMING_SHARE},
         {"CODE_POS_INF", P4R_CODE_POS_INF}, {"CODE_NEG_INF", P4R_CODE_NEG_INF}, {"CODE_NAN", P4R_CODE_NAN},
         {"PLAN_INT", P4R_PLAN_INT}, {"PLAN_FLOAT", P4R_PLAN_FLOAT}, {"PLAN_REFUSED", P4R_PLAN_REFUSED},
         {"NONE", P4R_NONE}, {"INT32", P4R_INT32}, {"FLOAT32", P4R_FLOAT32}, {"FLOAT16", P4R_FLOAT16},
@@ -600,7 +601,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         const char *name;
         double value;
     } floats[] = {{"RTO_MIN", P4R_RTO_MIN}, {"RTO_MAX", P4R_RTO_MAX}, {"RTO_INITIAL", P4R_RTO_INITIAL},
-                  {"QUESTION_MIN", P4R_QUESTION_MIN}};
+                  {"QUESTION_MIN", P4R_QUESTION_MIN}, {"LOSS_MEMORY", P4R_LOSS_MEMORY}};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
         if (PyModule_AddObject(m, floats[i].name, PyFloat_FromDouble(floats[i].value)) < 0) return NULL;
     }

@@ -51,7 +51,13 @@ void p4r_plan_free(struct p4r_plan *plan) {
 
 int p4r_plan_width(const struct p4r_plan *plan, int slots) {
     if (plan->kind == P4R_PLAN_REFUSED) return 1;
-    return (size_t)slots < plan->count ? slots : (int)plan->count;
+    size_t wanted = plan->count;
+    if (plan->kind == P4R_PLAN_FLOAT && wanted > P4R_PRIMING_FREE) {
+        /* hostlib.reduction.float_width: priming costs at most 1/PRIMING_SHARE more packets */
+        wanted = (wanted + P4R_PRIMING_SHARE - 1) / P4R_PRIMING_SHARE;
+        if (wanted < P4R_PRIMING_FREE) wanted = P4R_PRIMING_FREE;
+    }
+    return (size_t)slots < wanted ? slots : (int)wanted;
 }
 
 void p4r_plan_start(struct p4r_plan *plan, int width) {
