@@ -541,7 +541,12 @@ class Engine:
         use = call.current[slot]
         first_send = call.retries[slot] == 0
         if first_send:  # Karn: only unambiguous samples
-            self._sample_rtt(now - call.sent_at[slot])
+            # A call has W uses in flight and so W samples per round trip where TCP has one. While no loss
+            # was seen (LOSS_MEMORY) the gains are divided by W (RFC 7323, Appendix G): a wait that held a
+            # whole window (a rank or the switch waiting for a core) is then not forgotten within a round
+            # trip. Under loss TCP's gains stay, to follow the queues that recovery builds and drains.
+            quiet = now - self._loss_seen >= LOSS_MEMORY
+            self._sample_rtt(now - call.sent_at[slot], call.width if quiet else 1)
         if call.asks[slot]:
             self._answered(slot, echo, now)
         overtaken = call.overtaking.answered(slot, first_send)
@@ -609,17 +614,10 @@ class Engine:
             call.number, self.member, call.descriptor, abort.rank, abort.offender, abort.held
         )
 
-    def _sample_rtt(self, rtt: float) -> None:
-        """RFC 6298 smoothing, with a floor of RTO_SRTT_MULTIPLE x srtt; within [RTO_MIN, RTO_MAX].
-
-        A call has W uses in flight and so W samples per round trip where TCP has one: the gains are
-        divided by W (RFC 7323, Appendix G), or a wait that held a whole window (a rank or the switch
-        waiting for a core) is forgotten within a round trip, and the next such wait expires every
-        timer of the window again."""
-        call = self._call
-        self._srtt, self._rttvar = smooth(
-            self._srtt, self._rttvar, rtt, call.width if call is not None else 1
-        )
+    def _sample_rtt(self, rtt: float, samples_per_rtt: int = 1) -> None:
+        """RFC 6298 smoothing, with a floor of RTO_SRTT_MULTIPLE x srtt; within [RTO_MIN, RTO_MAX]; the
+        gains divided by `samples_per_rtt` (see _result)."""
+        self._srtt, self._rttvar = smooth(self._srtt, self._rttvar, rtt, samples_per_rtt)
         # RFC 6298's srtt + 4 x rttvar alone sits just above the median when a queue makes round trips
         # steady (measured: 10% of uses resent for nothing with 32 slots at 4 Mbit/s); and a use also
         # waits while a peer recovers its previous one. Fast retransmission recovers loss mid-call,

@@ -329,11 +329,9 @@ void p4r_engine_finish(struct p4r_engine *e, double now, struct p4r_error *error
 
 /* ------------------------------------------------------------------ answers */
 
-void p4r_engine_sample_rtt(struct p4r_engine *e, double rtt) {
-    /* A call has W uses in flight and so W samples per round trip where TCP has one: the gains are
-     * divided by W, or a wait that held a whole window (a rank or the switch waiting for a core) is
-     * forgotten within a round trip, and the next such wait expires every timer of the window again. */
-    smooth(&e->have_srtt, &e->srtt, &e->rttvar, rtt, e->active ? e->call.width : 1);
+/* RFC 6298's estimate, with `samples_per_rtt` dividing its gains (see result()). */
+static void sample_rtt(struct p4r_engine *e, double rtt, int samples_per_rtt) {
+    smooth(&e->have_srtt, &e->srtt, &e->rttvar, rtt, samples_per_rtt);
     /* Python's max(a, b, c) and min(x, RTO_MAX): the first of equals, the same value */
     double a = e->srtt + 4 * e->rttvar, b = P4R_RTO_SRTT_MULTIPLE * e->srtt, floor = a;
     if (b > floor) floor = b;
@@ -344,6 +342,8 @@ void p4r_engine_sample_rtt(struct p4r_engine *e, double rtt) {
         __atomic_store_n(&e->stats.rtt_count, e->stats.rtt_count + 1, __ATOMIC_RELEASE);
     }
 }
+
+void p4r_engine_sample_rtt(struct p4r_engine *e, double rtt) { sample_rtt(e, rtt, 1); }
 
 /* The call's slot whose outstanding use the packet names exactly, or -1. */
 static int outstanding_slot(const struct p4r_engine *e, uint32_t seq, uint16_t set_slot) {
@@ -361,7 +361,14 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
     struct p4r_call *c = &e->call;
     long use = c->current[slot];
     int first_send = c->retries[slot] == 0;
-    if (first_send) p4r_engine_sample_rtt(e, now - c->sent_at[slot]); /* Karn: only unambiguous samples */
+    if (first_send) { /* Karn: only unambiguous samples */
+        /* A call has W uses in flight and so W samples per round trip where TCP has one. While no loss was
+         * seen (LOSS_MEMORY) the gains are divided by W (RFC 7323, Appendix G): a wait that held a whole
+         * window (a rank or the switch waiting for a core) is then not forgotten within a round trip.
+         * Under loss TCP's gains stay, to follow the queues that recovery builds and drains. */
+        int quiet = now - e->loss_seen >= P4R_LOSS_MEMORY;
+        sample_rtt(e, now - c->sent_at[slot], quiet ? c->width : 1);
+    }
     if (c->asks[slot]) answered(e, slot, echo, now);
     int lost = p4r_overtaking_answered(&c->overtaking, slot, first_send, c->lost);
     p4r_plan_deliver(c->plan, use, values);
