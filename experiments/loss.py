@@ -13,7 +13,16 @@ from __future__ import annotations
 import sys
 
 from experiments.cluster import ExperimentError, LaunchError, StarCluster
-from experiments.report import VALUE_BYTES, Report, add_link_arguments, figure, human, parser, progress
+from experiments.report import (
+    DEFAULT_VALUES_PER_PACKET,
+    Report,
+    add_link_arguments,
+    add_values_argument,
+    figure,
+    human,
+    parser,
+    progress,
+)
 
 FULL_RATES, QUICK_RATES = "0,0.001,0.01,0.05", "0,0.05"
 FULL_BYTES, QUICK_BYTES = 1 << 20, 16 << 10
@@ -23,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     p = parser("loss", __doc__.splitlines()[0])
     p.add_argument("--workers", type=int, default=4, help="hosts on the star (default 4)")
     add_link_arguments(p, 4.0)
+    add_values_argument(p)
     p.add_argument("--rates", help=f"loss rates each way (default {FULL_RATES}; --quick: {QUICK_RATES})")
     p.add_argument("--bytes", type=int, help=f"tensor bytes (default {human(FULL_BYTES)}; --quick: 16 KB)")
     args = p.parse_args(argv)
@@ -44,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
                     drop_rate=rate,
                     pool_size=args.pool,
                     logs=args.logs,
+                    values_per_packet=args.values_per_packet,
                 ) as cluster:
                     for iteration in range(iters):
                         for system in systems:
@@ -56,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     goodput = report.medians("goodput", "system", "loss")
     retransmissions = report.medians("retransmissions", "system", "loss")
     queries = report.medians("queries", "system", "loss")
-    sent = args.workers * (size // VALUE_BYTES)  # DATA packets of one p4reduce all-reduce, priming aside
+    value_bytes = 4 * (args.values_per_packet or DEFAULT_VALUES_PER_PACKET)
+    sent = args.workers * (size // value_bytes)  # DATA packets of one p4reduce all-reduce, priming aside
     report.table(
         f"goodput per worker under loss each way: {args.workers} workers, {args.bw:g} Mbit/s, "
         f"{human(size)} float32, {args.pool} slots, median of {iters}",

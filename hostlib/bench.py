@@ -35,6 +35,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from contracts.protocol import SUPPORTED_VALUES_PER_PACKET
 from hostlib.contention import CpuClock, Hog, load_average, seconds_per_gb
 from hostlib.launch import (
@@ -48,6 +50,7 @@ from hostlib.launch import (
 from hostlib.verify import check, make_input
 
 DTYPES = ("float32", "float16", "int32")
+RELEASE = np.zeros(1, dtype=np.int32)  # the untimed all-reduce that starts a timed call on every rank
 
 
 @dataclass(frozen=True)
@@ -91,9 +94,11 @@ def bench_worker(
 ) -> list[Sample]:
     """One worker process: every size x dtype x iteration through the switch (and Gloo), verified.
 
-    Every timed call starts when all workers are ready (`start`, outside the system under test, as
-    Gloo's timed calls start after its barrier): the verification of the previous result takes each
-    worker a different time, and without it a call's time would be the ranks' skew."""
+    Every timed call starts when all workers are ready, as Gloo's timed calls start after its barrier:
+    the verification of the previous result takes each worker a different time, and without it a
+    call's time would be the ranks' skew. `start` (a multiprocessing barrier) waits for the slowest
+    verifier, then an untimed one-element all-reduce releases the ranks together: the switch multicasts
+    its result to all of them at once, where the barrier's manager wakes them one after another."""
     from hostlib.communicator import Communicator
 
     samples = []
@@ -102,8 +107,9 @@ def bench_worker(
             for dtype in dtypes:
                 for iteration in range(iters):
                     data = make_input(rank, size, dtype, iteration)
-                    before = comm.stats()
                     start.wait()
+                    comm.allreduce(RELEASE)  # the switch releases every rank at once: the call starts level
+                    before = comm.stats()
                     cpu = CpuClock()
                     started = time.perf_counter()
                     result = comm.allreduce(data)

@@ -32,7 +32,8 @@ pytestmark = [
 
 # experiment -> (extra arguments, CSV rows expected: points x systems)
 CASES = {
-    "gloo": ([], 2 * 2),  # 2 sizes x (p4reduce, gloo)
+    # 2 sizes x (p4reduce, gloo), under a busy process, with jumbo packets over links of a 9000-byte MTU
+    "gloo": (["--hog", "1", "--values-per-packet", "1024"], 2 * 2),
     "workers": (["--workers", "2,3"], 2 * 2 * 2),  # 2 job sizes x (limited, unlimited links) x both systems
     "loss": ([], 2 * 2),  # rates 0 and 5 % x both systems
     "switch": ([], 1),
@@ -70,6 +71,9 @@ def test_quick_run_writes_verified_results(name: str, tmp_path: Path) -> None:
     summary = (tmp_path / f"{name}.txt").read_text()
     assert f"-m experiments.{name} --quick" in summary
     assert "machine:" in summary and "every result verified" in summary
+    if name == "gloo":
+        words = " ".join(summary.split())  # the table's title wraps
+        assert "1 busy process (--hog 1)" in words and "4162-byte frames" in words
 
 
 @pytest.mark.skipif(
