@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x63ontracts/jobapi.proto\x12\x12p4reduce.jobapi.v1\"Q\n\rWorkerAddress\x12\x0c\n\x04ipv4\x18\x01 \x01(\t\x12\x10\n\x08udp_port\x18\x02 \x01(\r\x12\x0b\n\x03mac\x18\x03 \x01(\t\x12\x13\n\x0bswitch_port\x18\x04 \x01(\r\"\x88\x03\n\x0eJobDescription\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\r\x12\x12\n\nworld_size\x18\x03 \x01(\r\x12\x11\n\tbase_slot\x18\x04 \x01(\r\x12\x11\n\tpool_size\x18\x05 \x01(\r\x12\x19\n\x11values_per_packet\x18\x06 \x01(\r\x12\x13\n\x0bswitch_ipv4\x18\x07 \x01(\t\x12\x17\n\x0fswitch_udp_port\x18\x08 \x01(\r\x12\x17\n\x0fmulticast_group\x18\t \x01(\r\x12\x13\n\x0bswitch_name\x18\n \x01(\t\x12\x32\n\x07workers\x18\x0b \x03(\x0b\x32!.p4reduce.jobapi.v1.WorkerAddress\x12\r\n\x05state\x18\x0c \x01(\t\x12\x15\n\rlease_seconds\x18\r \x01(\x01\x12\x0b\n\x03key\x18\x0e \x01(\r\x12\x18\n\x10protocol_version\x18\x0f \x01(\r\x12\x12\n\ncredential\x18\x10 \x01(\t\x12\x12\n\ngeneration\x18\x11 \x01(\r\"\\\n\x10\x43reateJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nworld_size\x18\x02 \x01(\r\x12\x11\n\tpool_size\x18\x03 \x01(\r\x12\x13\n\x0bswitch_name\x18\x04 \x01(\t\"\x8d\x01\n\x0eJoinJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\r\x12\x12\n\nworld_size\x18\x03 \x01(\r\x12\x32\n\x07\x61\x64\x64ress\x18\x04 \x01(\x0b\x32!.p4reduce.jobapi.v1.WorkerAddress\x12\x17\n\x0ftimeout_seconds\x18\x05 \x01(\x01\"\x16\n\x06JobRef\x12\x0c\n\x04name\x18\x01 \x01(\t\".\n\x10HeartbeatRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\r\";\n\x0eHeartbeatReply\x12\x15\n\rlease_seconds\x18\x01 \x01(\x01\x12\x12\n\ngeneration\x18\x02 \x01(\r\"-\n\x0fLeaveJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\r\"\x07\n\x05\x45mpty\"A\n\rListJobsReply\x12\x30\n\x04jobs\x18\x01 \x03(\x0b\x32\".p4reduce.jobapi.v1.JobDescription\"]\n\x0c\x43ounterValue\x12\x0f\n\x07\x63ounter\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\r\x12\r\n\x05label\x18\x03 \x01(\t\x12\x0f\n\x07packets\x18\x04 \x01(\x04\x12\r\n\x05\x62ytes\x18\x05 \x01(\x04\"6\n\x12GetCountersRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\x13\n\x0bswitch_name\x18\x02 \x01(\t\"F\n\x10GetCountersReply\x12\x32\n\x08\x63ounters\x18\x01 \x03(\x0b\x32 .p4reduce.jobapi.v1.CounterValue\"-\n\x0fWatchJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\r\"\xa7\x01\n\x08JobEvent\x12/\n\x04kind\x18\x01 \x01(\x0e\x32!.p4reduce.jobapi.v1.JobEvent.Kind\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x12\n\ngeneration\x18\x03 \x01(\r\x12\x0c\n\x04rank\x18\x04 \x01(\r\"7\n\x04Kind\x12\x0c\n\x08WATCHING\x10\x00\x12\x0b\n\x07\x44\x45LETED\x10\x01\x12\x14\n\x10SWITCH_RESTARTED\x10\x02\"W\n\x10ResumeJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\r\x12\x12\n\ngeneration\x18\x03 \x01(\r\x12\x13\n\x0b\x63\x61lls_begun\x18\x04 \x01(\x04\"j\n\x0eResumeJobReply\x12\r\n\x05ready\x18\x01 \x01(\x08\x12\x12\n\ngeneration\x18\x02 \x01(\r\x12\x0b\n\x03key\x18\x03 \x01(\r\x12\x13\n\x0bresume_call\x18\x04 \x01(\x04\x12\x13\n\x0bwaiting_for\x18\x05 \x01(\t2\xb6\x06\n\nJobService\x12U\n\tCreateJob\x12$.p4reduce.jobapi.v1.CreateJobRequest\x1a\".p4reduce.jobapi.v1.JobDescription\x12Q\n\x07JoinJob\x12\".p4reduce.jobapi.v1.JoinJobRequest\x1a\".p4reduce.jobapi.v1.JobDescription\x12U\n\tHeartbeat\x12$.p4reduce.jobapi.v1.HeartbeatRequest\x1a\".p4reduce.jobapi.v1.HeartbeatReply\x12J\n\x08LeaveJob\x12#.p4reduce.jobapi.v1.LeaveJobRequest\x1a\x19.p4reduce.jobapi.v1.Empty\x12\x42\n\tDeleteJob\x12\x1a.p4reduce.jobapi.v1.JobRef\x1a\x19.p4reduce.jobapi.v1.Empty\x12H\n\x06GetJob\x12\x1a.p4reduce.jobapi.v1.JobRef\x1a\".p4reduce.jobapi.v1.JobDescription\x12H\n\x08ListJobs\x12\x19.p4reduce.jobapi.v1.Empty\x1a!.p4reduce.jobapi.v1.ListJobsReply\x12[\n\x0bGetCounters\x12&.p4reduce.jobapi.v1.GetCountersRequest\x1a$.p4reduce.jobapi.v1.GetCountersReply\x12O\n\x08WatchJob\x12#.p4reduce.jobapi.v1.WatchJobRequest\x1a\x1c.p4reduce.jobapi.v1.JobEvent0\x01\x12U\n\tResumeJob\x12$.p4reduce.jobapi.v1.ResumeJobRequest\x1a\".p4reduce.jobapi.v1.ResumeJobReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x63ontracts/jobapi.proto\x12\x12p4reduce.jobapi.v1\"Q\n\rWorkerAddress\x12\x0c\n\x04ipv4\x18\x01 \x01(\t\x12\x10\n\x08udp_port\x18\x02 \x01(\r\x12\x0b\n\x03mac\x18\x03 \x01(\t\x12\x13\n\x0bswitch_port\x18\x04 \x01(\r\"\x88\x03\n\x0eJobDescription\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\r\x12\x12\n\nworld_size\x18\x03 \x01(\r\x12\x11\n\tbase_slot\x18\x04 \x01(\r\x12\x11\n\tpool_size\x18\x05 \x01(\r\x12\x19\n\x11values_per_packet\x18\x06 \x01(\r\x12\x13\n\x0bswitch_ipv4\x18\x07 \x01(\t\x12\x17\n\x0fswitch_udp_port\x18\x08 \x01(\r\x12\x17\n\x0fmulticast_group\x18\t \x01(\r\x12\x13\n\x0bswitch_name\x18\n \x01(\t\x12\x32\n\x07workers\x18\x0b \x03(\x0b\x32!.p4reduce.jobapi.v1.WorkerAddress\x12\r\n\x05state\x18\x0c \x01(\t\x12\x15\n\rlease_seconds\x18\r \x01(\x01\x12\x0b\n\x03key\x18\x0e \x01(\r\x12\x18\n\x10protocol_version\x18\x0f \x01(\r\x12\x12\n\ncredential\x18\x10 \x01(\t\x12\x12\n\ngeneration\x18\x11 \x01(\r\"\\\n\x10\x43reateJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nworld_size\x18\x02 \x01(\r\x12\x11\n\tpool_size\x18\x03 \x01(\r\x12\x13\n\x0bswitch_name\x18\x04 \x01(\t\"\x8d\x01\n\x0eJoinJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\r\x12\x12\n\nworld_size\x18\x03 \x01(\r\x12\x32\n\x07\x61\x64\x64ress\x18\x04 \x01(\x0b\x32!.p4reduce.jobapi.v1.WorkerAddress\x12\x17\n\x0ftimeout_seconds\x18\x05 \x01(\x01\"\x16\n\x06JobRef\x12\x0c\n\x04name\x18\x01 \x01(\t\".\n\x10HeartbeatRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\r\";\n\x0eHeartbeatReply\x12\x15\n\rlease_seconds\x18\x01 \x01(\x01\x12\x12\n\ngeneration\x18\x02 \x01(\r\"B\n\x0fLeaveJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\r\x12\x13\n\x0b\x63\x61lls_begun\x18\x03 \x01(\x04\"\x07\n\x05\x45mpty\"A\n\rListJobsReply\x12\x30\n\x04jobs\x18\x01 \x03(\x0b\x32\".p4reduce.jobapi.v1.JobDescription\"]\n\x0c\x43ounterValue\x12\x0f\n\x07\x63ounter\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\r\x12\r\n\x05label\x18\x03 \x01(\t\x12\x0f\n\x07packets\x18\x04 \x01(\x04\x12\r\n\x05\x62ytes\x18\x05 \x01(\x04\"6\n\x12GetCountersRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\x13\n\x0bswitch_name\x18\x02 \x01(\t\"F\n\x10GetCountersReply\x12\x32\n\x08\x63ounters\x18\x01 \x03(\x0b\x32 .p4reduce.jobapi.v1.CounterValue\"-\n\x0fWatchJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\r\"\xcb\x01\n\x08JobEvent\x12/\n\x04kind\x18\x01 \x01(\x0e\x32!.p4reduce.jobapi.v1.JobEvent.Kind\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x12\n\ngeneration\x18\x03 \x01(\r\x12\x0c\n\x04rank\x18\x04 \x01(\r\x12\x13\n\x0b\x63\x61lls_begun\x18\x05 \x01(\x04\"F\n\x04Kind\x12\x0c\n\x08WATCHING\x10\x00\x12\x0b\n\x07\x44\x45LETED\x10\x01\x12\x14\n\x10SWITCH_RESTARTED\x10\x02\x12\r\n\tRANK_LEFT\x10\x03\"W\n\x10ResumeJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\r\x12\x12\n\ngeneration\x18\x03 \x01(\r\x12\x13\n\x0b\x63\x61lls_begun\x18\x04 \x01(\x04\"j\n\x0eResumeJobReply\x12\r\n\x05ready\x18\x01 \x01(\x08\x12\x12\n\ngeneration\x18\x02 \x01(\r\x12\x0b\n\x03key\x18\x03 \x01(\r\x12\x13\n\x0bresume_call\x18\x04 \x01(\x04\x12\x13\n\x0bwaiting_for\x18\x05 \x01(\t2\xb6\x06\n\nJobService\x12U\n\tCreateJob\x12$.p4reduce.jobapi.v1.CreateJobRequest\x1a\".p4reduce.jobapi.v1.JobDescription\x12Q\n\x07JoinJob\x12\".p4reduce.jobapi.v1.JoinJobRequest\x1a\".p4reduce.jobapi.v1.JobDescription\x12U\n\tHeartbeat\x12$.p4reduce.jobapi.v1.HeartbeatRequest\x1a\".p4reduce.jobapi.v1.HeartbeatReply\x12J\n\x08LeaveJob\x12#.p4reduce.jobapi.v1.LeaveJobRequest\x1a\x19.p4reduce.jobapi.v1.Empty\x12\x42\n\tDeleteJob\x12\x1a.p4reduce.jobapi.v1.JobRef\x1a\x19.p4reduce.jobapi.v1.Empty\x12H\n\x06GetJob\x12\x1a.p4reduce.jobapi.v1.JobRef\x1a\".p4reduce.jobapi.v1.JobDescription\x12H\n\x08ListJobs\x12\x19.p4reduce.jobapi.v1.Empty\x1a!.p4reduce.jobapi.v1.ListJobsReply\x12[\n\x0bGetCounters\x12&.p4reduce.jobapi.v1.GetCountersRequest\x1a$.p4reduce.jobapi.v1.GetCountersReply\x12O\n\x08WatchJob\x12#.p4reduce.jobapi.v1.WatchJobRequest\x1a\x1c.p4reduce.jobapi.v1.JobEvent0\x01\x12U\n\tResumeJob\x12$.p4reduce.jobapi.v1.ResumeJobRequest\x1a\".p4reduce.jobapi.v1.ResumeJobReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,27 +46,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HEARTBEATREPLY']._serialized_start=834
   _globals['_HEARTBEATREPLY']._serialized_end=893
   _globals['_LEAVEJOBREQUEST']._serialized_start=895
-  _globals['_LEAVEJOBREQUEST']._serialized_end=940
-  _globals['_EMPTY']._serialized_start=942
-  _globals['_EMPTY']._serialized_end=949
-  _globals['_LISTJOBSREPLY']._serialized_start=951
-  _globals['_LISTJOBSREPLY']._serialized_end=1016
-  _globals['_COUNTERVALUE']._serialized_start=1018
-  _globals['_COUNTERVALUE']._serialized_end=1111
-  _globals['_GETCOUNTERSREQUEST']._serialized_start=1113
-  _globals['_GETCOUNTERSREQUEST']._serialized_end=1167
-  _globals['_GETCOUNTERSREPLY']._serialized_start=1169
-  _globals['_GETCOUNTERSREPLY']._serialized_end=1239
-  _globals['_WATCHJOBREQUEST']._serialized_start=1241
-  _globals['_WATCHJOBREQUEST']._serialized_end=1286
-  _globals['_JOBEVENT']._serialized_start=1289
-  _globals['_JOBEVENT']._serialized_end=1456
-  _globals['_JOBEVENT_KIND']._serialized_start=1401
-  _globals['_JOBEVENT_KIND']._serialized_end=1456
-  _globals['_RESUMEJOBREQUEST']._serialized_start=1458
-  _globals['_RESUMEJOBREQUEST']._serialized_end=1545
-  _globals['_RESUMEJOBREPLY']._serialized_start=1547
-  _globals['_RESUMEJOBREPLY']._serialized_end=1653
-  _globals['_JOBSERVICE']._serialized_start=1656
-  _globals['_JOBSERVICE']._serialized_end=2478
+  _globals['_LEAVEJOBREQUEST']._serialized_end=961
+  _globals['_EMPTY']._serialized_start=963
+  _globals['_EMPTY']._serialized_end=970
+  _globals['_LISTJOBSREPLY']._serialized_start=972
+  _globals['_LISTJOBSREPLY']._serialized_end=1037
+  _globals['_COUNTERVALUE']._serialized_start=1039
+  _globals['_COUNTERVALUE']._serialized_end=1132
+  _globals['_GETCOUNTERSREQUEST']._serialized_start=1134
+  _globals['_GETCOUNTERSREQUEST']._serialized_end=1188
+  _globals['_GETCOUNTERSREPLY']._serialized_start=1190
+  _globals['_GETCOUNTERSREPLY']._serialized_end=1260
+  _globals['_WATCHJOBREQUEST']._serialized_start=1262
+  _globals['_WATCHJOBREQUEST']._serialized_end=1307
+  _globals['_JOBEVENT']._serialized_start=1310
+  _globals['_JOBEVENT']._serialized_end=1513
+  _globals['_JOBEVENT_KIND']._serialized_start=1443
+  _globals['_JOBEVENT_KIND']._serialized_end=1513
+  _globals['_RESUMEJOBREQUEST']._serialized_start=1515
+  _globals['_RESUMEJOBREQUEST']._serialized_end=1602
+  _globals['_RESUMEJOBREPLY']._serialized_start=1604
+  _globals['_RESUMEJOBREPLY']._serialized_end=1710
+  _globals['_JOBSERVICE']._serialized_start=1713
+  _globals['_JOBSERVICE']._serialized_end=2535
 # @@protoc_insertion_point(module_scope)

@@ -106,12 +106,14 @@ class HeartbeatReply(_message.Message):
     def __init__(self, lease_seconds: _Optional[float] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class LeaveJobRequest(_message.Message):
-    __slots__ = ("name", "rank")
+    __slots__ = ("name", "rank", "calls_begun")
     NAME_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
+    CALLS_BEGUN_FIELD_NUMBER: _ClassVar[int]
     name: str
     rank: int
-    def __init__(self, name: _Optional[str] = ..., rank: _Optional[int] = ...) -> None: ...
+    calls_begun: int
+    def __init__(self, name: _Optional[str] = ..., rank: _Optional[int] = ..., calls_begun: _Optional[int] = ...) -> None: ...
 
 class Empty(_message.Message):
     __slots__ = ()
@@ -160,24 +162,28 @@ class WatchJobRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., rank: _Optional[int] = ...) -> None: ...
 
 class JobEvent(_message.Message):
-    __slots__ = ("kind", "message", "generation", "rank")
+    __slots__ = ("kind", "message", "generation", "rank", "calls_begun")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         WATCHING: _ClassVar[JobEvent.Kind]
         DELETED: _ClassVar[JobEvent.Kind]
         SWITCH_RESTARTED: _ClassVar[JobEvent.Kind]
+        RANK_LEFT: _ClassVar[JobEvent.Kind]
     WATCHING: JobEvent.Kind
     DELETED: JobEvent.Kind
     SWITCH_RESTARTED: JobEvent.Kind
+    RANK_LEFT: JobEvent.Kind
     KIND_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
+    CALLS_BEGUN_FIELD_NUMBER: _ClassVar[int]
     kind: JobEvent.Kind
     message: str
     generation: int
     rank: int
-    def __init__(self, kind: _Optional[_Union[JobEvent.Kind, str]] = ..., message: _Optional[str] = ..., generation: _Optional[int] = ..., rank: _Optional[int] = ...) -> None: ...
+    calls_begun: int
+    def __init__(self, kind: _Optional[_Union[JobEvent.Kind, str]] = ..., message: _Optional[str] = ..., generation: _Optional[int] = ..., rank: _Optional[int] = ..., calls_begun: _Optional[int] = ...) -> None: ...
 
 class ResumeJobRequest(_message.Message):
     __slots__ = ("name", "rank", "generation", "calls_begun")

@@ -80,10 +80,13 @@ class Job:
 class JobEvent:
     """Something a job's ranks must hear at once (contracts/jobapi.proto, JobEvent)."""
 
-    kind: str  # "deleted" or "switch_restarted" ("closing" ends the streams when the daemon stops)
+    kind: (
+        str  # "deleted", "switch_restarted" or "rank_left" ("closing" ends the streams when the daemon stops)
+    )
     message: str
     generation: int
-    rank: int = 0  # the silent rank, when a lease took the job
+    rank: int = 0  # the silent rank, when a lease took the job; the rank that left
+    calls_begun: int = 0  # rank_left: the calls the rank had begun (its peers' calls below it can finish)
 
 
 def job_group(job_id: int) -> int:

@@ -367,8 +367,10 @@ class JobRegistry:
         job.heartbeats[rank] = time.monotonic()
         return self.lease_seconds, job.generation
 
-    async def leave(self, name: str, rank: int, caller: Caller) -> None:
-        """A rank is done: while waiting it may join again; once active, the last rank out deletes the job."""
+    async def leave(self, name: str, rank: int, caller: Caller, calls_begun: int = 0) -> None:
+        """A rank is done: while waiting it may join again; once active, the last rank out deletes the job.
+        `calls_begun` (0: unknown) is how many calls it had begun: its peers can finish those (their
+        contributions are all in the switch), and no later one."""
         job = self.get(name, caller)
         self._check_member(job, rank)
         job.heartbeats.pop(rank, None)
@@ -382,6 +384,11 @@ class JobRegistry:
             return
         await self._remove_rank(job, rank)
         log.info("job %r: rank %d left; its entries are gone from the switch", name, rank)
+        if len(job.left) < job.world_size:
+            # The others cannot finish a later call without it: they hear it at once, with its name,
+            # instead of timing out 10 s later.
+            reason = f"rank {rank} left job {job.name!r}: its peers' calls cannot finish without it"
+            job.publish(JobEvent("rank_left", reason, job.generation, rank, calls_begun))
         if len(job.left) == job.world_size:
             # Ranks that left together each saw the others present when they began; the last
             # removal is what empties the job.

@@ -33,6 +33,7 @@ EVENT_KINDS = {
     "watching": pb.JobEvent.WATCHING,
     "deleted": pb.JobEvent.DELETED,
     "switch_restarted": pb.JobEvent.SWITCH_RESTARTED,
+    "rank_left": pb.JobEvent.RANK_LEFT,
 }
 T = TypeVar("T")
 
@@ -132,7 +133,7 @@ class JobService(pb_grpc.JobServiceServicer):
 
     async def LeaveJob(self, request: pb.LeaveJobRequest, context: grpc.aio.ServicerContext) -> pb.Empty:
         async def run(caller: Caller) -> pb.Empty:
-            await self.registry.leave(request.name, request.rank, caller)
+            await self.registry.leave(request.name, request.rank, caller, request.calls_begun)
             return pb.Empty()
 
         return await self._answer(context, run)
@@ -211,7 +212,11 @@ class JobService(pb_grpc.JobServiceServicer):
 
 def _event(event: JobEvent) -> pb.JobEvent:
     return pb.JobEvent(
-        kind=EVENT_KINDS[event.kind], message=event.message, generation=event.generation, rank=event.rank
+        kind=EVENT_KINDS[event.kind],
+        message=event.message,
+        generation=event.generation,
+        rank=event.rank,
+        calls_begun=event.calls_begun,
     )
 
 

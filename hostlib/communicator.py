@@ -155,6 +155,7 @@ class Communicator:
         self._link: ControllerLink | None = None
         self._lock = threading.Lock()  # the engine and the call count, between a call and the link
         self._calls_begun = 0  # engine calls begun (or skipped) by this rank: the same on every rank
+        self._peer_gone: tuple[int, str] | None = None  # a peer left: (its calls begun, why)
         self._resume_at = 0  # calls numbered below it were lost with the switch's state
         self._earlier_stats: list[EngineStats] = []  # of engines replaced after a switch restart
 
@@ -213,7 +214,14 @@ class Communicator:
             ControllerLink(channel, metadata, job, rank, reply.generation, lambda _: None, lambda: 0).leave()
             raise JoinError(str(error)) from None
         comm._link = ControllerLink(
-            channel, metadata, job, rank, reply.generation, comm._fail, lambda: comm._calls_begun
+            channel,
+            metadata,
+            job,
+            rank,
+            reply.generation,
+            comm._fail,
+            lambda: comm._calls_begun,
+            comm._peer_left,
         )
         comm._link.start(reply.lease_seconds or 30.0)
         return comm
@@ -223,6 +231,16 @@ class Communicator:
         with self._lock:
             engine = self.engine
         engine.fail(error)  # type: ignore[arg-type]
+
+    def _peer_left(self, calls_begun: int, message: str) -> None:
+        """A peer left after beginning `calls_begun` calls (0: unknown): those can still finish here, its
+        contribution being in the switch; the calls from that number on cannot, and fail at once."""
+        with self._lock:
+            if self._peer_gone is None or calls_begun < self._peer_gone[0]:
+                self._peer_gone = (calls_begun, message)
+            in_flight, engine = self._calls_begun - 1, self.engine  # the latest call begun (done or not)
+        if in_flight >= calls_begun:
+            engine.fail(AllreduceAborted(message))
 
     # ------------------------------------------------------------ reducing
     def allreduce_async(
@@ -340,6 +358,9 @@ class Communicator:
         with self._lock:
             number, engine = self._calls_begun, self.engine
             self._calls_begun += 1
+            gone = self._peer_gone
+        if gone is not None and number >= gone[0]:
+            raise AllreduceAborted(gone[1])
         if number < self._resume_at:
             raise AllreduceAborted(
                 f"call #{number} of job {self.job.name!r} was lost when the switch restarted (other ranks "

@@ -13,6 +13,10 @@ Two daemon threads per rank:
   rank has, they go on together with new keys from the call number the
   controller names. A broken stream is opened again (the controller may be
   restarting); the heartbeat's generation catches an event missed meanwhile.
+  RANK_LEFT (a peer called LeaveJob or Communicator.close()) fails, naming
+  the rank, every call it had not begun (the one in flight, if so, and
+  every later one): those cannot finish without it. A call it had begun
+  can: its contribution is in the switch, which replays the result.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ class ControllerLink:
         generation: int,
         fail: Callable[[Exception], None],
         calls_begun: Callable[[], int],
+        peer_left: Callable[[int, str], None] | None = None,
     ) -> None:
         self.channel = channel
         self.stub = pb_grpc.JobServiceStub(channel)
@@ -68,6 +73,7 @@ class ControllerLink:
         self.generation = generation  # the one this rank runs
         self._fail = fail  # fails the engine's call in flight and every later one
         self._calls_begun = calls_begun
+        self._peer_left = peer_left  # (calls the peer had begun, why): the calls from that number fail
         self._lock = threading.Lock()
         self._restart: tuple[int, int] | None = None  # (generation, calls begun when heard)
         self._gone_message = ""  # set when the job is deleted: nothing to resume then
@@ -124,6 +130,13 @@ class ControllerLink:
         if event.kind == pb.JobEvent.DELETED:
             self._gone(event.message)
             return True
+        if event.kind == pb.JobEvent.RANK_LEFT:
+            if event.rank != self.rank:  # a peer left: no call it had not begun can finish
+                if self._peer_left is not None:
+                    self._peer_left(event.calls_begun, event.message)
+                else:
+                    self._fail(AllreduceAborted(event.message))
+            return False
         if event.generation > self.generation:
             self._restarted(event.generation, event.message or "the switch restarted")
         return False
@@ -188,7 +201,9 @@ class ControllerLink:
         self._stop.set()
         try:
             self.stub.LeaveJob(
-                pb.LeaveJobRequest(name=self.job, rank=self.rank), timeout=5, metadata=self.metadata
+                pb.LeaveJobRequest(name=self.job, rank=self.rank, calls_begun=self._calls_begun()),
+                timeout=5,
+                metadata=self.metadata,
             )
         except grpc.RpcError:
             pass  # the lease reclaims the job if the controller is unreachable now

@@ -641,3 +641,25 @@ def test_a_float_call_primes_at_most_an_eighth_of_its_chunks(kind: str, chunks: 
     descriptor = Descriptor(DType.INT32, Op.SUM, NonFinite.PROPAGATE, chunks * K)
     plan = make_plan(kind, np.ones(chunks * K, dtype=np.int32), descriptor, K, 2)
     assert len(engine.begin(plan, descriptor.encode(), 1.0)) == min(128, chunks)  # int32 has no priming
+
+
+def test_a_peer_that_left_ends_only_the_calls_it_had_not_begun(reflector: Reflector) -> None:
+    # RANK_LEFT carries how many calls the leaver had begun: those can still finish (its contribution is
+    # in the switch, which replays a lost result); every call from that number on fails at once.
+    data = np.arange(640, dtype=np.int32)
+    with communicator(reflector.address) as comm:
+        comm.allreduce(data)  # call #0
+        comm._peer_left(2, "rank 9 left job 'j': its peers' calls cannot finish without it")
+        assert np.array_equal(comm.allreduce(data), data)  # call #1: the leaver had begun it
+        with pytest.raises(AllreduceAborted, match="rank 9 left job 'j'"):
+            comm.allreduce(data)  # call #2: it had not
+        with pytest.raises(AllreduceAborted, match="rank 9 left"):
+            comm.allreduce(data)
+
+
+def test_a_peer_that_left_before_the_call_in_flight_ends_it_at_once(reflector: Reflector) -> None:
+    with communicator(reflector.address) as comm:
+        comm.allreduce(np.ones(64, dtype=np.int32))
+        comm._peer_left(0, "rank 9 left job 'j': its peers' calls cannot finish without it")  # 0: unknown
+        with pytest.raises(AllreduceAborted, match="rank 9 left"):
+            comm.allreduce(np.ones(64, dtype=np.int32))

@@ -22,7 +22,14 @@ import pytest
 from contracts import jobapi_pb2 as pb
 from contracts import jobapi_pb2_grpc as pb_grpc
 from contracts.protocol import UDP_PORT, MsgType
-from hostlib import AllreduceMismatch, AllreduceTimeout, Communicator, JoinError, NonFiniteError
+from hostlib import (
+    AllreduceError,
+    AllreduceMismatch,
+    AllreduceTimeout,
+    Communicator,
+    JoinError,
+    NonFiniteError,
+)
 from hostlib.engine import HEADER
 from hostlib.launch import ROOT, Services, services
 from hostlib.verify import check, make_input
@@ -70,14 +77,17 @@ def test_int32_is_exact_and_float32_within_the_bound(lossless: Services) -> None
 
 def test_a_missing_peer_gives_a_timeout_not_a_hang(lossless: Services) -> None:
     joined = threading.Barrier(2)
+    timed_out = threading.Event()
 
     def work(comm: Communicator, rank: int) -> str:
         joined.wait()
         if rank == 1:
+            timed_out.wait(20)  # alive and in the job (leaving would be news), but never calling
             return "stayed silent"
         comm.engine.engine.progress_timeout = 1.0
         with pytest.raises(AllreduceTimeout, match="a peer may have died"):
             comm.allreduce(np.ones(1000, dtype=np.int32))
+        timed_out.set()
         return "timed out"
 
     assert on_workers(lossless, "silent-peer", 2, work, first=30) == ["timed out", "stayed silent"]
@@ -176,36 +186,55 @@ def test_one_ranks_nan_and_inf_come_back_in_their_blocks_on_every_rank(lossless:
     assert all(np.array_equal(results[0], r, equal_nan=True) for r in results)
 
 
+def unknown_job_drops(controller: str) -> int:
+    """The switch's count of packets it refused for want of a job entry (UNKNOWN_JOB)."""
+    with grpc.insecure_channel(controller) as channel:
+        reply = pb_grpc.JobServiceStub(channel).GetCounters(pb.GetCountersRequest(), timeout=10)
+    return sum(c.packets for c in reply.counters if c.counter == "ingress_drops" and c.label == "UNKNOWN_JOB")
+
+
 def test_a_departed_ranks_address_is_never_trusted_again(lossless: Services) -> None:
-    """After rank 2 leaves, a process on its address (with its old key) adds nothing to any result."""
+    """After rank 2 leaves, a process on its address (with its old key) adds nothing: the switch refuses
+    every DATA it sends, and the other ranks hear at once that rank 2 left."""
     left = threading.Event()
     impostor_sent = threading.Event()
+    refused: list[int] = []
 
     def work(comm: Communicator, rank: int) -> str:
         if rank == 2:
-            address, key, job_id = comm.sock.getsockname(), comm.job.key, comm.job.job_id
+            address, key, job_id, k = (
+                comm.sock.getsockname(),
+                comm.job.key,
+                comm.job.job_id,
+                comm.job.values_per_packet,
+            )
             comm.close()  # LeaveJob: its entries go at once
             left.set()
+            before = unknown_job_drops(lossless.controller)
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as impostor:
                 impostor.bind(address)
-                values = np.full(64, 10**6, dtype=">i4").tobytes()
+                values = np.full(k, 10**6, dtype=">i4").tobytes()
                 for use in range(8):
-                    header = HEADER.pack(MsgType.DATA, 2, job_id, use, 0, 0, use, key, 0x10000040, 0)
+                    header = HEADER.pack(MsgType.DATA, 2, job_id, use, 0, 0, use, key, 0x10000000 | k, 0)
                     impostor.sendto(header + values, comm.job.switch_address)
-                impostor_sent.set()
+            deadline = time.monotonic() + 5
+            while unknown_job_drops(lossless.controller) - before < 8 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            refused.append(unknown_job_drops(lossless.controller) - before)
+            impostor_sent.set()
             return "left"
         left.wait(10)
         impostor_sent.wait(10)
-        comm.engine.engine.progress_timeout = 1.0
         try:
             comm.allreduce(np.ones(512, dtype=np.int32))
-        except AllreduceTimeout:
-            return "timed out: a job missing a rank cannot complete a call"
+        except AllreduceError as error:
+            return str(error)
         return "completed with a departed rank"
 
     outcomes = on_workers(lossless, "departed", 3, work, first=80)
     assert outcomes[2] == "left"
-    assert outcomes[:2] == ["timed out: a job missing a rank cannot complete a call"] * 2
+    assert refused == [8], "every DATA from the departed rank's address is refused as UNKNOWN_JOB"
+    assert outcomes[:2] == ["rank 2 left job 'departed': its peers' calls cannot finish without it"] * 2
 
 
 def test_joining_from_an_address_the_switch_never_sees_is_refused(lossless: Services) -> None:
