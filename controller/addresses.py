@@ -44,6 +44,14 @@ def parse_endpoint(text: str, what: str = "address") -> str:
     return str(text)
 
 
+def parse_metrics_endpoint(text: object, what: str = "metrics address") -> tuple[str, int]:
+    """`HOST:PORT` or a bare `PORT` (then loopback: metrics name jobs and switches) -> (host, port)."""
+    value = str(text).strip()
+    endpoint = parse_endpoint(f"127.0.0.1:{value}" if value.isdigit() else value, what)
+    host, _, port = endpoint.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
 def parse_port_number(value: object, what: str, maximum: int = 511) -> int:
     """An integer in 0..maximum (switch ports are 9 bits in v1model)."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:

@@ -28,7 +28,13 @@ from typing import Any, NoReturn
 from contracts import jobapi_pb2 as pb
 from contracts.protocol import MAX_WORKERS
 from controller import config as cfg
-from controller.addresses import format_mac, parse_endpoint, parse_mac, parse_port_number
+from controller.addresses import (
+    format_mac,
+    parse_endpoint,
+    parse_mac,
+    parse_metrics_endpoint,
+    parse_port_number,
+)
 from controller.client import JobClient
 from controller.device_config import Target
 from controller.errors import ConfigError, ControllerError
@@ -49,6 +55,13 @@ class _Parser(argparse.ArgumentParser):
 def _endpoint(text: str) -> str:
     try:
         return parse_endpoint(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _metrics_endpoint(text: str) -> tuple[str, int]:
+    try:
+        return parse_metrics_endpoint(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -144,6 +157,13 @@ def parser() -> argparse.ArgumentParser:
         "--admin-token",
         default=os.environ.get("P4REDUCE_ADMIN_TOKEN", ""),
         help="admin token: every call on every job (default: $P4REDUCE_ADMIN_TOKEN)",
+    )
+    serve.add_argument(
+        "--metrics",
+        type=_metrics_endpoint,
+        metavar="[HOST:]PORT",
+        help="serve Prometheus metrics (jobs, switches, counters) on http://HOST:PORT/metrics; HOST "
+        "defaults to 127.0.0.1 (default: config's controller.metrics, else off)",
     )
     serve.add_argument("--tls-cert", type=Path, metavar="FILE", help="serve TLS with this certificate")
     serve.add_argument("--tls-key", type=Path, metavar="FILE", help="private key of --tls-cert")
@@ -290,6 +310,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         insecure=args.insecure,
+        metrics=args.metrics or settings.metrics,
     )
     asyncio.run(serve(topology, options))
     return 0

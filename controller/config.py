@@ -18,7 +18,13 @@ from typing import Any
 import yaml
 
 from contracts.protocol import MAX_WORKERS, SLOT_MASK, UDP_PORT
-from controller.addresses import parse_endpoint, parse_ipv4, parse_mac, parse_port_number
+from controller.addresses import (
+    parse_endpoint,
+    parse_ipv4,
+    parse_mac,
+    parse_metrics_endpoint,
+    parse_port_number,
+)
 from controller.device_config import Target
 from controller.errors import ConfigError
 
@@ -64,6 +70,7 @@ class ControllerSettings:
     join_timeout_seconds: float = DEFAULT_JOIN_TIMEOUT
     election_id: int = DEFAULT_ELECTION_ID
     id_quarantine_seconds: float = DEFAULT_ID_QUARANTINE
+    metrics: tuple[str, int] | None = None  # Prometheus /metrics (host, port); None: off
 
 
 @dataclass(frozen=True)
@@ -191,6 +198,7 @@ def _controller(item: object) -> ControllerSettings:
             "join_timeout_seconds",
             "election_id",
             "id_quarantine_seconds",
+            "metrics",
         },  # fmt: skip
     )
     pool = m.get("default_pool_size", DEFAULT_POOL_SIZE)
@@ -215,6 +223,7 @@ def _controller(item: object) -> ControllerSettings:
             "controller.id_quarantine_seconds",
             zero=True,
         ),
+        metrics=parse_metrics_endpoint(m["metrics"], "controller.metrics") if m.get("metrics") else None,
     )
 
 

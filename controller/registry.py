@@ -72,6 +72,19 @@ class SwitchState:
 
 
 @dataclass(frozen=True)
+class SwitchSnapshot:
+    """One switch at one moment: its slots, its jobs and every counter of the program."""
+
+    name: str
+    slots: int
+    free_slots: int
+    jobs: list[Job]
+    job_counters: dict[str, dict[int, tuple[int, int]]]  # counter -> {job id: (packets, bytes)}
+    drops: list[CounterValue]
+    error: str = ""  # why the counters could not be read ('' when they were)
+
+
+@dataclass(frozen=True)
 class JoinAddress:
     ipv4: str
     udp_port: int
@@ -524,6 +537,21 @@ class JobRegistry:
         if job is None:
             values += await self.counters.drop_counters(state.session)
         return values
+
+    async def snapshot(self) -> list[SwitchSnapshot]:
+        """Every switch with its jobs and all their counters, as the operator sees them (metrics, top)."""
+        out = []
+        for name, state in self._switches.items():
+            jobs = [j for j in self.jobs() if j.switch == name]
+            try:
+                counts = await self.counters.job_counters(state.session)
+                drops = await self.counters.drop_counters(state.session)
+                error = ""
+            except ControllerError as exc:  # a switch being reconnected: its jobs are still shown
+                counts, drops, error = {}, [], str(exc)
+            out.append(SwitchSnapshot(name, state.facts.slot_count, state.allocator.free_slots(), jobs,
+                                      counts, drops, error))  # fmt: skip
+        return out
 
     # ---- recovery ------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ import logging
 import signal
 from dataclasses import dataclass
 from pathlib import Path
+from wsgiref.simple_server import WSGIServer
 
 import grpc
 
@@ -47,6 +48,7 @@ class ServeOptions:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     insecure: bool = False
+    metrics: tuple[str, int] | None = None  # Prometheus /metrics (host, port); None: off
 
 
 def server_credentials(options: ServeOptions) -> grpc.ServerCredentials | None:
@@ -111,6 +113,7 @@ async def serve(topology: Topology, options: ServeOptions) -> None:
 
         return restored
 
+    metrics: WSGIServer | None = None
     keepers = [SwitchKeeper(switch, settings.election_id, restorer(switch)) for switch in topology.switches]
     tasks: list[asyncio.Task[None]] = []
     try:
@@ -132,6 +135,8 @@ async def serve(topology: Topology, options: ServeOptions) -> None:
         tokens = Tokens(options.token, options.admin_token)
         pb_grpc.add_JobServiceServicer_to_server(JobService(registry, tokens), server)
         await server.start()
+        if options.metrics is not None:
+            metrics = _serve_metrics(registry, keepers, options.metrics)
         auth = ", ".join(
             what for what, on in (("access token", options.token), ("admin token", options.admin_token)) if on
         )
@@ -153,12 +158,27 @@ async def serve(topology: Topology, options: ServeOptions) -> None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if metrics is not None:
+            metrics.shutdown()
         if registry is not None:
             registry.close_watches()
         await server.stop(grace=1.0)
         for keeper in keepers:
             if keeper.session is not None:
                 await keeper.session.close()
+
+
+def _serve_metrics(registry: JobRegistry, keepers: list[SwitchKeeper], where: tuple[str, int]) -> WSGIServer:
+    from controller.metrics import ControllerCollector, LinkCounts, serve_metrics
+
+    def links() -> dict[str, LinkCounts]:
+        return {keeper.config.name: LinkCounts(keeper.reconnects) for keeper in keepers}
+
+    collector = ControllerCollector(registry, asyncio.get_running_loop(), links)
+    try:
+        return serve_metrics(collector, *where)
+    except OSError as exc:
+        raise ConfigError(f"cannot serve metrics on {where[0]}:{where[1]}: {exc.strerror or exc}") from None
 
 
 def _bind(server: grpc.aio.Server, listen: str, credentials: grpc.ServerCredentials | None) -> None:

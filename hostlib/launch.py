@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +50,8 @@ class Services:
     controller: str
     switch_address: tuple[str, int]
     logs: Path
+    switch_metrics: str = ""  # HOST:PORT of /metrics, when services() was asked for metrics
+    controller_metrics: str = ""
 
 
 def free_port() -> int:
@@ -164,7 +166,9 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
-def start_controller(config: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+def start_controller(
+    config: Path, port: int, log: Path, extra: Sequence[str] = ()
+) -> subprocess.Popen[bytes]:
     """`p4reduce-ctl serve` on loopback `port`, logging to `log`; returns once it answers on the job API."""
     command = [
         sys.executable,
@@ -175,6 +179,7 @@ def start_controller(config: Path, port: int, log: Path) -> subprocess.Popen[byt
         str(config),
         "--listen",
         f"127.0.0.1:{port}",
+        *extra,
     ]
     with open(log, "ab") as out:
         process = subprocess.Popen(
@@ -204,6 +209,7 @@ def services(
     stats_file: Path | None = None,
     pcap: Path | None = None,
     values_per_packet: int | None = EMBEDDED_VALUES_PER_PACKET,
+    metrics: bool = False,
 ) -> Iterator[Services]:
     """A rootless p4reduce-switch (one UDP port) and a controller daemon provisioning it.
 
@@ -212,7 +218,8 @@ def services(
     With `stats_file`, the switch writes its packet counters there (JSON) when it stops, at the end
     of the `with` block: e.g. how many frames its fault injection dropped. With `pcap` (a directory,
     created if need be), it captures every frame in and out with its time (`--pcap`). The switch runs
-    the program compiled for `values_per_packet` (None: the program's own default, 64).
+    the program compiled for `values_per_packet` (None: the program's own default, 64). With `metrics`,
+    both serve Prometheus metrics on free loopback ports (`Services.switch_metrics`, `.controller_metrics`).
     """
     logs.mkdir(parents=True, exist_ok=True)
     switch_ip = switch_ip or free_loopback_address()
@@ -237,6 +244,10 @@ def services(
         "--log-level",
         "warn",
     ]
+    switch_metrics = controller_metrics = ""
+    if metrics:
+        switch_metrics, controller_metrics = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+        switch_cmd += ["--metrics", switch_metrics]
     if stats_file is not None:
         switch_cmd += ["--stats-file", str(stats_file)]
     if pcap is not None:
@@ -275,8 +286,16 @@ def services(
             switch = subprocess.Popen(switch_cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
         processes.append(switch)
         wait_for_port(grpc_port, switch, switch_log, "p4reduce-switch")
-        processes.append(start_controller(config, job_port, controller_log))
-        yield Services(f"127.0.0.1:{grpc_port}", f"127.0.0.1:{job_port}", (switch_ip, UDP_PORT), logs)
+        extra = ["--metrics", controller_metrics] if metrics else []
+        processes.append(start_controller(config, job_port, controller_log, extra))
+        yield Services(
+            f"127.0.0.1:{grpc_port}",
+            f"127.0.0.1:{job_port}",
+            (switch_ip, UDP_PORT),
+            logs,
+            switch_metrics,
+            controller_metrics,
+        )
     finally:
         for process in reversed(processes):
             _stop(process)

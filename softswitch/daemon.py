@@ -31,6 +31,8 @@ from softswitch.dataplane.ports import Port, RawPort, UdpPort
 if TYPE_CHECKING:
     from finsy.proto import p4r
 
+    from softswitch.p4runtime.server import P4RuntimeService
+
 # Modules that load gRPC are imported inside functions: gRPC's C core reads
 # GRPC_VERBOSITY once, at import, and main() must set it first so that a
 # failure to bind shows our one-line error instead of its log lines.
@@ -166,6 +168,12 @@ def parser() -> argparse.ArgumentParser:
         help="StreamChannels served at once (default 16); one more is refused with RESOURCE_EXHAUSTED, "
         "and unary RPCs keep threads of their own, so open streams never starve them",
     )
+    p.add_argument(
+        "--metrics",
+        metavar="[HOST:]PORT",
+        help="serve Prometheus metrics (ports, the packet loop, the program's counters) on "
+        "http://HOST:PORT/metrics; HOST defaults to 127.0.0.1 (off by default)",
+    )
     p.add_argument("--thrift-port", type=int, help="accepted for simple_switch_grpc compatibility; ignored")
     p.add_argument("--nanolog", help="accepted for simple_switch_grpc compatibility; ignored")
     return p
@@ -279,6 +287,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--device-id must be >= 0")
     if args.max_streams < 1:
         raise UsageError("--max-streams must be at least 1")
+    metrics = None
+    if args.metrics is not None:
+        from softswitch.metrics import metrics_address
+
+        try:
+            metrics = metrics_address(args.metrics)
+        except ValueError as error:
+            raise UsageError(f"--metrics {error}") from None
     try:
         backend = args.backend or default_backend()
     except UnsupportedError as error:
@@ -319,6 +335,8 @@ def run(args: argparse.Namespace) -> int:
             except P4RuntimeError as error:
                 raise UsageError(f"{args.program}: {error.message}") from None
         server = serve(service, args.grpc_server_addr)
+        if metrics is not None:
+            start_metrics(service, *metrics)
     except (UsageError, OSError) as error:
         dataplane.close()
         raise UsageError(str(error)) from None
@@ -355,6 +373,15 @@ def run(args: argparse.Namespace) -> int:
     if args.stats_file is not None:
         args.stats_file.write_text(json.dumps(dict(sorted(dataplane.stats.items())), indent=1) + "\n")
     return 1 if failed or loop.is_alive() else 0
+
+
+def start_metrics(service: P4RuntimeService, host: str, port: int) -> None:
+    from softswitch.metrics import serve_metrics
+
+    try:
+        serve_metrics(service, host, port)
+    except OSError as error:
+        raise UsageError(f"--metrics {host}:{port}: cannot listen: {error.strerror or error}") from None
 
 
 def ready_line(args: argparse.Namespace, ports: list[Port], loaded: bool) -> str:

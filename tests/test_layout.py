@@ -27,7 +27,7 @@ ALLOWED = {
 
 # softswitch's rooms, highest first: a room imports only rooms after it (docs/softswitch.md).
 SOFTSWITCH_ORDER = (
-    ("daemon", "p4c"),
+    ("daemon", "p4c", "metrics"),
     ("p4runtime",),
     ("dataplane",),
     ("backends",),

@@ -16,6 +16,7 @@ packet sequence drops the same packets.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import selectors
@@ -62,6 +63,16 @@ def by_number(ports: list[Port], cpu_port: int | None) -> dict[int, Port]:
     return numbered
 
 
+@dataclass
+class PortCounters:
+    """One port's traffic as the switch saw it: whole Ethernet frames (both loops count alike)."""
+
+    frames_in: int = 0
+    bytes_in: int = 0
+    frames_out: int = 0
+    bytes_out: int = 0
+
+
 class DigestSink(Protocol):
     digest: Callable[[int, bytes], None] | None
     stats: MutableMapping[str, int]
@@ -96,6 +107,7 @@ class Dataplane:
         self.packet_in: Callable[[bytes], None] | None = None
         self.digest: Callable[[int, bytes], None] | None = None
         self.stats: Counter[str] = Counter()
+        self._ports = {number: PortCounters() for number in self.ports}
         self._selector = selectors.DefaultSelector()
         for port in ports:
             self._selector.register(port.fileno(), selectors.EVENT_READ, port)
@@ -128,6 +140,10 @@ class Dataplane:
         """Run one frame through the pipeline as if it arrived on `port` (PacketOut)."""
         self._forward(port, [frame], log.isEnabledFor(logging.DEBUG))
 
+    def port_counters(self) -> dict[int, PortCounters]:
+        """Each data port's frames and bytes so far (copies: the loop keeps counting)."""
+        return {number: dataclasses.replace(counts) for number, counts in self._ports.items()}
+
     def close(self) -> None:
         self._selector.close()
         for port in self.ports.values():
@@ -141,6 +157,10 @@ class Dataplane:
         stats = self.stats
         first_id = stats["rx"]
         stats["rx"] += len(frames)
+        counts = self._ports.get(ingress)  # None for the CPU port's PacketOuts
+        if counts is not None:
+            counts.frames_in += len(frames)
+            counts.bytes_in += sum(map(len, frames))
         pcap = self.pcap
         if pcap is not None:
             for frame in frames:
@@ -218,6 +238,9 @@ class Dataplane:
             self.pcap.write(port_number, "out", frame)
         if port.send(frame):
             self.stats["tx"] += 1
+            counts = self._ports[port_number]
+            counts.frames_out += 1
+            counts.bytes_out += len(frame)
             if debug:
                 log.debug("pkt %d port %d out: %d bytes", packet_id, port_number, len(frame))
                 log.log(TRACE, "pkt %d port %d out: %s", packet_id, port_number, frame.hex())

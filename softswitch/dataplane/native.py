@@ -29,7 +29,7 @@ from types import TracebackType
 
 from softswitch.backends.c import build
 from softswitch.backends.c.pipeline import Pipeline as NativePipeline
-from softswitch.dataplane.loop import Faults, by_number, deliver_digest
+from softswitch.dataplane.loop import Faults, PortCounters, by_number, deliver_digest
 from softswitch.dataplane.pcap import PcapDirectory
 from softswitch.dataplane.ports import Port, RawPort, UdpPort
 from softswitch.runtime.pipeline import Pipeline
@@ -49,6 +49,8 @@ STATS = (
     "dropped_packet_in_queue_full",
     "dropped_capture",
 )
+# Per-port counters of the C loop, in the order of its enum: PortCounters' fields.
+PORT_STATS = ("frames_in", "bytes_in", "frames_out", "bytes_out")
 MAX_FRAME = 65536 + 64
 log = logging.getLogger("softswitch.dataplane")
 
@@ -76,6 +78,8 @@ def library() -> ctypes.CDLL:
             "dp_unlock": ([_VP], None),
             "dp_set_pipeline": ([_VP, _VP, _VP, _VP, _VP, _VP], None),
             "dp_stat": ([_VP, ctypes.c_int], _U64),
+            "dp_port_number": ([_VP, _U32], ctypes.c_int64),
+            "dp_port_stat": ([_VP, _U32, ctypes.c_int], _U64),
             "dp_last_error": ([_VP, ctypes.c_char_p, ctypes.c_size_t], _U64),
             "dp_inject": ([_VP, _U32, ctypes.c_char_p, _U32], None),
             "dp_capture": ([_VP, ctypes.c_char_p], ctypes.c_int),
@@ -234,6 +238,7 @@ class NativeDataplane:
         self._errors_seen = 0
         self._buffer = ctypes.create_string_buffer(MAX_FRAME)
         self._deliver = threading.Lock()
+        self._final_ports: dict[int, PortCounters] = {}
 
     # ------------------------------------------------------------- pipeline
     @property
@@ -319,8 +324,20 @@ class NativeDataplane:
             )
             self._errors_seen = count
 
+    def port_counters(self) -> dict[int, PortCounters]:
+        """Each data port's frames and bytes so far, from the C loop (as loop.Dataplane counts them)."""
+        if not self._dp:
+            return dict(self._final_ports)
+        out = {}
+        for index in range(len(self.ports)):
+            number = int(self._lib.dp_port_number(self._dp, index))
+            values = [int(self._lib.dp_port_stat(self._dp, index, k)) for k in range(len(PORT_STATS))]
+            out[number] = PortCounters(*values)
+        return out
+
     def close(self) -> None:
         if self._dp:
+            self._final_ports = self.port_counters()
             self._lib.dp_stop(self._dp)
             self._packet_ins(wait_ms=0)
             self.stats.freeze()

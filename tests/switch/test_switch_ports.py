@@ -5,13 +5,16 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
-from softswitch.dataplane.loop import Dataplane, Faults
+from softswitch.dataplane.loop import Dataplane, Faults, PortCounters
 from softswitch.dataplane.pcap import PcapDirectory, read_pcap
 from softswitch.dataplane.ports import UdpPort, host_mac, ipv4_checksum, switch_mac
 from softswitch.runtime.state import RuntimeState
@@ -26,6 +29,19 @@ class Echo:
         if frame[0] == 0xEE:
             raise RuntimeError("pipeline bug")
         return [(frame[0], frame)]
+
+
+@contextmanager
+def looping(dataplane: Dataplane) -> Iterator[None]:
+    """The packet loop runs in a thread for the duration of the block."""
+    stop = threading.Event()
+    loop = threading.Thread(target=dataplane.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        loop.join(timeout=5)
 
 
 @pytest.fixture
@@ -141,10 +157,7 @@ def test_captures_hold_every_frame_per_port_and_direction(
     pcap = PcapDirectory(tmp_path)
     dataplane = dataplane_class([udp_port], faults=Faults(), pcap=pcap)
     dataplane.pipeline = Echo()
-    stop = threading.Event()
-    loop = threading.Thread(target=dataplane.run, args=(stop,), daemon=True)
-    loop.start()
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as worker:
+    with looping(dataplane), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as worker:
         worker.bind(("127.0.0.9", 0))
         worker.settimeout(5)
         # Echo sends a frame out of the port named by its first byte: port 2 (0x02 is the MAC's first byte).
@@ -152,9 +165,7 @@ def test_captures_hold_every_frame_per_port_and_direction(
         for _ in range(100):
             if dataplane.stats["rx"]:
                 break
-            stop.wait(0.05)
-    stop.set()
-    loop.join(timeout=5)
+            time.sleep(0.05)
     dataplane.close()
     [inbound] = read_pcap(tmp_path / "4_in.pcap")
     assert inbound.endswith(b"x" * 10) and Ether(inbound)[IP].src == "127.0.0.9"
@@ -212,19 +223,38 @@ def test_datagrams_sent_as_one_gso_message_are_frames_of_their_own_both_ways(
             s.settimeout(5)
         dataplane = dataplane_class([udp_port], cpu_port=None)
         dataplane.pipeline = Reply(also=(other.getsockname(),))
-        stop = threading.Event()
-        loop = threading.Thread(target=dataplane.run, args=(stop,), daemon=True)
-        loop.start()
         datagrams = [bytes([i]) * 100 for i in range(1, 7)] + [b"\x07" * 40]  # the last may be shorter
         try:
-            gso = [(socket.SOL_UDP, UDP_SEGMENT, struct.pack("H", 100))]
-            worker.sendmsg([b"".join(datagrams)], gso, 0, ("127.0.0.1", udp_port.udp_port))
-            worker.sendto(b"\x08" * 100, ("127.0.0.1", udp_port.udp_port))  # and one more, alone
-            received = [worker.recv(2048) for _ in range(8)]
-            copies = [other.recv(2048) for _ in range(8)]
+            with looping(dataplane):
+                gso = [(socket.SOL_UDP, UDP_SEGMENT, struct.pack("H", 100))]
+                worker.sendmsg([b"".join(datagrams)], gso, 0, ("127.0.0.1", udp_port.udp_port))
+                worker.sendto(b"\x08" * 100, ("127.0.0.1", udp_port.udp_port))  # and one more, alone
+                received = [worker.recv(2048) for _ in range(8)]
+                copies = [other.recv(2048) for _ in range(8)]
         finally:
-            stop.set()
-            loop.join(timeout=5)
             dataplane.close()
     assert received == copies == [*datagrams, b"\x08" * 100]
     assert dataplane.stats["rx"] == 8 and dataplane.stats["tx"] == 16
+    frames = sum(len(d) + HEADERS for d in received)  # as Ethernet frames, whichever way they were sent
+    assert dataplane.port_counters() == {4: PortCounters(8, frames, 16, 2 * frames)}
+
+
+HEADERS = 42  # Ethernet, IPv4 and UDP in front of a UDP port's datagram
+
+
+def test_each_port_counts_frames_and_bytes_in_and_out(dataplane_class: type) -> None:
+    ports = [UdpPort(4, "127.0.0.1", 0), UdpPort(5, "127.0.0.1", 0)]
+    dataplane = dataplane_class(ports, cpu_port=None)
+    dataplane.pipeline = Reply()
+    with looping(dataplane), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as worker:
+        worker.bind(("127.0.0.13", 0))
+        worker.settimeout(5)
+        for size in (10, 200, 1000):
+            worker.sendto(b"d" * size, ("127.0.0.1", ports[0].udp_port))
+            assert worker.recv(2048) == b"d" * size
+        dataplane.inject(5, bytes(20))  # a PacketOut-like frame: in on port 5, not IPv4/UDP, cannot leave
+    during = dataplane.port_counters()
+    dataplane.close()
+    sent = 10 + 200 + 1000 + 3 * HEADERS
+    assert during == {4: PortCounters(3, sent, 3, sent), 5: PortCounters(1, 20, 0, 0)}
+    assert dataplane.port_counters() == during  # kept after close, for a last scrape

@@ -70,6 +70,9 @@ enum {
     S_RX, S_TX, S_CONSUMED, S_NO_PIPELINE, S_NO_PORT, S_UNSENDABLE, S_FAULT_IN, S_FAULT_OUT,
     S_PIPELINE_ERROR, S_PACKET_IN_QUEUE_FULL, S_PCAP_DROPPED, S_COUNT
 };
+/* Per-port counters, in the order of native.py's PORT_STATS. */
+enum { P_FRAMES_IN, P_BYTES_IN, P_FRAMES_OUT, P_BYTES_OUT, P_COUNT
+};
 
 typedef int (*process_fn)(void *ctx, uint64_t port, const uint8_t *frame, uint32_t length);
 typedef struct {
@@ -234,6 +237,8 @@ typedef struct {
     int gso;           /* UDP: runs of datagrams to one address leave as one GSO send (until one fails) */
     uint32_t local_ip; /* UDP: network order */
     uint16_t udp_port; /* UDP: host order */
+    /* frames and bytes in and out (P_*), for metrics; a UDP port counts its frames' 42 header bytes too */
+    volatile uint64_t counts[P_COUNT];
 } port_t;
 
 /* Frames on their way out of one port, sent together with sendmmsg (UDP: runs joined by GSO). */
@@ -299,6 +304,16 @@ typedef struct {
 } dp_t;
 
 static void count(dp_t *d, int which, uint64_t n) { __atomic_add_fetch(&d->stats[which], n, __ATOMIC_RELAXED); }
+
+static void count_port(port_t *p, int which, uint64_t n) {
+    __atomic_add_fetch(&p->counts[which], n, __ATOMIC_RELAXED);
+}
+
+/* Frames a port sent: their payload bytes, plus the headers a UDP port took off. */
+static void count_sent(port_t *p, uint64_t frames, uint64_t bytes) {
+    count_port(p, P_FRAMES_OUT, frames);
+    count_port(p, P_BYTES_OUT, bytes + (p->udp ? frames * UDP_HEADERS : 0));
+}
 
 static port_t *find_port(dp_t *d, uint64_t number) {
     for (uint32_t i = 0; i < d->nports; i++)
@@ -378,6 +393,13 @@ EXPORT void dp_set_pipeline(dp_t *d, process_fn process, outputs_fn outputs, are
 
 EXPORT uint64_t dp_stat(dp_t *d, int which) { return which >= 0 && which < S_COUNT ? d->stats[which] : 0; }
 
+/* Port `index` (in the order added): its number, or -1 past the last port. */
+EXPORT int64_t dp_port_number(dp_t *d, uint32_t index) { return index < d->nports ? d->ports[index].number : -1; }
+
+EXPORT uint64_t dp_port_stat(dp_t *d, uint32_t index, int which) {
+    return index < d->nports && which >= 0 && which < P_COUNT ? d->ports[index].counts[which] : 0;
+}
+
 /* The latest pipeline failure (for the log) and how many there were. */
 EXPORT uint64_t dp_last_error(dp_t *d, char *out, size_t cap) {
     pthread_mutex_lock(&d->lock);
@@ -426,7 +448,7 @@ static void udp_frame(const port_t *p, uint8_t *f, const struct sockaddr_in *fro
 /* ------------------------------------------------------------------ sending */
 
 /* Send m messages of one frame each. */
-static void send_plain(dp_t *d, const port_t *p, struct mmsghdr *msgs, uint32_t m) {
+static void send_plain(dp_t *d, port_t *p, struct mmsghdr *msgs, uint32_t m) {
     for (uint32_t done = 0; done < m;) {
         int n = sendmmsg(p->fd, msgs + done, m - done, MSG_DONTWAIT);
         if (n <= 0) {
@@ -435,6 +457,9 @@ static void send_plain(dp_t *d, const port_t *p, struct mmsghdr *msgs, uint32_t 
             return;
         }
         count(d, S_TX, (uint64_t)n);
+        uint64_t bytes = 0;
+        for (int k = 0; k < n; k++) bytes += msgs[done + (uint32_t)k].msg_hdr.msg_iov[0].iov_len;
+        count_sent(p, (uint64_t)n, bytes);
         done += (uint32_t)n;
     }
 }
@@ -444,7 +469,7 @@ static int same_destination(const batch_t *b, uint32_t i, uint32_t j) {
 }
 
 /* Send runs [from, runs) one datagram per message (a kernel without UDP GSO refused a run). */
-static void send_runs_plain(dp_t *d, const port_t *p, batch_t *b, uint32_t from, uint32_t runs) {
+static void send_runs_plain(dp_t *d, port_t *p, batch_t *b, uint32_t from, uint32_t runs) {
     uint32_t m = 0;
     for (uint32_t r = from; r < runs; r++) {
         const struct msghdr *run = &b->joined[r].msg_hdr;
@@ -508,7 +533,13 @@ static void send_joined(dp_t *d, port_t *p, batch_t *b) {
     for (uint32_t done = 0; done < runs;) {
         int n = sendmmsg(p->fd, b->joined + done, runs - done, MSG_DONTWAIT);
         if (n > 0) {
-            for (int k = 0; k < n; k++) count(d, S_TX, b->joined[done + (uint32_t)k].msg_hdr.msg_iovlen);
+            for (int k = 0; k < n; k++) {
+                const struct msghdr *run = &b->joined[done + (uint32_t)k].msg_hdr;
+                uint64_t bytes = 0;
+                for (size_t j = 0; j < run->msg_iovlen; j++) bytes += run->msg_iov[j].iov_len;
+                count(d, S_TX, run->msg_iovlen);
+                count_sent(p, run->msg_iovlen, bytes);
+            }
             done += (uint32_t)n;
             continue;
         }
@@ -634,6 +665,13 @@ static void forward(dp_t *d, sender_t *s, uint32_t ingress, uint8_t *const *fram
         for (uint32_t i = 0; i < n; i++)
             if (!queue_push(&d->pcap, ingress, 0, frames[i], lens[i])) count(d, S_PCAP_DROPPED, 1);
     count(d, S_RX, n);
+    port_t *in = find_port(d, ingress); /* NULL for the CPU port's PacketOuts */
+    if (in) {
+        uint64_t bytes = 0;
+        for (uint32_t i = 0; i < n; i++) bytes += lens[i];
+        count_port(in, P_FRAMES_IN, n);
+        count_port(in, P_BYTES_IN, bytes);
+    }
     pthread_mutex_lock(&d->lock);
     if (!d->process) {
         count(d, S_NO_PIPELINE, n);
