@@ -6,6 +6,7 @@
     p4reduce-ctl job create|list|show|delete ...    # through the daemon
     p4reduce-ctl fwd add|list|delete --switch ADDR  # L2 entries, directly on a switch
     p4reduce-ctl counters [--job J] [--watch S]     # through the daemon
+    p4reduce-ctl top [--once]                       # live view of jobs, through the daemon
     p4reduce-ctl shell --switch ADDR                # p4runtime-shell in its own venv
 
 Every user mistake ends with one line on stderr and a non-zero status
@@ -260,6 +261,19 @@ def parser() -> argparse.ArgumentParser:
         "--count", type=_positive(int), metavar="N", help="with --watch: stop after N rounds"
     )
 
+    top = sub.add_parser(
+        "top", parents=[common, daemon], help="live view of jobs: ranks, goodput, questions, drops",
+        description="Jobs with their ranks, DATA and results per second, QUERYs per DATA, MISSING, "
+        "replays and aborts, and each switch's drops by reason (admin token), refreshed in place "
+        "until Ctrl-C. What it shows is what the caller may see: every job with the admin token, a "
+        "job with its credential.",
+    )  # fmt: skip
+    top.add_argument("--interval", type=_positive(float), default=1.0, metavar="S",
+                     help="seconds between refreshes; rates are over this interval (default 1)")  # fmt: skip
+    top.add_argument(
+        "--once", action="store_true", help="print one table (rates over one interval) and exit; with --json"
+    )
+
     shell = sub.add_parser(
         "shell",
         parents=[switch],
@@ -428,7 +442,7 @@ def _job_dict(job: pb.JobDescription) -> dict[str, Any]:
         "base_slot": job.base_slot, "pool_size": job.pool_size, "multicast_group": job.multicast_group,
         "switch": job.switch_name, "switch_ipv4": job.switch_ipv4, "switch_udp_port": job.switch_udp_port,
         "values_per_packet": job.values_per_packet, "lease_seconds": job.lease_seconds,
-        "generation": job.generation,
+        "generation": job.generation, "ranks_joined": job.ranks_joined,
         "workers": [{"rank": r, "ipv4": w.ipv4, "udp_port": w.udp_port, "mac": w.mac,
                      "switch_port": w.switch_port} for r, w in enumerate(job.workers)],
     }  # fmt: skip
@@ -466,7 +480,7 @@ def cmd_job_show(args: argparse.Namespace) -> int:
         return 0
     print(table(JOB_HEADERS, [_job_row(job)]))
     print(f"aggregation address {job.switch_ipv4}:{job.switch_udp_port}, K = {job.values_per_packet}, "
-          f"lease {job.lease_seconds:g} s")  # fmt: skip
+          f"lease {job.lease_seconds:g} s; {job.ranks_joined} of {job.world_size} ranks joined")  # fmt: skip
     if job.workers:
         rows = [[r, f"{w.ipv4}:{w.udp_port}", w.mac, w.switch_port] for r, w in enumerate(job.workers)]
         print(table(["rank", "address", "mac", "switch_port"], rows))
@@ -508,6 +522,26 @@ def cmd_counters(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_top(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from controller import top
+
+    with _client(args) as client:
+        if not args.once:
+            if args.json:
+                raise ConfigError("--json needs --once (a live view is for a terminal)")
+            top.run(client, args.interval, Console())
+            return 0
+        before, now = top.once(client, args.interval)
+    if args.json:
+        rows = {"jobs": top.job_rows(before, now), "drops": top.drop_rows(before, now), "note": now.note}
+        print(as_json(rows))
+    else:
+        Console(width=max(120, Console().width)).print(top.render(before, now, args.interval))
+    return 0
+
+
 def _pushed(pushed: bool) -> str:
     return "pushed" if pushed else "unchanged"
 
@@ -536,5 +570,6 @@ COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
     ("fwd", "list"): cmd_fwd_list,
     ("fwd", "delete"): cmd_fwd_delete,
     ("counters", None): cmd_counters,
+    ("top", None): cmd_top,
     ("shell", None): cmd_shell,
 }

@@ -72,6 +72,7 @@ def describe(
         protocol_version=PROTOCOL_VERSION,
         credential=credential,
         generation=job.generation,
+        ranks_joined=len(job.present()),
     )
 
 

@@ -18,23 +18,19 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from controller.cli import main as cli_main
 from controller.tables.counters import JOB_COUNTERS
-from hostlib import Communicator
-from hostlib.launch import ROOT, Services, free_port, services
+from hostlib.launch import ROOT, Services, free_port
+from tests.operations.conftest import CALLS, CREDENTIAL, JOB, SIZE, WORLD
 
-JOB, WORLD, SIZE, CALLS = "watched", 3, 5000, 2
-CREDENTIAL = "the-watched-job's-credential"
 DASHBOARD = ROOT / "docs" / "grafana" / "p4reduce.json"
 
 # Every family the two daemons export (docs/controller.md, docs/softswitch.md), as Prometheus names them.
@@ -78,36 +74,6 @@ def scrape(address: str) -> list[Sample]:
 def value(samples: list[Sample], name: str, **labels: str) -> float:
     [found] = [s.value for s in samples if s.name == name and labels.items() <= s.labels.items()]
     return found
-
-
-@pytest.fixture(scope="module")
-def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
-    """Both daemons after three ranks made two int32 all-reduces of 5000 values (exact: checked).
-
-    The ranks stay joined until the module's tests end: a job its last rank left is gone.
-    """
-    with services(
-        tmp_path_factory.mktemp("logs"), ROOT / "build", switch_ip="127.0.1.7", pool_size=16, metrics=True
-    ) as svc:
-
-        def join(r: int) -> Communicator:
-            address = (f"127.0.0.{60 + r}", 0)
-            return Communicator.join(
-                svc.controller, JOB, r, WORLD, address=address, join_timeout=20, credential=CREDENTIAL
-            )
-
-        def calls(r: int, comm: Communicator) -> bool:
-            data = np.arange(SIZE, dtype=np.int32) * (r + 1)
-            return all(np.array_equal(comm.allreduce(data), data // (r + 1) * 6) for _ in range(CALLS))
-
-        with ThreadPoolExecutor(WORLD) as pool:
-            comms = list(pool.map(join, range(WORLD)))
-            try:
-                assert all(pool.map(calls, range(WORLD), comms))
-                yield svc
-            finally:
-                for comm in comms:
-                    comm.close()
 
 
 def counters_command(svc: Services, capsys: pytest.CaptureFixture[str]) -> dict[str, tuple[int, int]]:
@@ -197,15 +163,20 @@ def test_a_real_prometheus_scrapes_both_daemons_and_agrees_with_the_counters(
     with (tmp_path / "prometheus.log").open("wb") as log:
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
+        log = tmp_path / "prometheus.log"
+        up = _poll(port, "up", lambda result: len(result) == 2 and all(r["value"][1] == "1" for r in result),
+                   server, log)  # fmt: skip
+        assert {r["metric"]["job"] for r in up} == {"controller", "switch"}
         query = f'p4reduce_job_data_in_packets_total{{job_name="{JOB}"}}'
-        answer = _poll(port, query, lambda result: len(result) == 1, server, tmp_path / "prometheus.log")
+        answer = _poll(port, query, lambda result: len(result) == 1, server, log)
         assert float(answer[0]["value"][1]) == expected["job_data_in"][0]
         assert answer[0]["metric"]["instance"] == ran.controller_metrics
-        names = set(_api(port, "label/__name__/values"))
-        assert (CONTROLLER_FAMILIES | SWITCH_FAMILIES) - names == set()
-        up = _poll(port, "up", lambda result: len(result) == 2 and all(r["value"][1] == "1" for r in result),
-                   server, tmp_path / "prometheus.log")  # fmt: skip
-        assert {r["metric"]["job"] for r in up} == {"controller", "switch"}
+        families = CONTROLLER_FAMILIES | SWITCH_FAMILIES
+        deadline = time.monotonic() + 30  # each target's first scrape lands in the TSDB in its own time
+        names = "label/__name__/values"
+        while (missing := families - set(_api(port, names))) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert missing == set()
     finally:
         server.terminate()
         server.wait(timeout=10)
