@@ -2,6 +2,7 @@
 #   make install   create .venv (and, as root, install Debian packages); idempotent
 #   make build     compile p4src/ with p4reduce-p4c (always) and p4c (when on PATH)
 #   make demo      the main job: 4 workers all-reduce through the embedded switch
+#   make switch    the embedded switch that controller/examples/loopback.yaml names, in the foreground
 #   make torch-ddp  DDP training under torchrun on the p4reduce backend (own switch + controller); torch-fsdp: FSDP2
 #   make test      the test suite
 #   make lab       Mininet lab (root): WORKERS=4 SWITCH=soft|bmv2
@@ -21,7 +22,7 @@ PYTHON_BASE ?= /usr/bin/python3
 VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
-APT_PACKAGES := python3-venv python3-pip build-essential python3-dev clang mininet iproute2 ethtool tcpdump iputils-ping prometheus
+APT_PACKAGES := python3-venv python3-pip build-essential python3-dev clang mininet iproute2 ethtool tcpdump iputils-ping curl prometheus
 BUILD := build
 P4_MAIN := p4src/v1model/p4reduce.p4
 P4_SOURCES := $(shell find p4src -name '*.p4' 2>/dev/null)
@@ -31,6 +32,9 @@ OUT ?= results
 EXPERIMENTS := gloo workers loss switch
 EXP_FLAGS := --out $(OUT) $(if $(QUICK),--quick)
 NATIVE_SOURCES := $(wildcard hostlib/csrc/*.c hostlib/csrc/*.h)
+PIP_LOG := $(VENV)/install.log
+# pip's output goes to $(PIP_LOG); on failure its tail is shown
+PIP_FAILED = { tail -30 $(PIP_LOG); echo "error: pip failed (the whole log: $(PIP_LOG))"; exit 1; }
 
 FUZZ_SECONDS ?= 20
 # The C backend's tests, for asan-switch: every program and packet loop test that builds C.
@@ -39,7 +43,7 @@ ASAN_TESTS := tests/executor tests/test_scenarios.py tests/tutorials tests/switc
 # What `make test` runs on the default (C) backend and test-python-backend runs again on the Python one.
 BACKEND_TESTS := tests/switch tests/lab tests/hostlib/test_through_switch.py
 
-.PHONY: install build demo torch-ddp torch-fsdp test lab bench stop clean lint experiments \
+.PHONY: install build demo switch torch-ddp torch-fsdp test lab bench stop clean lint experiments \
 	asan asan-host asan-switch fuzz fuzz-host fuzz-switch test-python-backend reliability $(addprefix exp-,$(EXPERIMENTS))
 
 install: $(VENV)/.installed $(VENV)/.native
@@ -57,12 +61,15 @@ $(VENV)/.installed: pyproject.toml setup.py
 	  || { echo "error: hostlib's native engine needs a C compiler and Python's headers; as root run: apt-get install build-essential python3-dev"; exit 1; }
 	@# --system-site-packages: Debian's mininet module lives in dist-packages.
 	@[ -x $(PY) ] || $(PYTHON_BASE) -m venv --system-site-packages $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
-	@# compat mode: the checkout itself goes on sys.path, so packages added later import at once.
-	$(PY) -m pip install -q -e '.[dev,torch,experiments]' --config-settings editable_mode=compat
+	@# pip's output goes to $(PIP_LOG), shown only when a step fails: a clean install prints a line per step.
+	@echo "==> pip install (log: $(PIP_LOG))"; : > $(PIP_LOG)
+	@$(PY) -m pip install --upgrade pip >>$(PIP_LOG) 2>&1 || $(PIP_FAILED)
+	@$(PY) -m pip install torch==2.13.0 >>$(PIP_LOG) 2>&1 || $(PIP_FAILED)
+	@$(PY) -m pip install -e '.[dev,torch,experiments]' >>$(PIP_LOG) 2>&1 || $(PIP_FAILED)
+	@# The checkout itself on sys.path as well (mininet/, experiments/ and packages added later import at once).
+	@$(PY) -c 'import pathlib, site; pathlib.Path(site.getsitepackages()[0], "p4reduce-checkout.pth").write_text("$(CURDIR)\n")'
 	@# p4runtime-shell pins protobuf < 3.21: its own venv, for `p4reduce-ctl shell` and the interop tests.
-	bash scripts/p4runtime-shell.sh >/dev/null
+	@echo "==> p4runtime-shell in .venv-p4rt"; bash scripts/p4runtime-shell.sh >>$(PIP_LOG) 2>&1 || $(PIP_FAILED)
 	@touch $@
 
 # The native engine again whenever its C sources change (pip install -e built it the first time).
@@ -77,6 +84,13 @@ build: install
 	  mkdir -p $(BUILD)/bmv2 && p4c --target bmv2 --arch v1model -I p4src -o $(BUILD)/bmv2 \
 	    --p4runtime-files $(BUILD)/bmv2/p4reduce.p4info.txtpb $(P4_MAIN); \
 	else echo "p4c not on PATH: skipped the bmv2 build (the embedded switch needs only build/p4reduce.json)"; fi
+
+# The switch of controller/examples/loopback.yaml (P4Runtime 127.0.0.1:9559, DATA 127.0.0.1:20562): the
+# daemon pushes build/p4reduce.json to it. METRICS=9101 serves its Prometheus metrics.
+switch: build
+	@echo "==> p4reduce-switch: P4Runtime 127.0.0.1:9559 (device 1), DATA 127.0.0.1:20562 (port 1); Ctrl-C stops it"
+	$(BIN)/p4reduce-switch --no-p4 --device-id 1 --grpc-server-addr 127.0.0.1:9559 \
+	  --udp-port 1@127.0.0.1:20562 --log-console $(if $(METRICS),--metrics $(METRICS))
 
 demo: install
 	$(PY) -m hostlib.demo

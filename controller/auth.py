@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from contracts.jobapi_metadata import AUTHORIZATION, CREDENTIAL
+from contracts.jobapi_metadata import AUTHORIZATION, CREDENTIAL, CREDENTIAL_ENV
 from controller.errors import JobError
 
 MIN_CREDENTIAL = 16  # characters of a credential a creator chooses
@@ -75,7 +75,8 @@ class Caller:
             return
         if not self.credential:
             raise JobError(
-                f"job {job!r} needs its credential (metadata {CREDENTIAL}) or the admin token",
+                f"job {job!r} needs its credential or the admin token: p4reduce-ctl --credential C, "
+                f"Communicator.join(credential=C) or ${CREDENTIAL_ENV} (gRPC metadata {CREDENTIAL})",
                 grpc.StatusCode.UNAUTHENTICATED,
             )
         raise JobError(

@@ -235,25 +235,55 @@ def parser() -> argparse.ArgumentParser:
     create.add_argument(
         "--switch-name", default="", metavar="NAME", help="switch of the job (default: first)"
     )
-    job.add_parser("list", parents=[common, daemon], help="list jobs")
-    show = job.add_parser("show", parents=[common, daemon], help="show one job with its workers")
+    job.add_parser(
+        "list",
+        parents=[common, daemon],
+        help="list jobs",
+        description="List the jobs the caller may see: every job with the admin token (or when the "
+        "daemon has none), else the jobs whose credential is given (--credential).",
+    )
+    show = job.add_parser(
+        "show",
+        parents=[common, daemon],
+        help="show one job with its workers",
+        description="One job: id, state, ranks joined, slots, multicast group, switch and aggregation "
+        "address, K, and each rank's address once all have joined. Needs the job's credential "
+        "(--credential or $P4REDUCE_JOB_CREDENTIAL) or the admin token.",
+    )
     show.add_argument("name", help="the job")
-    delete = job.add_parser("delete", parents=[common, daemon], help="delete a job (frees its slots)")
+    delete = job.add_parser(
+        "delete",
+        parents=[common, daemon],
+        help="delete a job (frees its slots)",
+        description="Delete a job: its entries and group leave the switch, its slots are freed, and its "
+        "ranks' calls fail at once naming the deletion. Needs the job's credential (--credential or "
+        "$P4REDUCE_JOB_CREDENTIAL) or the admin token.",
+    )
     delete.add_argument("name", help="the job")
 
     fwd = sub.add_parser("fwd", help="L2 forwarding entries, directly on a switch").add_subparsers(
         dest="action", metavar="ACTION", required=True, parser_class=_Parser
     )
-    add = fwd.add_parser("add", parents=[common, switch], help="forward frames for MAC out of PORT")
+    add = fwd.add_parser("add", parents=[common, switch], help="forward frames for MAC out of PORT",
+                         description="Add (or change) the L2 entry of MAC on the switch, directly over "
+                         "P4Runtime. It needs mastership: beside a running daemon (election id 10) give "
+                         "--election-id above it.")  # fmt: skip
     add.add_argument("mac", help="destination MAC, e.g. 02:00:00:00:00:01")
     add.add_argument("port", type=int, help="switch port (0..511)")
-    fwd.add_parser("list", parents=[common, switch], help="list L2 entries")
-    rm = fwd.add_parser("delete", parents=[common, switch], help="delete the entry of MAC")
+    fwd.add_parser("list", parents=[common, switch], help="list L2 entries",
+                   description="The switch's L2 entries (MAC -> port), read directly; works beside a "
+                   "running daemon (reading needs no mastership).")  # fmt: skip
+    rm = fwd.add_parser("delete", parents=[common, switch], help="delete the entry of MAC",
+                        description="Delete the L2 entry of MAC on the switch, directly over P4Runtime "
+                        "(needs mastership, as fwd add).")  # fmt: skip
     rm.add_argument("mac", help="destination MAC of the entry")
 
     counters = sub.add_parser(
-        "counters", parents=[common, daemon], help="P4 counters, labelled, via the daemon"
-    )
+        "counters", parents=[common, daemon], help="P4 counters, labelled, via the daemon",
+        description="The switch's P4 counters through the daemon, labelled by job name and drop reason. "
+        "With --job, that job's (its credential: --credential or $P4REDUCE_JOB_CREDENTIAL, or the admin "
+        "token); without, every job's and the drops of the switch (the admin token).",
+    )  # fmt: skip
     counters.add_argument("--job", default="", help="only this job's counters")
     counters.add_argument("--switch-name", default="", metavar="NAME", help="switch (default: first)")
     counters.add_argument("--watch", type=_positive(float), metavar="SECONDS", help="repeat every SECONDS")

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from contracts.protocol import SUPPORTED_VALUES_PER_PACKET
+from hostlib.communicator import JoinError
 from hostlib.contention import CpuClock, Hog, load_average, seconds_per_gb
 from hostlib.launch import (
     EMBEDDED_VALUES_PER_PACKET,
@@ -404,7 +405,7 @@ def _run(args: argparse.Namespace) -> int:
             for key in sorted(base):
                 print(f"  goodput ratio lossy/lossless {key[0]:>9} {key[1]:>8}: {worse[key] / base[key]:.0%}")
             print(recovery_cost(lossy, counters))
-    except LaunchError as error:
+    except (LaunchError, JoinError) as error:  # one line: the services' log tail, or why the join failed
         print(f"p4reduce-bench: {error}", file=sys.stderr)
         return 1
     failed = sum(not s.ok for s in samples)

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from hostlib.communicator import JoinError
 from hostlib.launch import ROOT, LaunchError, services, share_job_credential
 from hostlib.verify import WorkerReport, run_worker
 
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             ]
             with ctx.Pool(args.workers) as pool:
                 results = pool.starmap(run_worker, jobs)
-    except LaunchError as error:
+    except (LaunchError, JoinError) as error:  # one line: the services' log tail, or why the join failed
         print(f"demo: {error}", file=sys.stderr)
         return 1
     reports = [report for per_worker in results for report in per_worker]

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from controller.cli import main
+from controller.cli import main, parser
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,8 +37,28 @@ def test_python_dash_m_runs_the_cli_and_lists_every_command() -> None:
         [sys.executable, "-m", "controller", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60
     )
     assert result.returncode == 0, result.stderr
-    for command in ("serve", "provision", "pipeline", "job", "fwd", "counters", "shell"):
+    for command in ("serve", "provision", "pipeline", "job", "fwd", "counters", "top", "shell"):
         assert command in result.stdout
+
+
+Command = tuple[tuple[str, ...], argparse.ArgumentParser]
+
+
+def _leaves(top: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[Command]:
+    """Every runnable command's parser, by its words (`job show`)."""
+    subparsers = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subparsers:
+        yield path, top
+        return
+    for name, child in subparsers[0].choices.items():
+        yield from _leaves(child, (*path, name))
+
+
+def test_every_command_says_in_its_help_what_it_does() -> None:
+    leaves = dict(_leaves(parser()))
+    assert ("job", "show") in leaves and ("top",) in leaves
+    for words, command in leaves.items():
+        assert command.description and len(command.description) > 40, f"{' '.join(words)}: no description"
 
 
 @pytest.mark.parametrize(
@@ -70,7 +92,9 @@ def test_python_dash_m_runs_the_cli_and_lists_every_command() -> None:
         (["job", "list", "--help"], ["--controller", "--token", "--json"]),
         (["job", "delete", "--help"], ["the job", "--credential"]),
         (["fwd", "add", "--help"], ["destination MAC", "switch port (0..511)", "--switch"]),
-        (["counters", "--help"], ["--job", "--watch", "--json"]),
+        (["counters", "--help"], ["--job", "--watch", "--json", "$P4REDUCE_JOB_CREDENTIAL"]),
+        (["top", "--help"], ["--once", "--interval", "--json", "--credential"]),
+        (["serve", "--help"], ["--metrics"]),
         (["provision", "--help"], ["--config", "--force-push"]),
         (["shell", "--help"], ["--switch", "--venv"]),
     ],
