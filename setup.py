@@ -3,6 +3,8 @@
 Everything else about the project is in pyproject.toml. -ffp-contract=off keeps every float64
 operation separately rounded, as numpy's, so the native quantization is bit-identical to
 hostlib/quantize.py; CFLAGS/LDFLAGS from the environment are added (make asan adds sanitizers).
+Python's own flags include -fwrapv: a loop that indexes bytes with `4 * i` must count in size_t, or
+GCC cannot vectorize it (the int product may wrap).
 """
 
 from setuptools import Extension, setup

@@ -67,7 +67,7 @@ void p4r_plan_start(struct p4r_plan *plan, int width) {
 }
 
 P4R_VECTORIZED static void int_to_wire(const int32_t *in, int n, int k, uint8_t *wire) {
-    for (int i = 0; i < n; i++) p4r_store32(wire + 4 * i, (uint32_t)in[i]);
+    for (size_t i = 0; i < (size_t)n; i++) p4r_store32(wire + 4 * i, (uint32_t)in[i]); /* size_t: see setup.py */
     memset(wire + 4 * n, 0, (size_t)(k - n) * 4);
 }
 
@@ -75,9 +75,9 @@ P4R_VECTORIZED static void int_to_wire(const int32_t *in, int n, int k, uint8_t 
  * reduction.IntPlan through float64). */
 P4R_VECTORIZED static void wire_to_int(const uint8_t *wire, int n, int average, int32_t *out) {
     if (average) {
-        for (int i = 0; i < n; i++) out[i] = (int32_t)trunc((double)(int32_t)p4r_load32(wire + 4 * i) / average);
+        for (size_t i = 0; i < (size_t)n; i++) out[i] = (int32_t)trunc((double)(int32_t)p4r_load32(wire + 4 * i) / average);
     } else {
-        for (int i = 0; i < n; i++) out[i] = (int32_t)p4r_load32(wire + 4 * i);
+        for (size_t i = 0; i < (size_t)n; i++) out[i] = (int32_t)p4r_load32(wire + 4 * i);
     }
 }
 
