@@ -196,6 +196,74 @@ CASES = {
     "COMMIT carrying a config": (Code.INVALID_ARGUMENT, Code.OK),
     "an empty bytestring as an action parameter": (Code.OUT_OF_RANGE, Code.OK),
     "a stream changing its device id": (Code.FAILED_PRECONDITION, None),
+    # An id the P4Info does not have: NOT_FOUND (it depends on the pipeline); PI: "Invalid P4 id".
+    "a Read of an unknown table id": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a Read of an unknown counter id": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a Read of the direct counter of an unknown table": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a Read of an unknown register id": (Code.NOT_FOUND, Code.UNIMPLEMENTED),
+    "a Read of an unknown meter id": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a Read of the direct meter of an unknown table": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a Read of an unknown action profile's members": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a Read of an unknown action profile's groups": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a Read of an unknown value set id": (Code.NOT_FOUND, Code.UNIMPLEMENTED),
+    "a Read of an unknown digest id": (Code.NOT_FOUND, None),
+    "a DELETE in an unknown table id": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a MODIFY of an unknown counter id": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a MODIFY of an unknown register id": (Code.NOT_FOUND, Code.UNIMPLEMENTED),
+    "a MODIFY of an unknown meter id": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "an INSERT into an unknown action profile": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "an INSERT of an unknown digest id": (Code.NOT_FOUND, None),
+}
+
+NO_SUCH_ID = 0x7FFFFF  # with any kind's prefix byte: no object of the test P4Info has it
+UNKNOWN_TABLE = p4r.TableEntry(table_id=0x02000000 | NO_SUCH_ID)
+READ_ENTITIES = {  # the entity each "a Read of ..." case reads
+    "a Read of an unknown table id": p4r.Entity(table_entry=UNKNOWN_TABLE),
+    "a Read of an unknown counter id": p4r.Entity(
+        counter_entry=p4r.CounterEntry(counter_id=0x12000000 | NO_SUCH_ID)
+    ),
+    "a Read of the direct counter of an unknown table": p4r.Entity(
+        direct_counter_entry=p4r.DirectCounterEntry(table_entry=UNKNOWN_TABLE)
+    ),
+    "a Read of an unknown register id": p4r.Entity(
+        register_entry=p4r.RegisterEntry(register_id=0x16000000 | NO_SUCH_ID)
+    ),
+    "a Read of an unknown meter id": p4r.Entity(meter_entry=p4r.MeterEntry(meter_id=0x15000000 | NO_SUCH_ID)),
+    "a Read of the direct meter of an unknown table": p4r.Entity(
+        direct_meter_entry=p4r.DirectMeterEntry(table_entry=UNKNOWN_TABLE)
+    ),
+    "a Read of an unknown action profile's members": p4r.Entity(
+        action_profile_member=p4r.ActionProfileMember(action_profile_id=0x11000000 | NO_SUCH_ID)
+    ),
+    "a Read of an unknown action profile's groups": p4r.Entity(
+        action_profile_group=p4r.ActionProfileGroup(action_profile_id=0x11000000 | NO_SUCH_ID)
+    ),
+    "a Read of an unknown value set id": p4r.Entity(
+        value_set_entry=p4r.ValueSetEntry(value_set_id=0x03000000 | NO_SUCH_ID)
+    ),
+    "a Read of an unknown digest id": p4r.Entity(
+        digest_entry=p4r.DigestEntry(digest_id=0x18000000 | NO_SUCH_ID)
+    ),
+}
+_U = p4r.Update
+WRITE_UPDATES = {  # the update each unknown-id write case sends: the entity of a read case, or its own
+    name: _U(type=kind, entity=READ_ENTITIES[read]) if isinstance(read, str) else _U(type=kind, entity=read)
+    for name, kind, read in (
+        ("a DELETE in an unknown table id", _U.DELETE, "a Read of an unknown table id"),
+        ("a MODIFY of an unknown counter id", _U.MODIFY, "a Read of an unknown counter id"),
+        ("a MODIFY of an unknown register id", _U.MODIFY, "a Read of an unknown register id"),
+        ("a MODIFY of an unknown meter id", _U.MODIFY, "a Read of an unknown meter id"),
+        ("an INSERT of an unknown digest id", _U.INSERT, "a Read of an unknown digest id"),
+        (
+            "an INSERT into an unknown action profile",
+            _U.INSERT,
+            p4r.Entity(
+                action_profile_member=p4r.ActionProfileMember(
+                    action_profile_id=0x11000000 | NO_SUCH_ID, member_id=1
+                )
+            ),
+        ),
+    )
 }
 
 
@@ -237,6 +305,12 @@ def attempt(case: str, server: Server) -> Code:
         code = client.recv_error().code()
         client.close()
         return code
+    for name, entity in READ_ENTITIES.items():
+        actions[name] = lambda entity=entity: list(
+            server.stub.Read(p4r.ReadRequest(device_id=DEVICE_ID, entities=[entity]))
+        )
+    for name, one in WRITE_UPDATES.items():
+        actions[name] = lambda one=one: write(server, one)
     try:
         actions[case]()
     except grpc.RpcError as error:
