@@ -107,6 +107,7 @@ def test_help_explains_every_flag() -> None:
         "--seed",
         "--conformance",
         "--max-streams",
+        "--error-details",
         "--backend",
     ):
         assert flag in result.stdout
@@ -129,6 +130,8 @@ def test_help_explains_every_flag() -> None:
         (["--no-p4", "--pcap", "/no/such/folder"], "directory does not exist"),  # as bmv2
         (["--no-p4", "--conformance", "pi"], "invalid choice"),
         (["--no-p4", "--max-streams", "0"], "--max-streams must be at least 1"),
+        (["--no-p4", "--error-details", "some"], "--error-details must be 'all' or a number of bytes"),
+        (["--no-p4", "--error-details", "10"], "--error-details must be 'all' or a number of bytes >= 64"),
         (["--no-p4", "--backend", "rust"], "invalid choice"),
     ],
 )
