@@ -29,6 +29,7 @@ from controller.auth import Tokens
 from controller.config import SwitchConfig, Topology
 from controller.errors import ConfigError
 from controller.keeper import SwitchKeeper
+from controller.mastership import MastershipSettings
 from controller.p4switch import SwitchSession
 from controller.provision import provision
 from controller.registry import JobRegistry
@@ -111,7 +112,11 @@ async def serve(topology: Topology, options: ServeOptions) -> None:
 
         return restored
 
-    keepers = [SwitchKeeper(switch, settings.election_id, restorer(switch)) for switch in topology.switches]
+    mastership = MastershipSettings(settings.mastership, settings.mastership_retry_seconds)
+    keepers = [
+        SwitchKeeper(switch, settings.election_id, restorer(switch), mastership)
+        for switch in topology.switches
+    ]
     tasks: list[asyncio.Task[None]] = []
     try:
         sessions: dict[str, SwitchSession] = {}
