@@ -211,3 +211,10 @@ def test_a_second_daemon_on_the_same_grpc_address_fails(
     _, address, _, _ = daemon
     result = run("--no-p4", "--grpc-server-addr", address)
     assert result.returncode == 1 and "cannot listen" in result.stderr
+
+
+def test_error_details_is_all_or_a_number_of_bytes() -> None:
+    """--error-details: unset leaves the conformance mode's default (None), `all` sends every error (0)."""
+    from softswitch.daemon import error_details
+
+    assert (error_details(None), error_details("all"), error_details("8192")) == (None, 0, 8192)
