@@ -27,6 +27,7 @@ from controller.addresses import (
 )
 from controller.device_config import Target
 from controller.errors import ConfigError
+from controller.mastership import DEFAULT_RETRY_SECONDS, Policy
 
 DEFAULT_LISTEN = "127.0.0.1:50051"
 DEFAULT_LEASE_SECONDS = 30.0
@@ -71,6 +72,10 @@ class ControllerSettings:
     election_id: int = DEFAULT_ELECTION_ID
     id_quarantine_seconds: float = DEFAULT_ID_QUARANTINE
     metrics: tuple[str, int] | None = None  # Prometheus /metrics (host, port); None: off
+    mastership: Policy = (
+        Policy.RECLAIM
+    )  # what the daemon does when it loses a switch (controller/mastership.py)
+    mastership_retry_seconds: float = DEFAULT_RETRY_SECONDS
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,8 @@ def _controller(item: object) -> ControllerSettings:
             "election_id",
             "id_quarantine_seconds",
             "metrics",
+            "mastership",
+            "mastership_retry_seconds",
         },  # fmt: skip
     )
     pool = m.get("default_pool_size", DEFAULT_POOL_SIZE)
@@ -210,6 +217,12 @@ def _controller(item: object) -> ControllerSettings:
     election = m.get("election_id", DEFAULT_ELECTION_ID)
     if isinstance(election, bool) or not isinstance(election, int) or not 1 <= election < 2**128:
         raise ConfigError(f"controller.election_id: {election!r} is not a positive integer")
+    mastership = m.get("mastership", Policy.RECLAIM.value)
+    if mastership not in {p.value for p in Policy}:
+        raise ConfigError(
+            f"controller.mastership: {mastership!r} is not a policy (reclaim: take a switch back by the "
+            "P4Runtime rule once its other primary has gone; yield: stay backup)"
+        )
     return ControllerSettings(
         listen=parse_endpoint(m.get("listen", DEFAULT_LISTEN), "controller.listen"),
         lease_seconds=_seconds(m.get("lease_seconds", DEFAULT_LEASE_SECONDS), "controller.lease_seconds"),
@@ -224,6 +237,10 @@ def _controller(item: object) -> ControllerSettings:
             zero=True,
         ),
         metrics=parse_metrics_endpoint(m["metrics"], "controller.metrics") if m.get("metrics") else None,
+        mastership=Policy(mastership),
+        mastership_retry_seconds=_seconds(
+            m.get("mastership_retry_seconds", DEFAULT_RETRY_SECONDS), "controller.mastership_retry_seconds"
+        ),
     )
 
 

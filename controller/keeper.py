@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from controller.config import SwitchConfig
 from controller.errors import SwitchError
+from controller.mastership import LinkStats, MastershipSettings
 from controller.p4switch import SwitchSession
 from controller.provision import session_for
 
@@ -30,16 +31,34 @@ Restored = Callable[[SwitchSession], Awaitable[None]]
 
 
 class SwitchKeeper:
-    def __init__(self, config: SwitchConfig, election_id: int, restored: Restored) -> None:
+    """The daemon's link to one switch: its current session, and `stats` (mastership.LinkStats), the
+    figures the metrics exporter reads, kept across reconnects."""
+
+    def __init__(
+        self,
+        config: SwitchConfig,
+        election_id: int,
+        restored: Restored,
+        mastership: MastershipSettings | None = None,
+    ) -> None:
         self.config = config
         self.election_id = election_id
         self.restored = restored
+        self.mastership = mastership or MastershipSettings()
+        self.stats = LinkStats()
         self.session: SwitchSession | None = None
-        self.reconnects = 0  # sessions opened after the first
+
+    @property
+    def reconnects(self) -> int:
+        """Sessions opened after the first."""
+        return self.stats.reconnects_total
+
+    def _session(self) -> SwitchSession:
+        return session_for(self.config, self.election_id, mastership=self.mastership, stats=self.stats)
 
     async def connect(self) -> SwitchSession:
         """The first session: failures are the caller's (the daemon does not start without its switch)."""
-        self.session = session_for(self.config, self.election_id)
+        self.session = self._session()
         await self.session.open()
         return self.session
 
@@ -51,13 +70,13 @@ class SwitchKeeper:
             await session.lost.wait()
             await session.close()
             self.session = await self._reconnect(session.lost_at)
-            self.reconnects += 1
+            self.stats.reconnects_total += 1
 
     async def _reconnect(self, lost_at: float) -> SwitchSession:
         delay, attempt = BACKOFF_FIRST, 0
         while True:
             attempt += 1
-            session = session_for(self.config, self.election_id)
+            session = self._session()
             try:
                 await session.open()
                 await self.restored(session)

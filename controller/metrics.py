@@ -21,13 +21,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from controller.mastership import LinkStats
 from controller.registry import JobRegistry, SwitchSnapshot
 from controller.tables.counters import JOB_COUNTERS
 
@@ -36,13 +36,6 @@ log = logging.getLogger("controller.metrics")
 SCRAPE_TIMEOUT = 5.0
 JOB_LABELS = ["job_name", "switch"]  # not "job": Prometheus gives every target a `job` label of its own
 JOB_STATES = ("waiting", "active")
-
-
-@dataclass(frozen=True)
-class LinkCounts:
-    """The daemon's P4Runtime link to one switch, as the metrics show it."""
-
-    reconnects: int
 
 
 def job_families(switches: list[SwitchSnapshot]) -> Iterator[Metric]:
@@ -97,7 +90,7 @@ def job_families(switches: list[SwitchSnapshot]) -> Iterator[Metric]:
         yield octets[name]
 
 
-def switch_families(switches: list[SwitchSnapshot], links: Mapping[str, LinkCounts]) -> Iterator[Metric]:
+def switch_families(switches: list[SwitchSnapshot], links: Mapping[str, LinkStats]) -> Iterator[Metric]:
     labels = ["switch"]
     up = GaugeMetricFamily("p4reduce_switch_up", "1 when the daemon could read the switch's counters.",
                            labels=labels)  # fmt: skip
@@ -106,10 +99,24 @@ def switch_families(switches: list[SwitchSnapshot], links: Mapping[str, LinkCoun
     used = GaugeMetricFamily("p4reduce_switch_slots_used", "Slots held by jobs.", labels=labels)
     free = GaugeMetricFamily("p4reduce_switch_slots_free", "Slots no job holds.", labels=labels)
     jobs = GaugeMetricFamily("p4reduce_switch_jobs", "Jobs on the switch, waiting or active.", labels=labels)
-    reconnects = CounterMetricFamily(
-        "p4reduce_switch_reconnects", "Times the daemon reconnected to the switch after losing it.",
+    primary = GaugeMetricFamily(
+        "p4reduce_switch_primary", "1 while the daemon is the switch's primary controller (it can write).",
         labels=labels,
     )  # fmt: skip
+    link_counters = {
+        "reconnects_total": CounterMetricFamily(
+            "p4reduce_switch_reconnects", "Times the daemon reconnected to the switch after losing it.",
+            labels=labels),
+        "writes_total": CounterMetricFamily(
+            "p4reduce_switch_p4runtime_writes", "P4Runtime Write batches the daemon sent the switch.",
+            labels=labels),
+        "write_errors_total": CounterMetricFamily(
+            "p4reduce_switch_p4runtime_write_errors",
+            "Write batches that failed: refused updates, a lost link, or not primary.", labels=labels),
+        "mastership_lost_total": CounterMetricFamily(
+            "p4reduce_switch_mastership_lost", "Times another controller (or nobody) became the primary.",
+            labels=labels),
+    }  # fmt: skip
     drop_labels = ["switch", "stage", "reason"]
     dropped = CounterMetricFamily(
         "p4reduce_switch_drops_packets", "Packets the program dropped, by stage and reason "
@@ -127,16 +134,19 @@ def switch_families(switches: list[SwitchSnapshot], links: Mapping[str, LinkCoun
         used.add_metric(name, switch.slots - switch.free_slots)
         free.add_metric(name, switch.free_slots)
         jobs.add_metric(name, len(switch.jobs))
-        if switch.name in links:
-            reconnects.add_metric(name, links[switch.name].reconnects)
+        link = links.get(switch.name)
+        if link is not None:
+            primary.add_metric(name, int(link.is_primary))
+            for field, family in link_counters.items():
+                family.add_metric(name, getattr(link, field))
         for drop in switch.drops:
             stage = drop.counter.removesuffix("_drops")
             dropped.add_metric([switch.name, stage, drop.label], drop.packets)
             dropped_bytes.add_metric([switch.name, stage, drop.label], drop.bytes)
-    yield from (up, slots, used, free, jobs, reconnects, dropped, dropped_bytes)
+    yield from (up, slots, used, free, jobs, primary, *link_counters.values(), dropped, dropped_bytes)
 
 
-LinkSource = Callable[[], Mapping[str, LinkCounts]]
+LinkSource = Callable[[], Mapping[str, LinkStats]]
 
 
 class ControllerCollector(Collector):
@@ -146,7 +156,7 @@ class ControllerCollector(Collector):
         self,
         registry: JobRegistry,
         loop: asyncio.AbstractEventLoop,
-        links: Callable[[], Mapping[str, LinkCounts]],
+        links: LinkSource,
     ) -> None:
         self.registry = registry
         self.loop = loop

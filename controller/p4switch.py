@@ -5,8 +5,10 @@ generic (P4Info-driven encoding of names to ids, the cookie of a pipeline,
 error details). Owning the stream is what lets the controller keep its
 configured election id (finsy's arbitrator raises it to the highest id the
 switch reports, so a daemon that once yielded to `--election-id 20` came
-back as 20 and refused the next such command as a duplicate), notice at
-once that the stream is gone (`lost`), and never start finsy's gNMI client
+back as 20 at once and refused the next such command as a duplicate; it
+raises its id only by the policy of module `mastership`, after a wait),
+notice at once that the stream is gone (`lost`) or that another controller
+took the switch, and never start finsy's gNMI client
 (its warnings leaked into every log). Around the protocol it adds what an
 operator needs: a bounded connect that says *why* it failed, a pipeline
 push that is skipped when the switch already runs the same pair of files
@@ -48,6 +50,7 @@ from google.protobuf import text_format
 
 from controller.device_config import Target, check_device_config
 from controller.errors import SwitchError
+from controller.mastership import LinkStats, Mastership, MastershipSettings, Policy
 
 log = logging.getLogger("controller.switch")
 
@@ -90,7 +93,11 @@ class SwitchSession:
         force_push: bool = False,
         require_primary: bool = True,
         target: Target | None = None,
+        mastership: MastershipSettings | None = None,
+        stats: LinkStats | None = None,
     ) -> None:
+        """`mastership`: what to do when another controller takes the switch (default: yield, as a
+        one-shot command does); `stats`: the link's figures, shared by the sessions of one keeper."""
         self.name = name
         self.address = address
         self.device_id = device_id
@@ -102,8 +109,9 @@ class SwitchSession:
         self.target = target  # None: whichever kind the device config is (the push confirms it runs)
         self.pushed = False  # True when this session installed the pipeline
         self.device_kind: Target | None = None  # what the device config file is, once checked
-        self.is_primary = False
-        self.primary_id: int | None = None  # the primary's election id as the switch last told (None: none)
+        self.mastership = Mastership(
+            self.where, election_id, mastership or MastershipSettings(), stats or LinkStats()
+        )
         self.lost = asyncio.Event()  # set when the stream ends: the switch restarted, or the link broke
         self.lost_at = 0.0  # time.monotonic() when it ended
         self._schema: fy.P4Schema | None = None
@@ -111,6 +119,21 @@ class SwitchSession:
         self._stub: p4r_grpc.P4RuntimeStub | None = None
         self._stream: Any = None  # grpc.aio.StreamStreamCall
         self._watcher: asyncio.Task[None] | None = None
+        self._reclaimer: asyncio.Task[None] | None = None
+        self._arbitrated = asyncio.Event()  # set by every arbitration update the stream brings
+
+    @property
+    def stats(self) -> LinkStats:
+        return self.mastership.stats
+
+    @property
+    def is_primary(self) -> bool:
+        return self.mastership.stats.is_primary
+
+    @property
+    def primary_id(self) -> int | None:
+        """The other primary's election id as the switch last told (None: none, or we are primary)."""
+        return self.mastership.primary_id
 
     @property
     def where(self) -> str:
@@ -160,6 +183,8 @@ class SwitchSession:
             self._schema = pipeline if pipeline is not None else await self._running_schema()
             if self._stream is not None:
                 self._watcher = asyncio.create_task(self._watch(), name=f"p4runtime-stream-{self.name}")
+                if self.mastership.settings.policy is Policy.RECLAIM:
+                    self._reclaimer = asyncio.create_task(self._reclaim(), name=f"mastership-{self.name}")
         except BaseException:
             await self.close()
             raise
@@ -187,12 +212,28 @@ class SwitchSession:
         except grpc.aio.AioRpcError as exc:
             raise SwitchError(f"{self.where}: {describe_stream_error(exc, self.election_id)}") from None
         self._take(reply)
+        reclaim = self.mastership.reclaim_with()
+        if reply.status.code == rpc_code.NOT_FOUND and self.mastership.settings.policy is Policy.RECLAIM:
+            log.warning("%s: nobody is primary and the switch takes no election id below %d "
+                        "(election_id_past): arbitrating with %d (controller.mastership: reclaim)",
+                        self.where, reclaim, reclaim)  # fmt: skip
+            self.election_id = reclaim
+            update.election_id.CopyFrom(U128.encode(reclaim))
+            try:
+                await self._stream.write(p4r.StreamMessageRequest(arbitration=update))
+                reply = await asyncio.wait_for(self._next_arbitration(), CONNECT_TIMEOUT)
+            except (TimeoutError, grpc.aio.AioRpcError):
+                raise SwitchError(
+                    f"{self.where}: no answer to arbitration with election id {reclaim}"
+                ) from None
+            self._take(reply)
         if reply.status.code == rpc_code.NOT_FOUND:
-            past = U128.decode(reply.election_id)
+            past = self.mastership.past_id
             raise SwitchError(
                 f"{self.where} has no primary and will take none below election id {past} (the P4Runtime "
                 f"rule election_id_past: a controller with {past} held it before); ours is "
-                f"{self.election_id}: configure controller.election_id >= {past}, or restart the switch"
+                f"{self.election_id}: configure controller.election_id >= {past}, or "
+                "controller.mastership: reclaim, or restart the switch"
             )
 
     async def _next_arbitration(self) -> p4r.MasterArbitrationUpdate:
@@ -205,16 +246,30 @@ class SwitchSession:
 
     def _take(self, update: p4r.MasterArbitrationUpdate) -> None:
         """Who is primary, from an arbitration message of the switch."""
-        was = self.is_primary
-        self.is_primary = update.status.code == rpc_code.OK
-        self.primary_id = (
-            None if update.status.code == rpc_code.NOT_FOUND else U128.decode(update.election_id)
-        )
-        if was and not self.is_primary:
-            holder = "nobody" if self.primary_id is None else f"election id {self.primary_id}"
-            log.error("%s: mastership lost to %s: writes fail until it is given back", self.where, holder)
-        elif self.is_primary and not was and self._watcher is not None:
-            log.warning("%s: primary again (election id %d)", self.where, self.election_id)
+        self.mastership.take(update, self.election_id, announce=self._watcher is not None)
+        self._arbitrated.set()
+
+    async def _reclaim(self) -> None:
+        """controller.mastership reclaim: take the switch back by the specification's rule once nobody
+        has been primary for the retry period (module `mastership`)."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arbitrated.wait(), self.mastership.wait_seconds())
+            self._arbitrated.clear()
+            election = self.mastership.due()
+            if election is None or self._stream is None:
+                continue
+            retry, past = self.mastership.settings.retry_seconds, self.mastership.past_id
+            log.warning("%s: nobody has been primary for %g s: taking the switch back with election id %d "
+                        "(election_id_past %d; controller.mastership: reclaim)",
+                        self.where, retry, election, past)  # fmt: skip
+            self.election_id = election
+            self.mastership.orphaned_at = time.monotonic()  # again only after another period without answer
+            update = p4r.MasterArbitrationUpdate(device_id=self.device_id, election_id=U128.encode(election))
+            try:
+                await self._stream.write(p4r.StreamMessageRequest(arbitration=update))
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                return  # the stream ended: the watcher reports it and the keeper reconnects
 
     async def _watch(self) -> None:
         """Read the stream until it ends; then `lost` tells whoever keeps this switch."""
@@ -232,7 +287,7 @@ class SwitchSession:
         except asyncio.CancelledError:
             return  # closed by us
         self.lost_at = time.monotonic()
-        self.is_primary = False
+        self.mastership.stats.is_primary = False
         self.lost.set()
         log.warning("%s: the P4Runtime connection was lost", self.where)
 
@@ -322,11 +377,13 @@ class SwitchSession:
         await self.close()
 
     async def close(self) -> None:
-        watcher, self._watcher = self._watcher, None
-        if watcher is not None:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+        for task in (self._reclaimer, self._watcher):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._reclaimer = self._watcher = None
+        self.mastership.stats.is_primary = False  # a closed session holds nothing
         if self._stream is not None:
             self._stream.cancel()
             self._stream = None
@@ -356,7 +413,17 @@ class SwitchSession:
         """One batched WriteRequest; a failure names every update the switch refused."""
         if not updates:
             return
+        self.stats.writes_total += 1
+        try:
+            await self._write(updates)
+        except SwitchError:
+            self.stats.write_errors_total += 1
+            raise
+
+    async def _write(self, updates: Sequence[Update]) -> None:
         stub = self._live_stub()
+        if self._stream is not None and not self.is_primary:  # the switch would refuse it: say who holds it
+            raise SwitchError(self.mastership.refusal(self.election_id))
         request = p4r.WriteRequest(
             device_id=self.device_id,
             election_id=U128.encode(self.election_id),

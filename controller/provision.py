@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from controller.config import SwitchConfig, Topology
+from controller.mastership import LinkStats, MastershipSettings
 from controller.p4switch import SwitchSession
 from controller.tables.aggregation import AggregationAddresses
 from controller.tables.l2 import FloodGroup, L2Entry, L2Forwarding
@@ -50,7 +51,14 @@ async def provision(
     return ProvisionReport(switch.name, session.pushed, len(hosts), tuple(sorted(ports)), len(updates))
 
 
-def session_for(switch: SwitchConfig, election_id: int, force_push: bool = False) -> SwitchSession:
+def session_for(
+    switch: SwitchConfig,
+    election_id: int,
+    force_push: bool = False,
+    *,
+    mastership: MastershipSettings | None = None,
+    stats: LinkStats | None = None,
+) -> SwitchSession:
     return SwitchSession(
         switch.name,
         switch.address,
@@ -60,4 +68,6 @@ def session_for(switch: SwitchConfig, election_id: int, force_push: bool = False
         device_config=switch.device_config,
         force_push=force_push,
         target=switch.target,
+        mastership=mastership,
+        stats=stats,
     )

@@ -30,6 +30,7 @@ from controller.auth import Tokens
 from controller.config import SwitchConfig, Topology
 from controller.errors import ConfigError
 from controller.keeper import SwitchKeeper
+from controller.mastership import LinkStats, MastershipSettings
 from controller.p4switch import SwitchSession
 from controller.provision import provision
 from controller.registry import JobRegistry
@@ -115,6 +116,11 @@ async def serve(topology: Topology, options: ServeOptions) -> None:
 
     metrics: WSGIServer | None = None
     keepers = [SwitchKeeper(switch, settings.election_id, restorer(switch)) for switch in topology.switches]
+    mastership = MastershipSettings(settings.mastership, settings.mastership_retry_seconds)
+    keepers = [
+        SwitchKeeper(switch, settings.election_id, restorer(switch), mastership)
+        for switch in topology.switches
+    ]
     tasks: list[asyncio.Task[None]] = []
     try:
         sessions: dict[str, SwitchSession] = {}
@@ -169,10 +175,10 @@ async def serve(topology: Topology, options: ServeOptions) -> None:
 
 
 def _serve_metrics(registry: JobRegistry, keepers: list[SwitchKeeper], where: tuple[str, int]) -> WSGIServer:
-    from controller.metrics import ControllerCollector, LinkCounts, serve_metrics
+    from controller.metrics import ControllerCollector, serve_metrics
 
-    def links() -> dict[str, LinkCounts]:
-        return {keeper.config.name: LinkCounts(keeper.reconnects) for keeper in keepers}
+    def links() -> dict[str, LinkStats]:
+        return {keeper.config.name: keeper.stats for keeper in keepers}
 
     collector = ControllerCollector(registry, asyncio.get_running_loop(), links)
     try:

@@ -46,6 +46,7 @@ LEVELS = {
     "off": logging.CRITICAL + 1,
 }
 log = logging.getLogger("softswitch.daemon")
+MIN_ERROR_DETAILS = 64  # bytes: room for at least one p4.v1.Error with its code
 
 
 class UsageError(Exception):
@@ -174,9 +175,31 @@ def parser() -> argparse.ArgumentParser:
         help="serve Prometheus metrics (ports, the packet loop, the program's counters) on "
         "http://HOST:PORT/metrics; HOST defaults to 127.0.0.1 (off by default)",
     )
+    p.add_argument(
+        "--error-details",
+        default=None,
+        metavar="BYTES|all",
+        help="bytes of per-update errors a failed Write batch carries in its status (default: 6144 under "
+        "--conformance spec, which a gRPC client with the default 8 KiB metadata limit receives, with "
+        "compact errors and a note when they do not all fit; all under --conformance bmv2, as "
+        "simple_switch_grpc); all: one error per update always (clients must raise grpc.max_metadata_size)",
+    )
     p.add_argument("--thrift-port", type=int, help="accepted for simple_switch_grpc compatibility; ignored")
     p.add_argument("--nanolog", help="accepted for simple_switch_grpc compatibility; ignored")
     return p
+
+
+def error_details(value: str | None) -> int | None:
+    """--error-details: None (the conformance mode's default), 0 for `all`, else a number of bytes."""
+    if value is None:
+        return None
+    if value == "all":
+        return 0
+    if not value.isdigit() or int(value) < MIN_ERROR_DETAILS:
+        raise UsageError(
+            f"--error-details must be 'all' or a number of bytes >= {MIN_ERROR_DETAILS}, not {value!r}"
+        )
+    return int(value)
 
 
 def parse_port_spec(spec: str, flag: str) -> tuple[int, str]:
@@ -295,6 +318,7 @@ def run(args: argparse.Namespace) -> int:
             metrics = metrics_address(args.metrics)
         except ValueError as error:
             raise UsageError(f"--metrics {error}") from None
+    details_budget = error_details(args.error_details)
     try:
         backend = args.backend or default_backend()
     except UnsupportedError as error:
@@ -326,7 +350,7 @@ def run(args: argparse.Namespace) -> int:
     log.info("packet loop: %s", "native (C, without the GIL)" if native else "Python")
     loader = functools.partial(load_pipeline, backend=backend)
     service = P4RuntimeService(
-        args.device_id, dataplane, loader, Conformance(args.conformance), args.max_streams
+        args.device_id, dataplane, loader, Conformance(args.conformance), args.max_streams, details_budget
     )
     try:
         if config is not None:

@@ -8,13 +8,15 @@ Callers hold the data-plane lock around every call: the packet loop must
 never see a table in the middle of an update.
 
 Answers follow PI (simple_switch_grpc) where a client can tell them apart:
-an unknown id is INVALID_ARGUMENT "Invalid P4 id", a table entry read by a
-key nobody inserted is simply absent while a multicast group or clone
-session read by an id nobody inserted is NOT_FOUND, multicast groups read
-back newest first with their replicas in PI's order and their ports in the
-form they were written. `Conformance.BMV2` adds PI's answers that break the
-specification (module `conformance`); a `broken` store is the pipeline PI
-keeps after accepting a device config its target cannot run.
+a table entry read by a key nobody inserted is simply absent while a
+multicast group or clone session read by an id nobody inserted is
+NOT_FOUND, multicast groups read back newest first with their replicas in
+PI's order and their ports in the form they were written. An id the P4Info does not have, of any kind of
+object, is NOT_FOUND as the specification has it (`errors.unknown_id`).
+`Conformance.BMV2` adds PI's answers that break the specification (module
+`conformance`; there an unknown id is INVALID_ARGUMENT "Invalid P4 id"); a
+`broken` store is the pipeline PI keeps after accepting a device config its
+target cannot run.
 """
 
 from __future__ import annotations
@@ -42,12 +44,12 @@ from softswitch.p4runtime.errors import (
     P4RuntimeError,
     already_exists,
     invalid,
-    invalid_id,
     not_found,
     out_of_range,
     permission_denied,
     unimplemented,
     unknown,
+    unknown_id,
 )
 from softswitch.p4runtime.schema import DEFAULT_ONLY, TABLE_ONLY, ActionInfo, Bits, Schema, TableInfo
 from softswitch.runtime import state as st
@@ -59,12 +61,13 @@ MAX_INSTANCE = 0xFFFF  # v1model egress_rid is bit<16>
 MAX_PORT_WIDTH = 32
 T = TypeVar("T")
 Decode = Callable[[bytes, int, str], int]
-# Entity kinds the target does not support, with the field naming one object.
-_UNSUPPORTED_ID_FIELDS = {
-    "action_profile_member": "action_profile_id",
-    "action_profile_group": "action_profile_id",
-    "meter_entry": "meter_id",
-    "value_set_entry": "value_set_id",
+# Entity kinds the target does not support: the P4 object kind their id names, and how to get that id.
+_UNSUPPORTED: dict[str, tuple[str, Callable[[p4r.Entity], int]]] = {
+    "action_profile_member": ("action profile", lambda e: e.action_profile_member.action_profile_id),
+    "action_profile_group": ("action profile", lambda e: e.action_profile_group.action_profile_id),
+    "meter_entry": ("meter", lambda e: e.meter_entry.meter_id),
+    "direct_meter_entry": ("table", lambda e: e.direct_meter_entry.table_entry.table_id),
+    "value_set_entry": ("value set", lambda e: e.value_set_entry.value_set_id),
 }
 
 
@@ -117,13 +120,29 @@ class EntityStore:
         elif which is None:
             raise invalid("update has no entity")
         else:
-            raise unimplemented(f"{which} is not supported by this target")
+            raise self._unsupported(which, update.entity)
+
+    def _unsupported(self, which: str, entity: p4r.Entity) -> P4RuntimeError:
+        """The answer to a kind of entity this target never holds: an id the P4Info does not have is
+        unknown (as for supported kinds, and as PI checks it first); a real object is UNIMPLEMENTED."""
+        what, id_of = _UNSUPPORTED.get(which, ("", lambda e: 0))
+        object_id = id_of(entity)
+        known = {
+            "table": self.schema.tables,
+            "meter": self.schema.meters,
+            "action profile": self.schema.action_profiles,
+            "value set": self.schema.value_sets,
+        }.get(what, {})
+        pi_checks = what != "value set"  # PI refuses value sets before it looks at the id
+        if object_id and object_id not in known and (pi_checks or not self.conformance.bmv2):
+            return unknown_id(what, object_id, self.conformance)
+        return unimplemented(f"{which} is not supported by this target")
 
     # ---------------------------------------------------------------- tables
     def _table(self, table_id: int) -> tuple[TableInfo, st.Table]:
         info = self.schema.tables.get(table_id)
         if info is None:
-            raise invalid_id()
+            raise unknown_id("table", table_id, self.conformance)
         return info, self.state.tables[table_id]
 
     def _write_table_entry(self, kind: int, msg: p4r.TableEntry) -> None:
@@ -273,7 +292,7 @@ class EntityStore:
 
     def _counter(self, counter_id: int) -> st.Counter:
         if counter_id not in self.schema.counters:
-            raise invalid_id()
+            raise unknown_id("counter", counter_id, self.conformance)
         return self.state.counters[counter_id]
 
     @staticmethod
@@ -324,7 +343,7 @@ class EntityStore:
 
     def _register(self, register_id: int) -> st.Register:
         if register_id not in self.schema.registers:
-            raise invalid_id()
+            raise unknown_id("register", register_id, self.conformance)
         return self.state.registers[register_id]
 
     # ================================================================= reads
@@ -347,12 +366,10 @@ class EntityStore:
             yield from (p4r.Entity(digest_entry=e) for e in self.digests.read(entity.digest_entry))
         elif which is None:
             raise invalid("read request entity is empty")
-        elif _UNSUPPORTED_ID_FIELDS.get(which) and not getattr(
-            getattr(entity, which), _UNSUPPORTED_ID_FIELDS[which]
-        ):
+        elif which in _UNSUPPORTED and not _UNSUPPORTED[which][1](entity):
             return  # a wildcard read of a kind this target never holds: nothing to report
         else:
-            raise unimplemented(f"{which} is not supported by this target")
+            raise self._unsupported(which, entity)
 
     def _read_table_entries(self, msg: p4r.TableEntry) -> Iterator[p4r.Entity]:
         with_counter = msg.HasField("counter_data")

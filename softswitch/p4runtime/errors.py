@@ -95,9 +95,19 @@ def unknown(message: str) -> P4RuntimeError:
     return P4RuntimeError(grpc.StatusCode.UNKNOWN, message)
 
 
-def invalid_id() -> P4RuntimeError:
-    """A table, counter or register id the P4Info does not have (PI's answer, word for word)."""
-    return invalid(INVALID_P4_ID)
+def unknown_id(what: str, object_id: int, conformance: Conformance) -> P4RuntimeError:
+    """An id of a P4 object (table, counter, register, meter, action profile, ...) the P4Info lacks.
+
+    Whether an id exists depends on the pipeline the switch runs, not on the
+    request alone, so the specification's code is NOT_FOUND (its rule for a
+    `device_id` or `role` that does not exist, and gRPC's: INVALID_ARGUMENT
+    is for arguments wrong "regardless of the state of the system"); the
+    message starts with PI's words so logs read the same. PI answers
+    INVALID_ARGUMENT "Invalid P4 id" (Conformance.BMV2).
+    """
+    if conformance.bmv2:
+        return invalid(INVALID_P4_ID)
+    return not_found(f"{INVALID_P4_ID}: the P4Info has no {what} with id {object_id:#x}")
 
 
 def unknown_role(conformance: Conformance) -> P4RuntimeError:

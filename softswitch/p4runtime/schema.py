@@ -76,6 +76,9 @@ class Schema:
     direct_counters: dict[int, int] = field(default_factory=dict)  # id -> table id
     registers: dict[int, str] = field(default_factory=dict)
     meters: dict[int, str] = field(default_factory=dict)
+    # Objects the target has no support for, known only so that an unknown id is told from an unsupported one.
+    action_profiles: dict[int, str] = field(default_factory=dict)
+    value_sets: dict[int, str] = field(default_factory=dict)
     packet_in: tuple[Bits, ...] = ()
     packet_out: tuple[Bits, ...] = ()
 
@@ -112,6 +115,8 @@ class Schema:
         schema.direct_counters = {dc.preamble.id: dc.direct_table_id for dc in info.direct_counters}
         schema.registers = {r.preamble.id: r.preamble.name for r in info.registers}
         schema.meters = {m.preamble.id: m.preamble.name for m in info.meters}
+        schema.action_profiles = {a.preamble.id: a.preamble.name for a in info.action_profiles}
+        schema.value_sets = {v.preamble.id: v.preamble.name for v in info.value_sets}
         for header in info.controller_packet_metadata:
             bits = tuple(Bits(m.id, m.name, m.bitwidth) for m in header.metadata)
             if header.preamble.name == "packet_in":

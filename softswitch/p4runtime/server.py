@@ -7,8 +7,9 @@ that only `Conformance.BMV2` gives):
 - A Write applies its updates in order (CONTINUE_ON_ERROR). If any update
   fails the RPC fails with UNKNOWN and `grpc-status-details-bin` carries a
   google.rpc.Status whose details hold one p4.v1.Error per update, in
-  order, OK ones with canonical_code 0. ROLLBACK_ON_ERROR and
-  DATAPLANE_ATOMIC are UNIMPLEMENTED.
+  order, OK ones with canonical_code 0 alone, as far as `details_budget`
+  allows (module `details`). ROLLBACK_ON_ERROR and DATAPLANE_ATOMIC are
+  UNIMPLEMENTED.
 - Problems with the request as a whole are the RPC's status: not the
   primary (or a stale election id) PERMISSION_DENIED, no pipeline
   FAILED_PRECONDITION, non-default role UNIMPLEMENTED. A failed Read
@@ -30,13 +31,13 @@ from concurrent import futures
 from dataclasses import dataclass
 
 import grpc
-from finsy.proto import p4i, p4r, p4r_grpc, rpc_status
-from google.protobuf import any_pb2
+from finsy.proto import p4i, p4r, p4r_grpc
 
 from softswitch.dataplane.loop import Dataplane
 from softswitch.p4runtime.arbitration import Abort, Arbitration, Client, election_id
 from softswitch.p4runtime.codec import decode, encode
 from softswitch.p4runtime.conformance import Conformance
+from softswitch.p4runtime.details import batch_status, default_budget
 from softswitch.p4runtime.digests import Digests
 from softswitch.p4runtime.entities import EntityStore
 from softswitch.p4runtime.errors import (
@@ -45,7 +46,6 @@ from softswitch.p4runtime.errors import (
     RECONCILE_FAILED,
     UPDATE_BLOCKED,
     P4RuntimeError,
-    bounded,
     invalid,
     not_found,
     permission_denied,
@@ -62,7 +62,6 @@ from softswitch.runtime.pipeline import Pipeline
 API_VERSION = "1.3.0"  # what simple_switch_grpc 1.15 reports; clients choose features by it
 READ_CHUNK = 1000
 MAX_MESSAGE = 256 * 1024 * 1024
-DETAILS_BUDGET = 4096  # bytes of a failed batch's details: they and the message fit 8 KiB of metadata
 DEFAULT_MAX_STREAMS = 16  # StreamChannels open at once; one more is RESOURCE_EXHAUSTED
 UNARY_WORKERS = 8  # threads only unary RPCs use: open streams can never starve them
 DIGEST_SWEEP_PERIOD = 0.02  # seconds between checks of digest timeouts (PI: at least 100 ms)
@@ -91,9 +90,15 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         loader: PipelineLoader,
         conformance: Conformance = Conformance.SPEC,
         max_streams: int = DEFAULT_MAX_STREAMS,
+        details_budget: int | None = None,
     ) -> None:
+        """`details_budget`: bytes of a failed batch's per-update errors (module `details`; 0: all of
+        them, as PI sends them; None: the conformance mode's default)."""
         if max_streams < 1:
             raise ValueError(f"max_streams must be at least 1, not {max_streams}")
+        if details_budget is not None and details_budget < 0:
+            raise ValueError(f"details_budget must be 0 (all) or a number of bytes, not {details_budget}")
+        self.details_budget = default_budget(conformance) if details_budget is None else details_budget
         self.device_id = device_id
         self.max_streams = max_streams
         self._streams = threading.BoundedSemaphore(max_streams)
@@ -266,7 +271,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             if failed:
                 for error in failed:
                     log.info("write refused: %s %s", error.code.name, error.message)
-                _abort_batch(context, errors)
+                _abort_batch(context, errors, self.details_budget)
         return p4r.WriteResponse()
 
     def Read(  # noqa: N802 - gRPC method name
@@ -539,42 +544,8 @@ class _status:  # noqa: N801 - used as a statement: `with _status(context):`
         return False
 
 
-def batch_status(errors: list[P4RuntimeError | None], budget: int = DETAILS_BUDGET) -> rpc_status.Status:
-    """The google.rpc.Status of a failed batch: one p4.v1.Error per update, in order, as long as they
-    fit `budget` bytes.
-
-    A client accepts 8 KiB of metadata by default, and a batch of thousands of
-    updates has more details than that (10,000 OK entries alone are 360 KB):
-    beyond the budget the details stop, and the message says after how many,
-    how many updates failed, and which failed first.
-    """
-    details: list[any_pb2.Any] = []
-    size = 0
-    for error in errors:
-        p4_error = (
-            p4r.Error(canonical_code=0)
-            if error is None
-            else p4r.Error(canonical_code=error.code.value[0], message=bounded(error.message, 120))
-        )
-        packed = any_pb2.Any()
-        packed.Pack(p4_error)
-        size += packed.ByteSize() + 4  # the field's tag and length
-        if size > budget:
-            break
-        details.append(packed)
-    failed = [(index, error) for index, error in enumerate(errors) if error is not None]
-    message = f"{len(failed)} of {len(errors)} updates failed"
-    if len(details) < len(errors):
-        index, first = failed[0]
-        message += (
-            f"; details of the first {len(details)} updates only (gRPC metadata limit); the first "
-            f"failure is update {index}: {first.code.name}: {bounded(first.message, 120)}"
-        )
-    return rpc_status.Status(code=grpc.StatusCode.UNKNOWN.value[0], message=message, details=details)
-
-
-def _abort_batch(context: grpc.ServicerContext, errors: list[P4RuntimeError | None]) -> None:
-    status = batch_status(errors)
+def _abort_batch(context: grpc.ServicerContext, errors: list[P4RuntimeError | None], budget: int) -> None:
+    status = batch_status(errors, budget)
     context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
     context.abort(grpc.StatusCode.UNKNOWN, status.message)
 

@@ -10,6 +10,7 @@ import pytest
 from controller import config
 from controller.device_config import Target
 from controller.errors import ConfigError
+from controller.mastership import Policy
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,6 +50,9 @@ def test_values_are_parsed_and_defaults_filled(tmp_path: Path) -> None:
     assert sw.p4info == tmp_path / "p.txtpb"  # relative to the file
     assert topo.host_by_ipv4("s1", 0x0A000001) == topo.hosts[0]
     assert topo.controller == config.ControllerSettings()
+    assert (topo.controller.mastership, topo.controller.mastership_retry_seconds) == (Policy.RECLAIM, 5.0)
+    yielding = config.load(write(tmp_path / "y.json", _with({"controller": {"mastership": "yield"}})))
+    assert yielding.controller.mastership is Policy.YIELD
     assert sw.target is None  # any: the push confirms the device config runs
     assert config.load(write(tmp_path / "bmv2.json", _with(target="bmv2"))).switch().target == Target.BMV2
 
@@ -116,6 +120,14 @@ def _with(change: dict[str, object] | None = None, **switch: object) -> dict[str
             "duplicate host name 'h'",
         ),
         (_with({"controller": {"lease_seconds": 0}}), "controller.lease_seconds: 0 is not a positive number"),
+        (
+            _with({"controller": {"mastership": "grab"}}),
+            "controller.mastership: 'grab' is not a policy (reclaim",
+        ),
+        (
+            _with({"controller": {"mastership_retry_seconds": 0}}),
+            "controller.mastership_retry_seconds: 0 is not a positive number",
+        ),
         (
             _with({"controller": {"default_pool_size": 50000}}),
             "default_pool_size: 50000 is not an integer in 2..32768",

@@ -47,6 +47,10 @@ CONTROLLER_FAMILIES = {
     "p4reduce_switch_slots_free",
     "p4reduce_switch_jobs",
     "p4reduce_switch_reconnects_total",
+    "p4reduce_switch_primary",
+    "p4reduce_switch_p4runtime_writes_total",
+    "p4reduce_switch_p4runtime_write_errors_total",
+    "p4reduce_switch_mastership_lost_total",
     "p4reduce_switch_drops_packets_total",
     "p4reduce_switch_drops_bytes_total",
 }
@@ -103,6 +107,9 @@ def test_the_controllers_job_metrics_equal_the_counters_command(
     slots, used = value(samples, "p4reduce_switch_slots"), value(samples, "p4reduce_switch_slots_used")
     assert used == 16 and value(samples, "p4reduce_switch_slots_free") == slots - used
     assert value(samples, "p4reduce_switch_jobs") == 1
+    assert value(samples, "p4reduce_switch_primary") == 1
+    assert value(samples, "p4reduce_switch_reconnects_total") == 0
+    assert value(samples, "p4reduce_switch_p4runtime_writes_total") > 0
     assert {s.name for s in samples} >= CONTROLLER_FAMILIES
 
 

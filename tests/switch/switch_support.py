@@ -244,9 +244,10 @@ def start_server(
     loader: PipelineLoader = ReflectorPipeline,
     conformance: Conformance = Conformance.SPEC,
     max_streams: int = DEFAULT_MAX_STREAMS,
+    details_budget: int | None = None,
 ) -> Server:
     dataplane = dataplane or Dataplane([], cpu_port=CPU_PORT)
-    service = P4RuntimeService(device_id, dataplane, loader, conformance, max_streams)
+    service = P4RuntimeService(device_id, dataplane, loader, conformance, max_streams, details_budget)
     address = f"127.0.0.1:{free_tcp_port()}"
     server = serve(service, address)
     channel = grpc.insecure_channel(address)

@@ -107,6 +107,7 @@ def test_help_explains_every_flag() -> None:
         "--seed",
         "--conformance",
         "--max-streams",
+        "--error-details",
         "--backend",
     ):
         assert flag in result.stdout
@@ -129,6 +130,8 @@ def test_help_explains_every_flag() -> None:
         (["--no-p4", "--pcap", "/no/such/folder"], "directory does not exist"),  # as bmv2
         (["--no-p4", "--conformance", "pi"], "invalid choice"),
         (["--no-p4", "--max-streams", "0"], "--max-streams must be at least 1"),
+        (["--no-p4", "--error-details", "some"], "--error-details must be 'all' or a number of bytes"),
+        (["--no-p4", "--error-details", "10"], "--error-details must be 'all' or a number of bytes >= 64"),
         (["--no-p4", "--backend", "rust"], "invalid choice"),
     ],
 )
@@ -208,3 +211,10 @@ def test_a_second_daemon_on_the_same_grpc_address_fails(
     _, address, _, _ = daemon
     result = run("--no-p4", "--grpc-server-addr", address)
     assert result.returncode == 1 and "cannot listen" in result.stderr
+
+
+def test_error_details_is_all_or_a_number_of_bytes() -> None:
+    """--error-details: unset leaves the conformance mode's default (None), `all` sends every error (0)."""
+    from softswitch.daemon import error_details
+
+    assert (error_details(None), error_details("all"), error_details("8192")) == (None, 0, 8192)

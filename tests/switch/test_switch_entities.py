@@ -144,9 +144,9 @@ def test_batch_reports_one_error_per_update_in_order(server: Server, primary: St
         update(INSERT, table_entry=good),  # duplicate
         update(MODIFY, table_entry=exact_entry(b"\x00\x09", act=action(A_DROP))),  # no such entry
         update(INSERT, table_entry=exact_entry(b"\x00\x08", act=action(A_DROP))),
-        update(DELETE, table_entry=p4r.TableEntry(table_id=999)),  # no such table: "Invalid P4 id"
+        update(DELETE, table_entry=p4r.TableEntry(table_id=999)),  # no such table (PI: "Invalid P4 id")
     )
-    assert codes == [Code.OK, Code.ALREADY_EXISTS, Code.NOT_FOUND, Code.OK, Code.INVALID_ARGUMENT]
+    assert codes == [Code.OK, Code.ALREADY_EXISTS, Code.NOT_FOUND, Code.OK, Code.NOT_FOUND]
     # CONTINUE_ON_ERROR: the good updates were applied.
     assert len(read(server, table_entry=p4r.TableEntry(table_id=T_EXACT))) == 2
 
@@ -206,7 +206,7 @@ def test_modify_and_delete(server: Server, primary: StreamClient) -> None:
         (exact_entry(act=action(A_DROP), priority=5), Code.INVALID_ARGUMENT),  # exact table takes no priority
         (exact_entry(act=p4r.TableAction(action_profile_member_id=1)), Code.UNIMPLEMENTED),
         (exact_entry(act=action(A_DROP), idle_timeout_ns=100), Code.UNIMPLEMENTED),
-        (p4r.TableEntry(table_id=999), Code.INVALID_ARGUMENT),  # "Invalid P4 id", as PI
+        (p4r.TableEntry(table_id=999), Code.NOT_FOUND),  # no such table (PI: "Invalid P4 id")
         (
             p4r.TableEntry(table_id=T_CONST, match=[exact(1, b"\x01")], action=action(A_DROP)),
             Code.PERMISSION_DENIED,
@@ -382,7 +382,7 @@ def test_read_wildcards_and_read_by_key(server: Server, primary: StreamClient) -
     [one] = read(server, table_entry=exact_entry(b"\x00\x02"))
     assert one.table_entry.match[0].exact.value == b"\x02"
     assert read(server, table_entry=exact_entry(b"\x00\x03")) == []  # a key nobody inserted: nothing, as PI
-    assert read_error(server, table_entry=p4r.TableEntry(table_id=999)) == Code.INVALID_ARGUMENT
+    assert read_error(server, table_entry=p4r.TableEntry(table_id=999)) == Code.NOT_FOUND  # no such table
     assert read_error(server, table_entry=p4r.TableEntry(match=[exact(1, b"\x01")])) == Code.INVALID_ARGUMENT
 
 
@@ -538,10 +538,10 @@ def test_indexed_counters(server: Server, primary: StreamClient) -> None:
         server,
         update(MODIFY, counter_entry=p4r.CounterEntry(counter_id=C_BOTH, index=p4r.Index(index=4))),
         update(INSERT, counter_entry=p4r.CounterEntry(counter_id=C_BOTH, index=p4r.Index(index=0))),
-        update(MODIFY, counter_entry=p4r.CounterEntry(counter_id=12345)),
+        update(MODIFY, counter_entry=p4r.CounterEntry(counter_id=12345)),  # no such counter
         update(MODIFY, counter_entry=p4r.CounterEntry(counter_id=C_BOTH, index=p4r.Index(index=-1))),
     )
-    assert codes == [Code.OUT_OF_RANGE, Code.INVALID_ARGUMENT, Code.INVALID_ARGUMENT, Code.INVALID_ARGUMENT]
+    assert codes == [Code.OUT_OF_RANGE, Code.INVALID_ARGUMENT, Code.NOT_FOUND, Code.INVALID_ARGUMENT]
 
 
 def register_entry(rid: int, index: int | None, value: bytes | None = None) -> p4r.RegisterEntry:
@@ -599,6 +599,7 @@ def test_request_level_errors(server: Server, primary: StreamClient) -> None:
         server,
         p4r.Update(type=INSERT),
         p4r.Update(entity=p4r.Entity(table_entry=exact_entry(act=action(A_DROP)))),
-        update(INSERT, meter_entry=p4r.MeterEntry(meter_id=1)),
+        update(INSERT, meter_entry=p4r.MeterEntry(meter_id=1)),  # the P4Info has no meter 1
+        update(INSERT, meter_entry=p4r.MeterEntry(meter_id=0)),  # no id: meters are unimplemented
     )
-    assert codes == [Code.INVALID_ARGUMENT, Code.INVALID_ARGUMENT, Code.UNIMPLEMENTED]
+    assert codes == [Code.INVALID_ARGUMENT, Code.INVALID_ARGUMENT, Code.NOT_FOUND, Code.UNIMPLEMENTED]

@@ -28,8 +28,10 @@ from switch_support import (
     stop_server,
 )
 
+from softswitch.p4runtime import details as details_module
 from softswitch.p4runtime.arbitration import uint128
 from softswitch.p4runtime.conformance import Conformance
+from softswitch.p4runtime.details import ALL, DEFAULT_BUDGET
 from softswitch.p4runtime.errors import MESSAGE_LIMIT
 
 Code = grpc.StatusCode
@@ -168,6 +170,92 @@ def test_a_failed_batch_of_10000_updates_fits_a_clients_default_metadata_limit()
         stop_server(server)
 
 
+def failed_batch(server: Server, count: int, options: list[tuple[str, int]] | None = None) -> grpc.RpcError:
+    """A Write of `count` inserts into t_exact (4 entries fit), over a channel with `options`."""
+    updates = [insert(exact(key)) for key in range(count)]
+    with grpc.insecure_channel(server.address, options=options) as channel:
+        stub = p4r_grpc.P4RuntimeStub(channel)
+        request = p4r.WriteRequest(device_id=DEVICE_ID, election_id=uint128(10), updates=updates)
+        return refusal(lambda: stub.Write(request, timeout=60))
+
+
+def raised_limit(updates: int) -> list[tuple[str, int]]:
+    """What a client must configure to receive one p4.v1.Error per update (the specification's rule of
+    thumb, "gRPC Metadata Maximum Size": 8192 + 100 bytes per update)."""
+    return [("grpc.max_metadata_size", 8192 + 100 * updates)]
+
+
+@pytest.mark.parametrize(("conformance", "budget"), [(Conformance.SPEC, ALL), (Conformance.BMV2, None)])
+def test_a_client_that_raised_its_metadata_limit_gets_one_error_per_update(
+    conformance: Conformance, budget: int | None
+) -> None:
+    """The specification: exactly one p4.v1.Error per update, OK ones with code OK and nothing else; a switch
+    started with --error-details all (and bmv2's answers, by default) sends all 10,000."""
+    server = start_server(conformance=conformance, details_budget=budget)
+    try:
+        primary = become_primary(server.stub, 10)
+        push(server)
+        error = failed_batch(server, 10_000, raised_limit(10_000))
+        assert (error.code(), error.details()) == (Code.UNKNOWN, "9996 of 10000 updates failed")
+        details = batch_details(error)
+        assert len(details) == 10_000
+        assert details[:4] == [p4r.Error()] * 4  # applied: code OK, nothing else
+        assert {(d.canonical_code, d.message) for d in details[4:]} == {
+            (Code.RESOURCE_EXHAUSTED.value[0], details[4].message)
+        }
+        assert details[4].message  # each failure with its message
+        primary.close()
+    finally:
+        stop_server(server)
+
+
+def test_a_batch_whose_errors_fit_gets_them_all_whatever_the_budget() -> None:
+    server = started()
+    try:
+        primary = become_primary(server.stub, 10)
+        push(server)
+        error = failed_batch(server, 40)  # a default client
+        details = batch_details(error)
+        assert len(details) == 40 and all(d.message for d in details[4:])
+        assert error.details() == "36 of 40 updates failed"
+        primary.close()
+    finally:
+        stop_server(server)
+
+
+def test_the_default_budget_sends_compact_errors_and_says_how_to_get_them_all() -> None:
+    """Beyond what a default client takes, a failure like an earlier one comes with its code alone, and the
+    message names the client option and the switch flag that give one error per update."""
+    server = started()
+    try:
+        primary = become_primary(server.stub, 10)
+        push(server)
+        error = failed_batch(server, 10_000)
+        details = batch_details(error)
+        assert len(details) > DEFAULT_BUDGET // 40  # ~40 bytes an entry: no message repeated
+        assert details[4].message and not any(d.message for d in details[5:])
+        assert {d.canonical_code for d in details[4:]} == {Code.RESOURCE_EXHAUSTED.value[0]}
+        assert "grpc.max_metadata_size" in error.details() and "--error-details all" in error.details()
+        assert len(error.details()) <= details_module.MESSAGE_LIMIT
+        primary.close()
+    finally:
+        stop_server(server)
+
+
+def test_bmv2s_answer_is_too_big_for_a_default_client() -> None:
+    """As simple_switch_grpc: every error, so a client that kept gRPC's default limit hears only its own
+    RESOURCE_EXHAUSTED (the specification tells clients to raise the limit)."""
+    server = started(Conformance.BMV2)
+    try:
+        primary = become_primary(server.stub, 10)
+        push(server)
+        error = failed_batch(server, 10_000)
+        assert error.code() == Code.RESOURCE_EXHAUSTED
+        primary.close()
+    finally:
+        stop_server(server)
+
+
 @pytest.mark.parametrize("conformance", list(Conformance))
 def test_an_answer_never_echoes_unbounded_input(conformance: Conformance) -> None:
     server = started(conformance)
@@ -196,6 +284,74 @@ CASES = {
     "COMMIT carrying a config": (Code.INVALID_ARGUMENT, Code.OK),
     "an empty bytestring as an action parameter": (Code.OUT_OF_RANGE, Code.OK),
     "a stream changing its device id": (Code.FAILED_PRECONDITION, None),
+    # An id the P4Info does not have: NOT_FOUND (it depends on the pipeline); PI: "Invalid P4 id".
+    "a Read of an unknown table id": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a Read of an unknown counter id": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a Read of the direct counter of an unknown table": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a Read of an unknown register id": (Code.NOT_FOUND, Code.UNIMPLEMENTED),
+    "a Read of an unknown meter id": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a Read of the direct meter of an unknown table": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a Read of an unknown action profile's members": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a Read of an unknown action profile's groups": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a Read of an unknown value set id": (Code.NOT_FOUND, Code.UNIMPLEMENTED),
+    "a Read of an unknown digest id": (Code.NOT_FOUND, None),
+    "a DELETE in an unknown table id": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a MODIFY of an unknown counter id": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "a MODIFY of an unknown register id": (Code.NOT_FOUND, Code.UNIMPLEMENTED),
+    "a MODIFY of an unknown meter id": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "an INSERT into an unknown action profile": (Code.NOT_FOUND, Code.INVALID_ARGUMENT),
+    "an INSERT of an unknown digest id": (Code.NOT_FOUND, None),
+}
+
+NO_SUCH_ID = 0x7FFFFF  # with any kind's prefix byte: no object of the test P4Info has it
+UNKNOWN_TABLE = p4r.TableEntry(table_id=0x02000000 | NO_SUCH_ID)
+READ_ENTITIES = {  # the entity each "a Read of ..." case reads
+    "a Read of an unknown table id": p4r.Entity(table_entry=UNKNOWN_TABLE),
+    "a Read of an unknown counter id": p4r.Entity(
+        counter_entry=p4r.CounterEntry(counter_id=0x12000000 | NO_SUCH_ID)
+    ),
+    "a Read of the direct counter of an unknown table": p4r.Entity(
+        direct_counter_entry=p4r.DirectCounterEntry(table_entry=UNKNOWN_TABLE)
+    ),
+    "a Read of an unknown register id": p4r.Entity(
+        register_entry=p4r.RegisterEntry(register_id=0x16000000 | NO_SUCH_ID)
+    ),
+    "a Read of an unknown meter id": p4r.Entity(meter_entry=p4r.MeterEntry(meter_id=0x15000000 | NO_SUCH_ID)),
+    "a Read of the direct meter of an unknown table": p4r.Entity(
+        direct_meter_entry=p4r.DirectMeterEntry(table_entry=UNKNOWN_TABLE)
+    ),
+    "a Read of an unknown action profile's members": p4r.Entity(
+        action_profile_member=p4r.ActionProfileMember(action_profile_id=0x11000000 | NO_SUCH_ID)
+    ),
+    "a Read of an unknown action profile's groups": p4r.Entity(
+        action_profile_group=p4r.ActionProfileGroup(action_profile_id=0x11000000 | NO_SUCH_ID)
+    ),
+    "a Read of an unknown value set id": p4r.Entity(
+        value_set_entry=p4r.ValueSetEntry(value_set_id=0x03000000 | NO_SUCH_ID)
+    ),
+    "a Read of an unknown digest id": p4r.Entity(
+        digest_entry=p4r.DigestEntry(digest_id=0x18000000 | NO_SUCH_ID)
+    ),
+}
+_U = p4r.Update
+WRITE_UPDATES = {  # the update each unknown-id write case sends: the entity of a read case, or its own
+    name: _U(type=kind, entity=READ_ENTITIES[read]) if isinstance(read, str) else _U(type=kind, entity=read)
+    for name, kind, read in (
+        ("a DELETE in an unknown table id", _U.DELETE, "a Read of an unknown table id"),
+        ("a MODIFY of an unknown counter id", _U.MODIFY, "a Read of an unknown counter id"),
+        ("a MODIFY of an unknown register id", _U.MODIFY, "a Read of an unknown register id"),
+        ("a MODIFY of an unknown meter id", _U.MODIFY, "a Read of an unknown meter id"),
+        ("an INSERT of an unknown digest id", _U.INSERT, "a Read of an unknown digest id"),
+        (
+            "an INSERT into an unknown action profile",
+            _U.INSERT,
+            p4r.Entity(
+                action_profile_member=p4r.ActionProfileMember(
+                    action_profile_id=0x11000000 | NO_SUCH_ID, member_id=1
+                )
+            ),
+        ),
+    )
 }
 
 
@@ -237,6 +393,12 @@ def attempt(case: str, server: Server) -> Code:
         code = client.recv_error().code()
         client.close()
         return code
+    for name, entity in READ_ENTITIES.items():
+        actions[name] = lambda entity=entity: list(
+            server.stub.Read(p4r.ReadRequest(device_id=DEVICE_ID, entities=[entity]))
+        )
+    for name, one in WRITE_UPDATES.items():
+        actions[name] = lambda one=one: write(server, one)
     try:
         actions[case]()
     except grpc.RpcError as error:
