@@ -112,6 +112,7 @@ class SwitchSession:
         self.mastership = Mastership(
             self.where, election_id, mastership or MastershipSettings(), stats or LinkStats()
         )
+        self.one_shot = mastership is None  # a CLI command (--election-id), not the daemon (its config)
         self.lost = asyncio.Event()  # set when the stream ends: the switch restarted, or the link broke
         self.lost_at = 0.0  # time.monotonic() when it ended
         self._schema: fy.P4Schema | None = None
@@ -229,11 +230,15 @@ class SwitchSession:
             self._take(reply)
         if reply.status.code == rpc_code.NOT_FOUND:
             past = self.mastership.past_id
+            remedy = (
+                f"give --election-id {past} or higher"
+                if self.one_shot
+                else f"configure controller.election_id >= {past}, or controller.mastership: reclaim"
+            )
             raise SwitchError(
                 f"{self.where} has no primary and will take none below election id {past} (the P4Runtime "
                 f"rule election_id_past: a controller with {past} held it before); ours is "
-                f"{self.election_id}: configure controller.election_id >= {past}, or "
-                "controller.mastership: reclaim, or restart the switch"
+                f"{self.election_id}: {remedy}, or restart the switch"
             )
 
     async def _next_arbitration(self) -> p4r.MasterArbitrationUpdate:
