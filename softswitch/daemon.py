@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
@@ -365,9 +366,13 @@ def run(args: argparse.Namespace) -> int:
         dataplane.close()
         raise UsageError(str(error)) from None
     stop = threading.Event()
+    signalled: list[int] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+        # Only a flag: the handler runs on the main thread between two bytecodes, possibly while it
+        # holds stop's internal lock inside stop.wait(), and stop.set() here would wait for that lock
+        # for ever (a SIGTERM that hung the switch). The main loop below sets `stop`.
+        signalled.append(signum)
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
@@ -384,7 +389,8 @@ def run(args: argparse.Namespace) -> int:
     loop.start()
     print(ready_line(args, ports, config is not None), flush=True)
     failed = False
-    while not stop.wait(0.5):
+    while not signalled:
+        time.sleep(0.2)  # the flag is seen at most 0.2 s after a signal
         if not loop.is_alive():
             log.error("the packet loop stopped unexpectedly")
             failed = True

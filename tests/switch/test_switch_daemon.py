@@ -205,6 +205,17 @@ def test_signals_stop_cleanly_and_flush_captures(
         again.bind(("127.0.0.1", udp))  # the daemon closed its socket
 
 
+def test_a_burst_of_signals_still_stops_it(daemon: tuple[subprocess.Popen[str], str, int, Path]) -> None:
+    """`kill` of a process group sends each process a SIGTERM, and an operator may send more: the switch
+    once hung for ever when a signal landed while its main thread held the stop event's lock."""
+    process, _, _, _ = daemon
+    time.sleep(0.3)
+    for _ in range(5000):  # as fast as they go: a handler is still running when the next arrives
+        os.kill(process.pid, signal.SIGTERM)
+    process.communicate(timeout=15)
+    assert process.returncode == 0
+
+
 def test_a_second_daemon_on_the_same_grpc_address_fails(
     daemon: tuple[subprocess.Popen[str], str, int, Path],
 ) -> None:
