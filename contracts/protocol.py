@@ -18,7 +18,7 @@ import functools
 
 import numpy as np
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 UDP_PORT = 20562  # 0x5052: UDP destination port of DATA packets
 HEADER_BYTES = 24
 

@@ -33,9 +33,11 @@ KEYS = {
     "MyIngress.l2_forward": ("hdr.ethernet.dst_addr",),
     "MyIngress.job_table": ("hdr.p4r.job_id", "hdr.p4r.rank"),
     "MyEgress.result_dest": ("hdr.p4r.job_id", "standard_metadata.egress_rid"),
+    "MyIngress.upstream": ("hdr.p4r.job_id",),
+    "MyIngress.from_parent": ("hdr.p4r.job_id", "hdr.ipv4.src_addr"),
 }
 VALUE_REGISTERS = [f"MyIngress.value{k:02x}" for k in range(K)]
-COPY_REGISTERS = ["copy_seq", "copy_call", "bitmap", "remaining", "exp_max"]
+COPY_REGISTERS = ["copy_seq", "copy_call", "bitmap", "remaining", "exp_max", "awaiting"]
 REGISTER_SIZES = {f"MyIngress.{name}": 2 * SLOT_COUNT for name in COPY_REGISTERS}
 REGISTER_SIZES.update({name: 2 * SLOT_COUNT for name in VALUE_REGISTERS})
 REGISTER_SIZES.update({"MyIngress.owner": SLOT_COUNT, "MyIngress.aborted": MAX_JOBS})
@@ -154,7 +156,7 @@ class ProtocolModel:
         if dport != UDP_PORT:
             return self._l2(port, f)
         need(P4R + HEADER_BYTES)
-        if f[P4R + MSG] != MsgType.QUERY:
+        if f[P4R + MSG] in (MsgType.DATA, MsgType.RESULT):  # the types that carry the K values
             need(P4R + DATA_PAYLOAD)
         dst_ip = struct.unpack_from("!I", f, ETH + 16)[0]
         if self._lookup("MyIngress.agg_addresses", dst_ip) is None:
@@ -177,23 +179,31 @@ class ProtocolModel:
             return self._drop(DropReason.BAD_CHECKSUM)
         msg_type, rank, job_id, set_slot, exp = struct.unpack_from("!BBHHB", f, P4R)
         seq, key, call = struct.unpack_from("!III", f, P4R + SEQ)
+        if not MsgType.DATA <= msg_type <= MsgType.QUERY:
+            return self._drop(DropReason.BAD_TYPE)
         query = msg_type == MsgType.QUERY
-        payload = HEADER_BYTES if query else DATA_PAYLOAD
+        payload = DATA_PAYLOAD if msg_type in (MsgType.DATA, MsgType.RESULT) else HEADER_BYTES
         total_len = struct.unpack_from("!H", f, ETH + 2)[0]
         if total_len != IP4 + UDP_LEN + payload or udp_len != UDP_LEN + payload:
             return self._drop(DropReason.BAD_LENGTH)
-        if not query and msg_type != MsgType.DATA:
-            return self._drop(DropReason.BAD_TYPE)
+        src_ip = struct.unpack_from("!I", f, ETH + 12)[0]
+        if msg_type not in (MsgType.DATA, MsgType.QUERY):
+            parent = self.tables["MyIngress.from_parent"].get((job_id, src_ip))
+            if parent is not None:
+                return self._from_parent(port, f, sport, parent[1])
+            if msg_type != MsgType.ABORT:
+                return self._drop(DropReason.BAD_TYPE)
         # 2. job; 3. membership
         hit = self.tables["MyIngress.job_table"].get((job_id, rank))
         if hit is None:
             return self._drop(DropReason.UNKNOWN_JOB)
         job = hit[1]
-        src_ip = struct.unpack_from("!I", f, ETH + 12)[0]
         if (port, src_ip, sport) != (job["sender_port"], job["sender_ip"], job["sender_udp_port"]):
             return self._drop(DropReason.WRONG_SENDER)
         if key != job["key"]:
             return self._drop(DropReason.BAD_KEY)
+        up = self.tables["MyIngress.upstream"].get((job_id,))
+        up_params = up[1] if up is not None else None
         # 4. bounds
         set_bit, slot = set_slot >> 15, set_slot & 0x7FFF
         g = job["base"] + slot
@@ -210,7 +220,16 @@ class ProtocolModel:
         if reg[("MyIngress.aborted", job_id)] == mark:
             self._count("MyIngress.ingress_drops", DropReason.CALL_ABORTED)
             self._count("MyIngress.job_aborts", job_id)
+            if up_params is not None:  # below a parent the ABORT goes up again; its answer comes down
+                return self._up(self._header_only(f, MsgType.ABORT, 0), up_params)
             return self._notice(f, MsgType.ABORT, 0, port, sport, job, job_id)
+        if msg_type == MsgType.ABORT:  # a child switch's members disagree on the call
+            reg[("MyIngress.aborted", job_id)] = mark
+            self._count("MyIngress.job_aborts", job_id)
+            if up_params is not None:
+                return self._up(f, up_params)
+            aux = struct.unpack_from("!I", f, P4R + AUX)[0]
+            return self._notice(f, MsgType.ABORT, aux, port, sport, job, job_id, to_job=True)
         # 7. the copy
         seen = reg[("MyIngress.bitmap", i)]
         held = reg[("MyIngress.copy_seq", i)]
@@ -225,6 +244,8 @@ class ProtocolModel:
             return self._notice(f, MsgType.STALE, held, port, sport, job, job_id)
         if query:
             self._count("MyIngress.job_queries", job_id)
+            if seen and not ahead and complete and reg[("MyIngress.awaiting", i)]:
+                return self._up(f, up_params)  # complete here, the result not down yet: ask the parent
             if seen and not ahead and complete:
                 self._count("MyIngress.job_replays", job_id)
                 values = [reg[(name, i)] for name in VALUE_REGISTERS]
@@ -244,6 +265,7 @@ class ProtocolModel:
             reg[("MyIngress.copy_seq", i)] = seq
             reg[("MyIngress.copy_call", i)] = call
             reg[("MyIngress.bitmap", i)] = bit
+            reg[("MyIngress.awaiting", i)] = 0
             left = job["num_workers"] - 1
         elif complete or seen & bit:
             self._count("MyIngress.ingress_drops", DropReason.DUPLICATE)
@@ -254,6 +276,8 @@ class ProtocolModel:
             self._count("MyIngress.job_aborts", job_id)
             reg[("MyIngress.aborted", job_id)] = mark
             held_call = reg[("MyIngress.copy_call", i)]
+            if up_params is not None:
+                return self._up(self._header_only(f, MsgType.ABORT, held_call), up_params)
             return self._notice(f, MsgType.ABORT, held_call, port, sport, job, job_id, to_job=True)
         else:
             self._count("MyIngress.job_data_in", job_id)
@@ -267,8 +291,100 @@ class ProtocolModel:
         reg[("MyIngress.remaining", i)] = left
         if left != 0:
             return []
+        if up_params is not None:  # complete here: the partial sum goes up, the copy awaits the result
+            reg[("MyIngress.awaiting", i)] = 1
+            f[P4R + EXP] = exp
+            struct.pack_into(f"!{K}I", f, P4R + HEADER_BYTES, *values)
+            return self._up(f, up_params)
         self._count("MyIngress.job_results_out", job_id)
         return self._answer(f, MsgType.RESULT, exp, values, port, sport, job, job_id, to_job=True)
+
+    # -- trees (docs/protocol.md, *Aggregation trees*) -------------------------------------------------
+    def _from_parent(
+        self, port: int, f: bytearray, sport: int, child: dict[str, int]
+    ) -> list[tuple[int, bytes]]:
+        """A parent's RESULT, MISSING, ABORT or STALE about the local job `child["job_id"]`."""
+        msg_type = f[P4R + MSG]
+        set_slot, _ = struct.unpack_from("!HB", f, P4R + SET_SLOT)
+        seq, key = struct.unpack_from("!II", f, P4R + SEQ)
+        if port != child["parent_port"] or sport != UDP_PORT:
+            return self._drop(DropReason.WRONG_SENDER)
+        if key != child["key"]:
+            return self._drop(DropReason.BAD_KEY)
+        set_bit, slot = set_slot >> 15, set_slot & 0x7FFF
+        g = child["base"] + slot
+        if slot >= child["pool_size"] or g >= SLOT_COUNT:
+            return self._drop(DropReason.SLOT_OUT_OF_RANGE)
+        i = set_bit * SLOT_COUNT + g
+        job_id = child["job_id"]
+        struct.pack_into("!H", f, P4R + JOB, job_id)
+        reg = self.registers
+        if reg[("MyIngress.owner", g)] != child["epoch"]:
+            return self._drop(DropReason.STALE)
+        group = {"mcast_grp": child["mcast_grp"]}
+        awaited = (
+            reg[("MyIngress.bitmap", i)] != 0
+            and reg[("MyIngress.copy_seq", i)] == seq
+            and reg[("MyIngress.awaiting", i)] != 0
+        )
+        if msg_type == MsgType.STALE and not awaited:  # a late answer to a late question
+            return self._drop(DropReason.STALE)
+        if msg_type in (MsgType.ABORT, MsgType.STALE):
+            reg[("MyIngress.aborted", job_id)] = (child["epoch"] << 16) | (seq >> USE_BITS)
+            self._count("MyIngress.job_aborts", job_id)
+            aux = struct.unpack_from("!I", f, P4R + AUX)[0]
+            return self._notice(f, MsgType.ABORT, aux, port, sport, group, job_id, to_job=True)
+        if not reg[("MyIngress.bitmap", i)] or reg[("MyIngress.copy_seq", i)] != seq:
+            return self._drop(DropReason.STALE)
+        if not reg[("MyIngress.awaiting", i)]:
+            return self._drop(DropReason.DUPLICATE)
+        if msg_type == MsgType.RESULT:
+            values = list(struct.unpack_from(f"!{K}I", f, P4R + HEADER_BYTES))
+            for name, value in zip(VALUE_REGISTERS, values, strict=True):
+                reg[(name, i)] = value
+            reg[("MyIngress.exp_max", i)] = f[P4R + EXP]
+            reg[("MyIngress.awaiting", i)] = 0
+            self._count("MyIngress.job_results_out", job_id)
+            return self._answer(
+                f, MsgType.RESULT, f[P4R + EXP], values, port, sport, group, job_id, to_job=True
+            )
+        up = self.tables["MyIngress.upstream"].get((job_id,))
+        if up is None:
+            return self._drop(DropReason.UNKNOWN_JOB)
+        # MISSING: the parent lacks this switch's partial sum; it goes again, from the copy.
+        f[P4R + MSG] = MsgType.DATA
+        f[P4R + EXP] = reg[("MyIngress.exp_max", i)]
+        struct.pack_into("!II", f, P4R + CALL, reg[("MyIngress.copy_call", i)], 0)
+        f.extend(struct.pack(f"!{K}I", *(reg[(name, i)] for name in VALUE_REGISTERS)))
+        struct.pack_into("!H", f, ETH + 2, IP4 + UDP_LEN + DATA_PAYLOAD)
+        struct.pack_into("!H", f, ETH + IP4 + 4, UDP_LEN + DATA_PAYLOAD)
+        return self._up(f, up[1])
+
+    @staticmethod
+    def _header_only(f: bytearray, msg_type: MsgType, aux: int) -> bytearray:
+        f[P4R + MSG] = msg_type
+        struct.pack_into("!I", f, P4R + AUX, aux)
+        return f
+
+    def _up(self, f: bytearray, up: dict[str, int] | None) -> list[tuple[int, bytes]]:
+        """To the parent: from this switch's address in the parent's instance of the job."""
+        assert up is not None, "only a job with an upstream entry awaits a parent"
+        if f[P4R + MSG] != MsgType.DATA:
+            del f[P4R + HEADER_BYTES :]
+            struct.pack_into("!H", f, ETH + 2, IP4 + UDP_LEN + HEADER_BYTES)
+            struct.pack_into("!H", f, ETH + IP4 + 4, UDP_LEN + HEADER_BYTES)
+        f[6:12] = f[0:6]
+        f[0:6] = up["parent_mac"].to_bytes(6, "big")
+        f[ETH + 12 : ETH + 16] = up["own_ip"].to_bytes(4, "big")
+        f[ETH + 16 : ETH + 20] = up["parent_ip"].to_bytes(4, "big")
+        f[ETH + 8] = RESULT_TTL
+        struct.pack_into(
+            "!HHHH", f, ETH + IP4, UDP_PORT, UDP_PORT, struct.unpack_from("!H", f, ETH + IP4 + 4)[0], 0
+        )
+        f[P4R + RANK] = up["parent_rank"]
+        struct.pack_into("!H", f, P4R + JOB, up["parent_job"])
+        struct.pack_into("!I", f, P4R + KEY, up["parent_key"])
+        return [(up["port"], self._with_checksum(f))]
 
     # -- answers ---------------------------------------------------------------------------------------
     def _notice(

@@ -365,9 +365,10 @@ def contribution(job: Job, rank: int, slot: int, values: Sequence[int], **fields
 
 
 def query(job: Job, rank: int, slot: int, **fields: int) -> bytes:
-    """A worker's header-only QUERY for one of its uses."""
+    """A worker's header-only QUERY for one of its uses (or another header-only type: msg_type=)."""
     fields.setdefault("key", job.keys[rank])
-    return data_packet(job.workers[rank], job.job_id, rank, slot, None, msg_type=MsgType.QUERY, **fields)
+    fields.setdefault("msg_type", MsgType.QUERY)
+    return data_packet(job.workers[rank], job.job_id, rank, slot, None, **fields)
 
 
 def flooded(frame: bytes, ingress_port: int) -> tuple[Out, ...]:
@@ -461,6 +462,7 @@ def standard_setup() -> tuple[Install, ...]:
 # --------------------------------------------------------------------------------------------------------
 
 DATA_LEN = 14 + 20 + 8 + PAYLOAD_BYTES
+NOTICE_LEN = 14 + 20 + 8 + HEADER_BYTES
 QUERY_LEN = 14 + 20 + 8 + HEADER_BYTES
 IDX = JOB_A.index  # register index of (slot, set) for job A
 J = JOB_A.job_id
@@ -554,13 +556,15 @@ def _framing_scenarios() -> tuple[Scenario, ...]:
         ),
         Scenario(
             "bad_msg_type",
-            "Only DATA is accepted from workers: a RESULT or notice type sent to the switch is BAD_TYPE.",
+            "Only DATA and QUERY are accepted from workers: a RESULT or notice that no parent switch sent "
+            "(table from_parent) is BAD_TYPE, and so is a type the protocol does not define.",
             (
                 Send(1, contribution(JOB_A, 0, 0, A0, msg_type=MsgType.RESULT)),
-                Send(1, contribution(JOB_A, 0, 0, A0, msg_type=MsgType.MISSING)),
+                Send(1, query(JOB_A, 0, 0, msg_type=MsgType.MISSING)),
                 Send(1, contribution(JOB_A, 0, 0, A0, msg_type=0)),
+                Send(1, contribution(JOB_A, 0, 0, A0, msg_type=7)),
                 Check(
-                    counters=_drops(DropReason.BAD_TYPE, 3, 3 * DATA_LEN),
+                    counters=_drops(DropReason.BAD_TYPE, 4, 3 * DATA_LEN + NOTICE_LEN),
                     registers={("MyIngress.bitmap", IDX(0, 0)): 0},
                 ),
             ),

@@ -57,11 +57,28 @@ def _params(declaration: str) -> tuple[tuple[str, int], ...]:
     return tuple((name, int(width)) for width, name in re.findall(r"bit<(\d+)>\s+(\w+)", declaration))
 
 
+# The child role of aggregation trees (docs/protocol.md, *Aggregation trees*) is in the v1model program
+# only: the TNA program has not gained it yet (docs/p4src.md says why), so a controller must not build
+# a tree through a Tofino. Everything else is the same in every program.
+TREE_ONLY_IN_V1MODEL = {
+    "tables": {"MyIngress.upstream", "MyIngress.from_parent"},
+    "actions": {"MyIngress.set_upstream", "MyIngress.set_child"},
+    "annotations": {"MyIngress.upstream", "MyIngress.from_parent"},
+    "counters": set(),
+}
+
+
 @pytest.mark.parametrize("variant", TNA_VARIANTS, ids=[v.name for v in TNA_VARIANTS])
 def test_tna_offers_the_controller_what_v1model_offers(variant: Variant) -> None:
     v1model, tna = controller_view(V1MODEL_VARIANT), controller_view(variant)
     for part in ("tables", "actions", "counters", "annotations"):
-        assert tna[part] == v1model[part], f"{part} differ"
+        ours = v1model[part]
+        shared = (
+            {k: v for k, v in ours.items() if k not in TREE_ONLY_IN_V1MODEL[part]}  # type: ignore[union-attr]
+            if isinstance(ours, dict)
+            else ours - TREE_ONLY_IN_V1MODEL[part]  # type: ignore[operator]
+        )
+        assert tna[part] == shared, f"{part} differ"
 
 
 @pytest.mark.parametrize("variant", TNA_VARIANTS, ids=[v.name for v in TNA_VARIANTS])

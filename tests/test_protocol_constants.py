@@ -113,7 +113,7 @@ def contract_values() -> dict[str, int]:
 # Names that are not wire contract: program limits stated in docs/protocol.md,
 # and the internal packet kinds that ingress hands to egress.
 LIMITS = ("JOB_TABLE_SIZE", "ADDRESS_TABLE_SIZE", "L2_TABLE_SIZE")
-PACKET_KINDS = ("PKT_KIND_FORWARD", "PKT_KIND_FLOOD", "PKT_KIND_JOB", "PKT_KIND_REPLY")
+PACKET_KINDS = ("PKT_KIND_FORWARD", "PKT_KIND_FLOOD", "PKT_KIND_JOB", "PKT_KIND_REPLY", "PKT_KIND_UP")
 
 
 def test_every_p4_constant_is_known(p4_constants: dict[str, int]) -> None:

@@ -15,7 +15,7 @@ from finsy.proto import p4i
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from contracts.protocol import HEADER_BYTES, NOTICES, UDP_PORT, MsgType, seq_of
+from contracts.protocol import HEADER_BYTES, UDP_PORT, MsgType, seq_of
 from softswitch.frontend import compile_file
 from softswitch.p4info import build_p4info
 from tests.protocol_model import ProtocolModel
@@ -40,6 +40,9 @@ from tests.protocol_scenarios import (
     standard_setup,
     vector,
 )
+from tests.protocol_tree_scenarios import tree_scenarios
+
+ALL = SCENARIOS + tree_scenarios()  # one switch, and a child of an aggregation tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,12 +80,12 @@ def all_steps(scenario: Scenario) -> tuple[object, ...]:
 
 
 def test_scenario_names_are_unique_and_cover_the_brief() -> None:
-    names = [s.name for s in SCENARIOS]
+    names = [s.name for s in ALL]
     assert len(names) == len(set(names))
     assert len(SCENARIOS) >= 18
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+@pytest.mark.parametrize("scenario", ALL, ids=lambda s: s.name)
 def test_names_exist_in_the_p4_program(scenario: Scenario) -> None:
     for step in all_steps(scenario):
         if isinstance(step, Install):
@@ -98,7 +101,7 @@ def test_names_exist_in_the_p4_program(scenario: Scenario) -> None:
                 assert declared(name, "register"), name
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+@pytest.mark.parametrize("scenario", ALL, ids=lambda s: s.name)
 def test_frames_are_well_formed(scenario: Scenario) -> None:
     for step in scenario.steps:
         if not isinstance(step, Send):
@@ -110,16 +113,20 @@ def test_frames_are_well_formed(scenario: Scenario) -> None:
             and "truncat" not in scenario.name
             and "length" not in scenario.name
         ):
-            size = HEADER_BYTES if bytes(pkt[UDP].payload)[0] == MsgType.QUERY else PAYLOAD_BYTES
-            assert len(bytes(pkt[UDP].payload)) == size, f"{scenario.name}: {step.note}"
+            msg_type = bytes(pkt[UDP].payload)[0]
+            carries = msg_type in (MsgType.DATA, MsgType.RESULT)  # the K values
+            size = PAYLOAD_BYTES if carries else HEADER_BYTES
+            known = msg_type in set(MsgType)  # an unknown type is refused before its length is looked at
+            assert not known or len(bytes(pkt[UDP].payload)) == size, f"{scenario.name}: {step.note}"
         for out in step.expect:
             fields = frame_fields(out.frame)
             msg_type = fields.get("p4r.msg_type")
-            if msg_type in (MsgType.RESULT, *NOTICES):
+            sent = UDP in Ether(out.frame) and Ether(out.frame)[UDP].sport == UDP_PORT  # not forwarded at L2
+            if sent and msg_type in set(MsgType):  # answers, and (in a tree) what a child sends its parent
                 assert fields["ip.checksum_valid"], scenario.name
                 assert fields["udp.chksum"] == 0, scenario.name
                 assert fields["ip.ttl"] == 64, scenario.name
-                payload = PAYLOAD_BYTES if msg_type == MsgType.RESULT else HEADER_BYTES
+                payload = PAYLOAD_BYTES if msg_type in (MsgType.RESULT, MsgType.DATA) else HEADER_BYTES
                 assert fields["length"] == 14 + 20 + 8 + payload, scenario.name
                 assert fields["ip.len"] == 20 + 8 + payload and fields["udp.len"] == 8 + payload
 
@@ -139,7 +146,7 @@ def test_frame_comparison_names_the_differing_field() -> None:
     assert_frame(a, a, "here")
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+@pytest.mark.parametrize("scenario", ALL, ids=lambda s: s.name)
 def test_scenario_agrees_with_the_protocol_model(scenario: Scenario) -> None:
     run_scenario(ProtocolModel(), scenario)
 

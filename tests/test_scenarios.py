@@ -1,4 +1,5 @@
-"""Every packet scenario of docs/protocol.md, run on the real P4 program on both of the switch's backends.
+"""Every packet scenario of docs/protocol.md (one switch, and a child of a tree), run on the real P4
+program on both of the switch's backends.
 
 The program is compiled once by the front end; each scenario gets a fresh
 pipeline (empty tables, zeroed registers), driven through P4Info names.
@@ -15,6 +16,9 @@ from softswitch.frontend import compile_file
 from softswitch.p4info import build_p4info
 from tests.executor.pipeline_driver import PipelineDriver
 from tests.protocol_scenarios import SCENARIOS, Scenario, run_scenario
+from tests.protocol_tree_scenarios import tree_scenarios
+
+ALL = SCENARIOS + tree_scenarios()
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +29,7 @@ def compiled():
     return program, build_p4info(program)
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+@pytest.mark.parametrize("scenario", ALL, ids=[s.name for s in ALL])
 def test_scenario(compiled, scenario: Scenario, backend: str) -> None:
     program, info = compiled
     run_scenario(PipelineDriver(new_pipeline(program, info, backend), info), scenario)

@@ -21,7 +21,7 @@
 #endif
 
 /* ---- wire contract (docs/protocol.md) ---- */
-#define PROTOCOL_VERSION   2
+#define PROTOCOL_VERSION   3
 #define UDP_PORT           20562   /* 0x5052 "PR": UDP destination port of DATA */
 #define HEADER_BYTES       24      /* p4reduce header before the values */
 #define MAX_WORKERS        32      /* width of the per-slot bitmap */
@@ -33,12 +33,12 @@
 #define EXP_NONFINITE      255     /* the block holds NaN or Inf on some rank; the max propagates it */
 #define USE_BITS           16      /* seq = call number (high 16 bits) : use within the call (low 16) */
 
-#define MSG_DATA           1       /* worker -> switch: a contribution */
-#define MSG_RESULT         2       /* switch -> workers: a completed sum */
-#define MSG_MISSING        3       /* switch -> job: a resent use is still collecting; aux = who contributed */
-#define MSG_ABORT          4       /* switch -> job: the call is aborted; aux = the call the slot holds */
+#define MSG_DATA           1       /* member -> switch: a contribution (a worker's, or a child switch's partial sum) */
+#define MSG_RESULT         2       /* switch -> members: a completed sum */
+#define MSG_MISSING        3       /* switch -> member: its contribution to this use is missing; aux = who contributed */
+#define MSG_ABORT          4       /* switch -> members: the call is aborted; aux = the call the slot holds (child -> parent too) */
 #define MSG_STALE          5       /* switch -> sender: the slot has moved past this use; aux = its seq */
-#define MSG_QUERY          6       /* worker -> switch: header only; where is this use? (RESULT, MISSING, STALE or nothing) */
+#define MSG_QUERY          6       /* member -> switch: header only; where is this use? (RESULT, MISSING, STALE or nothing) */
 
 /* drop reasons: index into MyIngress.ingress_drops / MyEgress.egress_drops */
 #define DROP_TRUNCATED          1
@@ -83,5 +83,6 @@
 #define PKT_KIND_FLOOD      1      /* L2 flood: egress prunes the replica to the ingress port */
 #define PKT_KIND_JOB        2      /* RESULT, MISSING or ABORT to the job's group: egress addresses each replica */
 #define PKT_KIND_REPLY      3      /* unicast answer to the sender: replayed RESULT, ABORT or STALE */
+#define PKT_KIND_UP         4      /* to this switch's parent in the job's tree: a partial sum, QUERY or ABORT */
 
 #endif /* P4REDUCE_CONSTANTS_P4 */

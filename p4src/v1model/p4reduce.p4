@@ -3,7 +3,7 @@
  * (bmv2 simple_switch_grpc and the embedded p4reduce-switch).
  *
  * docs/protocol.md is the specification this program implements (protocol
- * version 2); docs/p4src.md walks through it. Compile for bmv2 with
+ * version 3: one switch, or a tree of them per job); docs/p4src.md walks through it. Compile for bmv2 with
  *     p4c --target bmv2 --arch v1model -I p4src --p4runtime-files p4reduce.p4info.txtpb p4reduce.p4
  * and choose K with -DVALUES_PER_PACKET=32|64|128|256, or 512|1024 on software targets (default 64).
  *
@@ -46,6 +46,16 @@ struct metadata_t {
     bit<32> epoch;
     /* PKT_KIND_*: what ingress decided; multicast replicas carry it to egress */
     bit<8>  kind;
+    /* upstream's answer for the job: where its partial sums go when the job's tree has a parent here */
+    bit<9>  up_port;
+    bit<48> up_dst_mac;
+    bit<32> up_dst_ip;
+    bit<32> up_src_ip;
+    bit<16> up_job;
+    bit<8>  up_rank;
+    bit<32> up_key;
+    /* from_parent's answer: the local job a parent's packet is about */
+    bit<16> child_job;
 }
 
 parser MyParser(packet_in packet,
@@ -87,12 +97,16 @@ parser MyParser(packet_in packet,
         }
     }
 
-    /* A QUERY is the header alone; anything else that ends before the K values sets parser_error. */
+    /*
+     * DATA and RESULT carry the K values, and one that ends before them sets parser_error; every
+     * other type is the header alone (QUERY from a member, MISSING, ABORT and STALE from a parent).
+     */
     state parse_p4reduce {
         packet.extract(hdr.p4r);
         transition select(hdr.p4r.msg_type) {
-            MSG_QUERY: accept;
-            default: parse_values;
+            MSG_DATA: parse_values;
+            MSG_RESULT: parse_values;
+            default: accept;
         }
     }
 
@@ -131,13 +145,16 @@ control MyIngress(inout headers_t hdr,
      * contributed (bitmap), how many contributions are missing (remaining),
      * the largest exponent (exp_max) and the K running sums. Per slot g: the
      * epoch of the job incarnation that last used it (owner). Per job: the
-     * last call aborted, as epoch ++ call number (aborted).
+     * last call aborted, as epoch ++ call number (aborted). A job with a
+     * parent also marks a complete copy whose partial sum went upstream and
+     * whose result has not come back (awaiting).
      */
     register<bit<32>>(SLOT_REGISTER_SIZE) copy_seq;
     register<bit<32>>(SLOT_REGISTER_SIZE) copy_call;
     register<bit<32>>(SLOT_REGISTER_SIZE) bitmap;
     register<bit<8>>(SLOT_REGISTER_SIZE) remaining;
     register<bit<8>>(SLOT_REGISTER_SIZE) exp_max;
+    register<bit<8>>(SLOT_REGISTER_SIZE) awaiting;
     register<bit<32>>(SLOT_COUNT) owner;
     register<bit<48>>(MAX_JOBS) aborted;
     P4R_FOR_EACH_VALUE(DECLARE_VALUE)
@@ -156,7 +173,9 @@ control MyIngress(inout headers_t hdr,
     bit<32> sum = 0;          /* scratch for ADD_VALUE */
     bit<48> peer_mac = 0;     /* scratch for swapping addresses */
     bit<32> peer_ip = 0;
+    bit<8>  waiting = 0;      /* the copy's awaiting flag */
     bool aggregation = false;
+    bool has_parent = false;  /* the job's tree continues above this switch (table upstream) */
 
     /* Answer an ARP request for one of our addresses, out of the port it came in on. */
     action arp_reply(bit<48> mac) {
@@ -239,6 +258,54 @@ control MyIngress(inout headers_t hdr,
         size = JOB_TABLE_SIZE;
     }
 
+    /*
+     * A job whose tree has a parent above this switch (docs/protocol.md, *Aggregation trees*):
+     * where its partial sums go, and who this switch is in the parent's instance of the job.
+     */
+    action set_upstream(bit<9> port, bit<48> parent_mac, bit<32> parent_ip, bit<32> own_ip,
+                        bit<16> parent_job, bit<8> parent_rank, bit<32> parent_key) {
+        meta.up_port = port;
+        meta.up_dst_mac = parent_mac;
+        meta.up_dst_ip = parent_ip;
+        meta.up_src_ip = own_ip;
+        meta.up_job = parent_job;
+        meta.up_rank = parent_rank;
+        meta.up_key = parent_key;
+    }
+
+    table upstream {
+        key = { hdr.p4r.job_id: exact; }
+        actions = { set_upstream; NoAction; }
+        default_action = NoAction();
+        size = JOB_TABLE_SIZE;
+    }
+
+    /*
+     * The parent's packets about a job (RESULT, MISSING, ABORT, STALE), by the parent's job id and
+     * address: the local job, its slots and group, the port the parent is behind and the key the
+     * parent gives this switch.
+     */
+    action set_child(bit<16> job_id, bit<16> base, bit<16> pool_size, bit<16> mcast_grp,
+                     bit<9> parent_port, bit<32> key, bit<32> epoch) {
+        meta.child_job = job_id;
+        meta.base = base;
+        meta.pool_size = pool_size;
+        meta.job_mcast_grp = mcast_grp;
+        meta.sender_port = parent_port;
+        meta.key = key;
+        meta.epoch = epoch;
+    }
+
+    table from_parent {
+        key = {
+            hdr.p4r.job_id: exact;
+            hdr.ipv4.src_addr: exact;
+        }
+        actions = { set_child; NoAction; }
+        default_action = NoAction();
+        size = JOB_TABLE_SIZE;
+    }
+
     apply {
         /* 1. Framing. In v1model a parser error does not drop: we do. */
         if (standard_metadata.parser_error != error.NoError) {
@@ -269,182 +336,331 @@ control MyIngress(inout headers_t hdr,
         if (standard_metadata.checksum_error == 1) {
             INGRESS_DROP(DROP_BAD_CHECKSUM);
         }
-        if (hdr.p4r.msg_type == MSG_QUERY) {
-            if (hdr.ipv4.total_len != IPV4_NOTICE_LENGTH || hdr.udp.len != UDP_NOTICE_LENGTH) {
-                INGRESS_DROP(DROP_BAD_LENGTH);
-            }
-        } else {
+        if (hdr.p4r.msg_type < MSG_DATA || hdr.p4r.msg_type > MSG_QUERY) {
+            INGRESS_DROP(DROP_BAD_TYPE);
+        }
+        if (hdr.p4r.msg_type == MSG_DATA || hdr.p4r.msg_type == MSG_RESULT) {
             if (hdr.ipv4.total_len != IPV4_AGG_LENGTH || hdr.udp.len != UDP_AGG_LENGTH) {
                 INGRESS_DROP(DROP_BAD_LENGTH);
             }
-            if (hdr.p4r.msg_type != MSG_DATA) {
+        } else {
+            if (hdr.ipv4.total_len != IPV4_NOTICE_LENGTH || hdr.udp.len != UDP_NOTICE_LENGTH) {
+                INGRESS_DROP(DROP_BAD_LENGTH);
+            }
+        }
+
+        if (hdr.p4r.msg_type != MSG_DATA && hdr.p4r.msg_type != MSG_QUERY) {
+            /*
+             * From above: a parent's RESULT, MISSING, ABORT or STALE about a job whose partial sums
+             * this switch sends it (docs/protocol.md, *Aggregation trees*). Only an ABORT may also come
+             * from below, from a child switch (a member of the job here): step 2 on.
+             */
+            if (from_parent.apply().hit) {
+                if (standard_metadata.ingress_port != meta.sender_port || hdr.udp.src_port != UDP_PORT) {
+                    INGRESS_DROP(DROP_WRONG_SENDER);
+                }
+                if (hdr.p4r.key != meta.key) {
+                    INGRESS_DROP(DROP_BAD_KEY);
+                }
+                if ((bit<16>) hdr.p4r.slot >= meta.pool_size) {
+                    INGRESS_DROP(DROP_SLOT_OUT_OF_RANGE);
+                }
+                slot_global = (bit<32>) meta.base + (bit<32>) hdr.p4r.slot;
+                if (slot_global >= SLOT_COUNT) {
+                    INGRESS_DROP(DROP_SLOT_OUT_OF_RANGE);
+                }
+                if (hdr.p4r.set == 0) {
+                    copy = slot_global;
+                } else {
+                    copy = slot_global + SLOT_COUNT;
+                }
+                /* From here on the packet speaks of the local job: its group, its counters. */
+                hdr.p4r.job_id = meta.child_job;
+                owner.read(last_owner, slot_global);
+                if (last_owner != meta.epoch) {
+                    INGRESS_DROP(DROP_STALE);  /* the slot belongs to another job (incarnation) now */
+                }
+                copy_seq.read(held_seq, copy);
+                bitmap.read(seen, copy);
+                awaiting.read(waiting, copy);
+                if (hdr.p4r.msg_type == MSG_STALE && (seen == 0 || held_seq != hdr.p4r.seq || waiting == 0)) {
+                    /* A STALE about a use this switch no longer awaits: a late answer to a late question. */
+                    INGRESS_DROP(DROP_STALE);
+                }
+                if (hdr.p4r.msg_type == MSG_ABORT || hdr.p4r.msg_type == MSG_STALE) {
+                    /*
+                     * The parent aborted the call (STALE while this switch awaits the use: the parent's
+                     * copy moved past it, which only an abort this switch missed explains). Abort it here
+                     * too and tell every member.
+                     */
+                    aborted.write((bit<32>) hdr.p4r.job_id, meta.epoch ++ hdr.p4r.seq[31:16]);
+                    job_aborts.count((bit<32>) hdr.p4r.job_id);
+                    hdr.p4r.msg_type = MSG_ABORT;
+                    meta.kind = PKT_KIND_JOB;
+                } else {
+                    /* RESULT or MISSING: about a use whose partial sum this switch sent and still awaits. */
+                    if (seen == 0 || held_seq != hdr.p4r.seq) {
+                        INGRESS_DROP(DROP_STALE);
+                    }
+                    if (waiting == 0) {
+                        INGRESS_DROP(DROP_DUPLICATE);  /* the result is in already */
+                    }
+                    if (hdr.p4r.msg_type == MSG_RESULT) {
+                        /* The tree's sum: keep it for replays, and multicast it to the members. */
+                        P4R_FOR_EACH_VALUE(STORE_VALUE)
+                        exp_max.write(copy, hdr.p4r.exp);
+                        awaiting.write(copy, 0);
+                        job_results_out.count((bit<32>) hdr.p4r.job_id);
+                        meta.kind = PKT_KIND_JOB;
+                    } else {
+                        /* The parent lacks this switch's partial sum: send it again, from the copy. */
+                        if (!upstream.apply().hit) {
+                            INGRESS_DROP(DROP_UNKNOWN_JOB);
+                        }
+                        hdr.p4r.msg_type = MSG_DATA;
+                        exp_max.read(hdr.p4r.exp, copy);
+                        copy_call.read(hdr.p4r.call, copy);
+                        hdr.p4r.aux = 0;
+                        hdr.vals.setValid();
+                        P4R_FOR_EACH_VALUE(LOAD_VALUE)
+                        meta.kind = PKT_KIND_UP;
+                    }
+                }
+            } else if (hdr.p4r.msg_type != MSG_ABORT) {
                 INGRESS_DROP(DROP_BAD_TYPE);
             }
         }
 
-        /* 2. Find the job (a miss is counted and dropped by unknown_job). */
-        if (!job_table.apply().hit) {
-            exit;
-        }
-
-        /* 3. Membership: only the registered host, holding the rank's key, speaks for (job_id, rank). */
-        if (standard_metadata.ingress_port != meta.sender_port
-                || hdr.ipv4.src_addr != meta.sender_ip
-                || hdr.udp.src_port != meta.sender_udp_port) {
-            INGRESS_DROP(DROP_WRONG_SENDER);
-        }
-        if (hdr.p4r.key != meta.key) {
-            INGRESS_DROP(DROP_BAD_KEY);
-        }
-
-        /* 4. Bounds; the second test only fails for a job entry whose range overruns the pool. */
-        if ((bit<16>) hdr.p4r.slot >= meta.pool_size) {
-            INGRESS_DROP(DROP_SLOT_OUT_OF_RANGE);
-        }
-        slot_global = (bit<32>) meta.base + (bit<32>) hdr.p4r.slot;
-        if (slot_global >= SLOT_COUNT) {
-            INGRESS_DROP(DROP_SLOT_OUT_OF_RANGE);
-        }
-        if (hdr.p4r.set == 0) {
-            copy = slot_global;
-        } else {
-            copy = slot_global + SLOT_COUNT;
-        }
-
-        /*
-         * 5. Ownership. A slot last used by another job, or by an earlier
-         * incarnation of this job id, starts with both copies idle.
-         */
-        owner.read(last_owner, slot_global);
-        if (last_owner != meta.epoch) {
-            owner.write(slot_global, meta.epoch);
-            bitmap.write(slot_global, 0);
-            bitmap.write(slot_global + SLOT_COUNT, 0);
-        }
-
-        /* 6. A call the switch has aborted is refused on every slot, and its sender told again. */
-        call_mark = meta.epoch ++ hdr.p4r.seq[31:16];
-        aborted.read(abort_mark, (bit<32>) hdr.p4r.job_id);
-        if (abort_mark == call_mark) {
-            ingress_drops.count(DROP_CALL_ABORTED);
-            job_aborts.count((bit<32>) hdr.p4r.job_id);
-            hdr.p4r.msg_type = MSG_ABORT;
-            hdr.p4r.aux = 0;
-            meta.kind = PKT_KIND_REPLY;
-        } else {
-            /*
-             * 7. The copy. Uses are ordered by seq with serial-number
-             * arithmetic: a use behind the copy's (age >= 2^31) is stale, one
-             * ahead of it (age in 1 .. 2^31-1) starts it afresh, the same use
-             * aggregates. An idle copy (no contributor) takes any use.
-             */
-            bitmap.read(seen, copy);
-            copy_seq.read(held_seq, copy);
-            remaining.read(left, copy);
-            age = hdr.p4r.seq - held_seq;
-            if (age != 0 && age[31:31] == 1 && seen != 0) {
-                /*
-                 * An earlier use of this copy: never added. A QUERY learns that the copy moved on
-                 * (its rank missed an abort); a late DATA is dropped.
-                 */
-                ingress_drops.count(DROP_STALE);
-                if (hdr.p4r.msg_type == MSG_DATA) {
-                    mark_to_drop(standard_metadata);
-                    exit;
-                }
-                hdr.p4r.msg_type = MSG_STALE;
-                hdr.p4r.aux = held_seq;
-                meta.kind = PKT_KIND_REPLY;
-            } else if (hdr.p4r.msg_type == MSG_QUERY) {
-                /*
-                 * A QUERY asks where its use is, without values, and only the asker is told, and
-                 * only what it can act on: the result if complete; if its own contribution is
-                 * missing, who has contributed (none, if no contribution has arrived), so that it
-                 * resends. A rank whose contribution is in has nothing to do but wait: no answer.
-                 */
-                job_queries.count((bit<32>) hdr.p4r.job_id);
-                if (seen != 0 && age == 0 && left != 0 && (seen & meta.worker_bit) != 0) {
-                    ingress_drops.count(DROP_CONTRIBUTED);
-                    mark_to_drop(standard_metadata);
-                    exit;
-                } else if (seen != 0 && age == 0 && left == 0) {
-                    hdr.p4r.msg_type = MSG_RESULT;
-                    exp_max.read(hdr.p4r.exp, copy);
-                    hdr.vals.setValid();
-                    P4R_FOR_EACH_VALUE(LOAD_VALUE)
-                    job_replays.count((bit<32>) hdr.p4r.job_id);
-                    meta.kind = PKT_KIND_REPLY;
-                } else {
-                    hdr.p4r.msg_type = MSG_MISSING;
-                    if (seen != 0 && age == 0) {
-                        hdr.p4r.aux = seen;
-                    } else {
-                        hdr.p4r.aux = 0;
-                    }
-                    job_missing.count((bit<32>) hdr.p4r.job_id);
-                    meta.kind = PKT_KIND_REPLY;
-                }
-            } else if (seen == 0 || age != 0) {
-                /*
-                 * First contribution of a use (the copy is idle, or this use is ahead of
-                 * the copy's): overwrite whatever an earlier use left.
-                 */
-                job_data_in.count((bit<32>) hdr.p4r.job_id);
-                copy_seq.write(copy, hdr.p4r.seq);
-                copy_call.write(copy, hdr.p4r.call);
-                bitmap.write(copy, meta.worker_bit);
-                P4R_FOR_EACH_VALUE(STORE_VALUE)
-                exp_max.write(copy, hdr.p4r.exp);
-                left = meta.num_workers - 1;
-                remaining.write(copy, left);
-                if (left != 0) {
-                    /* Consumed into the slot; not a drop. */
-                    mark_to_drop(standard_metadata);
-                    exit;
-                }
-                meta.kind = PKT_KIND_JOB;
-            } else if (left == 0 || (seen & meta.worker_bit) != 0) {
-                /* This rank's contribution is in already: a duplicate, never added twice. */
-                ingress_drops.count(DROP_DUPLICATE);
-                job_duplicates.count((bit<32>) hdr.p4r.job_id);
-                mark_to_drop(standard_metadata);
+        if (meta.kind == PKT_KIND_FORWARD) {
+            /* 2. Find the job (a miss is counted and dropped by unknown_job). */
+            if (!job_table.apply().hit) {
                 exit;
+            }
+
+            /* 3. Membership: only the registered host, holding the rank's key, speaks for (job_id, rank). */
+            if (standard_metadata.ingress_port != meta.sender_port
+                    || hdr.ipv4.src_addr != meta.sender_ip
+                    || hdr.udp.src_port != meta.sender_udp_port) {
+                INGRESS_DROP(DROP_WRONG_SENDER);
+            }
+            if (hdr.p4r.key != meta.key) {
+                INGRESS_DROP(DROP_BAD_KEY);
+            }
+            has_parent = upstream.apply().hit;
+
+            /* 4. Bounds; the second test only fails for a job entry whose range overruns the pool. */
+            if ((bit<16>) hdr.p4r.slot >= meta.pool_size) {
+                INGRESS_DROP(DROP_SLOT_OUT_OF_RANGE);
+            }
+            slot_global = (bit<32>) meta.base + (bit<32>) hdr.p4r.slot;
+            if (slot_global >= SLOT_COUNT) {
+                INGRESS_DROP(DROP_SLOT_OUT_OF_RANGE);
+            }
+            if (hdr.p4r.set == 0) {
+                copy = slot_global;
             } else {
-                copy_call.read(held_call, copy);
-                if (held_call != hdr.p4r.call) {
-                    /*
-                     * The ranks disagree on the call (size, dtype, operation): nothing is
-                     * added, the call is aborted for every rank, and every later packet of
-                     * it is refused (step 6).
-                     */
-                    ingress_drops.count(DROP_CALL_MISMATCH);
-                    job_aborts.count((bit<32>) hdr.p4r.job_id);
-                    aborted.write((bit<32>) hdr.p4r.job_id, call_mark);
-                    hdr.p4r.msg_type = MSG_ABORT;
-                    hdr.p4r.aux = held_call;
-                    meta.kind = PKT_KIND_JOB;
+                copy = slot_global + SLOT_COUNT;
+            }
+
+            /*
+             * 5. Ownership. A slot last used by another job, or by an earlier
+             * incarnation of this job id, starts with both copies idle.
+             */
+            owner.read(last_owner, slot_global);
+            if (last_owner != meta.epoch) {
+                owner.write(slot_global, meta.epoch);
+                bitmap.write(slot_global, 0);
+                bitmap.write(slot_global + SLOT_COUNT, 0);
+            }
+
+            /*
+             * 6. A call the switch has aborted is refused on every slot, and its sender told again;
+             * below a parent the ABORT goes up again instead (the first may have been lost), and the
+             * parent's answer comes down to every member.
+             */
+            call_mark = meta.epoch ++ hdr.p4r.seq[31:16];
+            aborted.read(abort_mark, (bit<32>) hdr.p4r.job_id);
+            if (abort_mark == call_mark) {
+                ingress_drops.count(DROP_CALL_ABORTED);
+                job_aborts.count((bit<32>) hdr.p4r.job_id);
+                hdr.p4r.msg_type = MSG_ABORT;
+                hdr.p4r.aux = 0;
+                if (has_parent) {
+                    meta.kind = PKT_KIND_UP;
                 } else {
-                    job_data_in.count((bit<32>) hdr.p4r.job_id);
-                    bitmap.write(copy, seen | meta.worker_bit);
-                    P4R_FOR_EACH_VALUE(ADD_VALUE)
-                    exp_max.read(max_exp, copy);
-                    if (hdr.p4r.exp > max_exp) {
-                        exp_max.write(copy, hdr.p4r.exp);
-                    } else {
-                        hdr.p4r.exp = max_exp;
+                    meta.kind = PKT_KIND_REPLY;
+                }
+            } else if (hdr.p4r.msg_type == MSG_ABORT) {
+                /*
+                 * A child switch's members disagree on the call: abort it here, and tell the parent
+                 * (whose ABORT comes back down to every member) or, at the root, every member.
+                 */
+                aborted.write((bit<32>) hdr.p4r.job_id, call_mark);
+                job_aborts.count((bit<32>) hdr.p4r.job_id);
+                if (has_parent) {
+                    meta.kind = PKT_KIND_UP;
+                } else {
+                    meta.kind = PKT_KIND_JOB;
+                }
+            } else {
+                /*
+                 * 7. The copy. Uses are ordered by seq with serial-number
+                 * arithmetic: a use behind the copy's (age >= 2^31) is stale, one
+                 * ahead of it (age in 1 .. 2^31-1) starts it afresh, the same use
+                 * aggregates. An idle copy (no contributor) takes any use.
+                 */
+                bitmap.read(seen, copy);
+                copy_seq.read(held_seq, copy);
+                remaining.read(left, copy);
+                age = hdr.p4r.seq - held_seq;
+                if (age != 0 && age[31:31] == 1 && seen != 0) {
+                    /*
+                     * An earlier use of this copy: never added. A QUERY learns that the copy moved on
+                     * (its rank missed an abort); a late DATA is dropped.
+                     */
+                    ingress_drops.count(DROP_STALE);
+                    if (hdr.p4r.msg_type == MSG_DATA) {
+                        mark_to_drop(standard_metadata);
+                        exit;
                     }
-                    left = left - 1;
+                    hdr.p4r.msg_type = MSG_STALE;
+                    hdr.p4r.aux = held_seq;
+                    meta.kind = PKT_KIND_REPLY;
+                } else if (hdr.p4r.msg_type == MSG_QUERY) {
+                    /*
+                     * A QUERY asks where its use is, without values, and only the asker is told, and
+                     * only what it can act on: the result if complete; if its own contribution is
+                     * missing, who has contributed (none, if no contribution has arrived), so that it
+                     * resends. A rank whose contribution is in has nothing to do but wait: no answer.
+                     * Below a parent, a use complete here whose result has not come down is asked
+                     * after upstream, as a worker would: the parent replays it or says MISSING.
+                     */
+                    job_queries.count((bit<32>) hdr.p4r.job_id);
+                    awaiting.read(waiting, copy);
+                    if (seen != 0 && age == 0 && left != 0 && (seen & meta.worker_bit) != 0) {
+                        ingress_drops.count(DROP_CONTRIBUTED);
+                        mark_to_drop(standard_metadata);
+                        exit;
+                    } else if (seen != 0 && age == 0 && left == 0 && waiting != 0) {
+                        meta.kind = PKT_KIND_UP;
+                    } else if (seen != 0 && age == 0 && left == 0) {
+                        hdr.p4r.msg_type = MSG_RESULT;
+                        exp_max.read(hdr.p4r.exp, copy);
+                        hdr.vals.setValid();
+                        P4R_FOR_EACH_VALUE(LOAD_VALUE)
+                        job_replays.count((bit<32>) hdr.p4r.job_id);
+                        meta.kind = PKT_KIND_REPLY;
+                    } else {
+                        hdr.p4r.msg_type = MSG_MISSING;
+                        if (seen != 0 && age == 0) {
+                            hdr.p4r.aux = seen;
+                        } else {
+                            hdr.p4r.aux = 0;
+                        }
+                        job_missing.count((bit<32>) hdr.p4r.job_id);
+                        meta.kind = PKT_KIND_REPLY;
+                    }
+                } else if (seen == 0 || age != 0) {
+                    /*
+                     * First contribution of a use (the copy is idle, or this use is ahead of
+                     * the copy's): overwrite whatever an earlier use left.
+                     */
+                    job_data_in.count((bit<32>) hdr.p4r.job_id);
+                    copy_seq.write(copy, hdr.p4r.seq);
+                    copy_call.write(copy, hdr.p4r.call);
+                    bitmap.write(copy, meta.worker_bit);
+                    P4R_FOR_EACH_VALUE(STORE_VALUE)
+                    exp_max.write(copy, hdr.p4r.exp);
+                    left = meta.num_workers - 1;
                     remaining.write(copy, left);
+                    awaiting.write(copy, 0);
                     if (left != 0) {
+                        /* Consumed into the slot; not a drop. */
                         mark_to_drop(standard_metadata);
                         exit;
                     }
                     meta.kind = PKT_KIND_JOB;
+                } else if (left == 0 || (seen & meta.worker_bit) != 0) {
+                    /* This rank's contribution is in already: a duplicate, never added twice. */
+                    ingress_drops.count(DROP_DUPLICATE);
+                    job_duplicates.count((bit<32>) hdr.p4r.job_id);
+                    mark_to_drop(standard_metadata);
+                    exit;
+                } else {
+                    copy_call.read(held_call, copy);
+                    if (held_call != hdr.p4r.call) {
+                        /*
+                         * The ranks disagree on the call (size, dtype, operation): nothing is
+                         * added, the call is aborted for every rank, and every later packet of
+                         * it is refused (step 6). Below a parent the ABORT goes up, and comes
+                         * back down to every member of the tree.
+                         */
+                        ingress_drops.count(DROP_CALL_MISMATCH);
+                        job_aborts.count((bit<32>) hdr.p4r.job_id);
+                        aborted.write((bit<32>) hdr.p4r.job_id, call_mark);
+                        hdr.p4r.msg_type = MSG_ABORT;
+                        hdr.p4r.aux = held_call;
+                        meta.kind = PKT_KIND_JOB;
+                    } else {
+                        job_data_in.count((bit<32>) hdr.p4r.job_id);
+                        bitmap.write(copy, seen | meta.worker_bit);
+                        P4R_FOR_EACH_VALUE(ADD_VALUE)
+                        exp_max.read(max_exp, copy);
+                        if (hdr.p4r.exp > max_exp) {
+                            exp_max.write(copy, hdr.p4r.exp);
+                        } else {
+                            hdr.p4r.exp = max_exp;
+                        }
+                        left = left - 1;
+                        remaining.write(copy, left);
+                        if (left != 0) {
+                            mark_to_drop(standard_metadata);
+                            exit;
+                        }
+                        meta.kind = PKT_KIND_JOB;
+                    }
+                }
+                if (has_parent && meta.kind == PKT_KIND_JOB) {
+                    /*
+                     * The use is complete here (or aborted): below a parent the packet, holding the
+                     * partial sum (or the ABORT), goes up instead; the copy awaits the parent's result.
+                     */
+                    if (hdr.p4r.msg_type == MSG_DATA) {
+                        awaiting.write(copy, 1);
+                    }
+                    meta.kind = PKT_KIND_UP;
                 }
             }
         }
 
         /* 8. Turn the packet around: it leaves from the aggregation address. */
+        if (meta.kind == PKT_KIND_UP) {
+            /*
+             * Up the tree: from this switch's own address in the parent's instance of the job, to the
+             * parent's aggregation address. A partial sum stays DATA; a QUERY or ABORT is a header.
+             */
+            if (hdr.p4r.msg_type == MSG_DATA) {
+                hdr.ipv4.total_len = IPV4_AGG_LENGTH;  /* a MISSING turned into the partial sum grows */
+                hdr.udp.len = UDP_AGG_LENGTH;
+            } else {
+                hdr.vals.setInvalid();
+                hdr.ipv4.total_len = IPV4_NOTICE_LENGTH;
+                hdr.udp.len = UDP_NOTICE_LENGTH;
+            }
+            hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
+            hdr.ethernet.dst_addr = meta.up_dst_mac;
+            hdr.ipv4.src_addr = meta.up_src_ip;
+            hdr.ipv4.dst_addr = meta.up_dst_ip;
+            hdr.ipv4.ttl = RESULT_TTL;
+            hdr.udp.src_port = UDP_PORT;
+            hdr.udp.dst_port = UDP_PORT;
+            hdr.udp.checksum = 0;
+            hdr.p4r.job_id = meta.up_job;
+            hdr.p4r.rank = meta.up_rank;
+            hdr.p4r.key = meta.up_key;
+            standard_metadata.egress_spec = meta.up_port;
+            exit;
+        }
         if (hdr.p4r.msg_type == MSG_DATA) {
             /* Still DATA: the last contribution completed the use; the packet now holds the sums. */
             hdr.p4r.msg_type = MSG_RESULT;
@@ -524,7 +740,8 @@ control MyEgress(inout headers_t hdr,
 /* Only packets the switch wrote itself get a new IPv4 checksum; forwarded ones pass untouched. */
 control MyComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
     apply {
-        update_checksum(hdr.ipv4.isValid() && (meta.kind == PKT_KIND_JOB || meta.kind == PKT_KIND_REPLY),
+        update_checksum(hdr.ipv4.isValid()
+                && (meta.kind == PKT_KIND_JOB || meta.kind == PKT_KIND_REPLY || meta.kind == PKT_KIND_UP),
             { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
               hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
               hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },

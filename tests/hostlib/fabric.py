@@ -128,6 +128,24 @@ def make_plan(kind: str, flat: np.ndarray, descriptor: Descriptor, k: int, world
     return TwinPlan(flat, descriptor, k, world)
 
 
+def plans_for(
+    kind: str, k: int, world: int, inputs: Sequence[np.ndarray], **options: object
+) -> list[tuple[Any, int]]:
+    """One call's (plan, descriptor) per rank, from each rank's input array (`op=`, `nonfinite=`)."""
+    out = []
+    for array in inputs:
+        dtype = {
+            np.dtype(np.int32): DType.INT32,
+            np.dtype(np.float32): DType.FLOAT32,
+            np.dtype(np.float16): DType.FLOAT16,
+        }[array.dtype]
+        descriptor = Descriptor(
+            dtype, options.get("op", Op.SUM), options.get("nonfinite", NonFinite.PROPAGATE), array.size
+        )  # type: ignore[arg-type]
+        out.append((make_plan(kind, array, descriptor, k, world), descriptor.encode()))
+    return out
+
+
 # A fault decides what happens to one packet: a list of extra delays, one per copy delivered
 # ([] drops it, [0.0] delivers it normally, [0.0, 0.004] duplicates it with the copy 4 ms late).
 Fault = Callable[[Packet], list[float]]
@@ -153,8 +171,69 @@ def random_faults(seed: int, *, drop: float = 0.0, duplicate: float = 0.0, delay
     return fault
 
 
+class VirtualClock:
+    """Engines driven on a virtual clock: a heap of events `(time, order, *event)` that `_deliver(*event)`
+    handles, and each rank's packets handed to `_from_rank`. Fabric (one switch) and TreeFabric (a tree
+    of them) are this loop with their own topology."""
+
+    engines: list[Any]
+    engine: str
+    k: int
+    world: int
+    now: float
+    _events: list[tuple[Any, ...]]
+
+    def _from_rank(self, rank: int, packet: bytes) -> None:
+        raise NotImplementedError
+
+    def _deliver(self, *event: Any) -> None:
+        raise NotImplementedError
+
+    def plans(self, inputs: Sequence[np.ndarray], **options: object) -> list[tuple[Any, int]]:
+        return plans_for(self.engine, self.k, self.world, inputs, **options)
+
+    def run(
+        self, calls: Sequence[tuple[Any, int] | None], *, limit: float = 60.0
+    ) -> list[np.ndarray | AllreduceError]:
+        """Every rank with a plan begins its call now; events run until each is done (None: sits out)."""
+        active = [rank for rank, call in enumerate(calls) if call is not None]
+        for rank in active:
+            plan, descriptor = calls[rank]  # type: ignore[misc]
+            for packet in self.engines[rank].begin(plan, descriptor, self.now):
+                self._from_rank(rank, packet)
+        end = self.now + limit
+        while any(not self.engines[r].done for r in active):
+            deadline = min(self.engines[r].next_deadline() for r in active if not self.engines[r].done)
+            event_time = self._events[0][0] if self._events else float("inf")
+            self.now = min(deadline, event_time)
+            if self.now > end:
+                raise AssertionError(f"the fabric ran past {limit} s of virtual time")
+            if event_time <= deadline:
+                self._deliver(*heapq.heappop(self._events)[2:])
+            for rank in active:
+                for packet in self.engines[rank].poll(self.now):
+                    self._from_rank(rank, packet)
+        results: list[np.ndarray | AllreduceError] = []
+        for rank in active:
+            try:
+                self.engines[rank].finish(self.now)
+                results.append(calls[rank][0].result())  # type: ignore[index]
+            except AllreduceError as error:
+                results.append(error)
+        return results
+
+    def drain(self, seconds: float) -> None:
+        """Let packets still in flight arrive (answers to calls that are over are ignored or remembered)."""
+        end = self.now + seconds
+        while self._events and self._events[0][0] <= end:
+            event = heapq.heappop(self._events)
+            self.now = event[0]
+            self._deliver(*event[2:])
+        self.now = end
+
+
 @dataclass
-class Fabric:
+class Fabric(VirtualClock):
     """`world` ranks of one job on hosts H1..; `run` drives one call on every rank to its end."""
 
     world: int
@@ -253,68 +332,10 @@ class Fabric:
                     self._transmit(False, target, datagram(out)[1])
         else:
             for reply in self.engines[rank].receive(payload, self.now):
-                self._transmit(True, rank, reply)
+                self._from_rank(rank, reply)
 
-    # ------------------------------------------------------------------ calls
-    def plans(self, inputs: Sequence[np.ndarray], **options: object) -> list[tuple[Any, int]]:
-        out = []
-        for array in inputs:
-            dtype = {
-                np.dtype(np.int32): DType.INT32,
-                np.dtype(np.float32): DType.FLOAT32,
-                np.dtype(np.float16): DType.FLOAT16,
-            }[array.dtype]
-            descriptor = Descriptor(
-                dtype, options.get("op", Op.SUM), options.get("nonfinite", NonFinite.PROPAGATE), array.size
-            )  # type: ignore[arg-type]
-            plan = make_plan(self.engine, array, descriptor, self.k, self.world)
-            out.append((plan, descriptor.encode()))
-        return out
-
-    def run(
-        self, calls: Sequence[tuple[Any, int] | None], *, limit: float = 60.0
-    ) -> list[np.ndarray | AllreduceError]:
-        """Every rank with a plan begins its call now; events run until each is done (None: sits out)."""
-        active = []
-        for rank, call in enumerate(calls):
-            if call is None:
-                continue
-            try:
-                for packet in self.engines[rank].begin(call[0], call[1], self.now):
-                    self._transmit(True, rank, packet)
-            except AllreduceError:
-                raise
-            active.append(rank)
-        end = self.now + limit
-        while any(not self.engines[r].done for r in active):
-            deadline = min(self.engines[r].next_deadline() for r in active if not self.engines[r].done)
-            event_time = self._events[0][0] if self._events else float("inf")
-            self.now = min(deadline, event_time)
-            if self.now > end:
-                raise AssertionError(f"the fabric ran past {limit} s of virtual time")
-            if event_time <= deadline:
-                _, _, kind, rank, payload = heapq.heappop(self._events)
-                self._deliver(kind, rank, payload)
-            for rank in active:
-                for packet in self.engines[rank].poll(self.now):
-                    self._transmit(True, rank, packet)
-        results: list[np.ndarray | AllreduceError] = []
-        for rank in active:
-            plan = calls[rank][0]  # type: ignore[index]
-            try:
-                self.engines[rank].finish(self.now)
-                results.append(plan.result())
-            except AllreduceError as error:
-                results.append(error)
-        return results
-
-    def drain(self, seconds: float) -> None:
-        """Let packets still in flight arrive (answers to calls that are over are ignored or remembered)."""
-        end = self.now + seconds
-        while self._events and self._events[0][0] <= end:
-            self.now, _, kind, rank, payload = heapq.heappop(self._events)
-            self._deliver(kind, rank, payload)
-        self.now = end
+    def _from_rank(self, rank: int, packet: bytes) -> None:
+        self._transmit(True, rank, packet)
 
     # ------------------------------------------------------------------ inspection
     def counter(self, name: str, index: int | None = None) -> int:
