@@ -65,7 +65,7 @@ from softswitch.backends.common import (
 )
 from softswitch.runtime.pipeline import DIGEST_PORT_BASE
 
-GENERATOR_VERSION = 7  # bump whenever the generated code changes meaning: it is part of the cache key
+GENERATOR_VERSION = 8  # bump whenever the generated code changes meaning: it is part of the cache key
 MAX_WIDTH = 64
 HINT = "(the C backend runs bit<W>/int<W> up to 64 bits; run this program with --backend python)"
 
@@ -90,7 +90,13 @@ def _mask(width: int) -> int:
 
 
 def _lit(value: int) -> str:
-    return f"UINT64_C({value:#x})" if value > 9 else str(value)
+    """A constant as a uint64_t literal, whatever its size.
+
+    Every value the generated code computes is a uint64_t: a bare `1` would be
+    a 32-bit int, and `1 << 40` on it loses the bit (a constant stored into
+    `f[40:40]` came out 0).
+    """
+    return f"UINT64_C({value:#x})" if value > 9 else f"UINT64_C({value})"
 
 
 def _storage(width: int) -> str:
@@ -665,9 +671,8 @@ class CCompiler(CallDispatch):
             whole = self.expr(lhs.expr, depth)
             m = _mask(lhs.hi - lhs.lo + 1)
             keep = _mask(ir.width_of(lhs.expr.type)) ^ (m << lhs.lo)
-            self.store(
-                depth, lhs.expr, f"((({whole}) & {_lit(keep)}) | ((({value}) & {_lit(m)}) << {lhs.lo}))"
-            )
+            part = f"(((uint64_t)({value}) & {_lit(m)}) << {lhs.lo})"
+            self.store(depth, lhs.expr, f"((({whole}) & {_lit(keep)}) | {part})")
             return
         self.emit(depth, f"{self.lvalue(lhs, depth)} = {value};")
 
@@ -1320,7 +1325,7 @@ class CCompiler(CallDispatch):
             raise UnsupportedError(f"an expression of type bit<{t.width}> at {_pos(e)} {HINT}")
         if isinstance(e, ir.Const):
             if isinstance(e.value, bool):
-                return "1" if e.value else "0"
+                return _lit(int(e.value))
             value = int(e.value)
             if isinstance(e.type, ir.BitType):
                 value &= _mask(e.type.width)
@@ -1328,11 +1333,11 @@ class CCompiler(CallDispatch):
                 raise UnsupportedError(f"constant {value} does not fit 64 bits at {_pos(e)}")
             return _lit(value)
         if isinstance(e, ir.ErrorValue):
-            return str(self.errors[e.name])
+            return _lit(self.errors[e.name])
         if isinstance(e, ir.EnumValue):
             if e.value is not None:
                 return _lit(e.value & _mask(64))
-            return str([m for m, _ in self.enums[e.type.name].members].index(e.member))
+            return _lit([m for m, _ in self.enums[e.type.name].members].index(e.member))
         if isinstance(e, ir.Member) and isinstance(e.expr, ir.Lookahead):
             return self._lookahead_field(e, depth)
         if isinstance(e, ir.Var | ir.Member | ir.StackIndex):
