@@ -23,9 +23,11 @@ from softswitch.frontend.typecheck_expr import (
     BITWISE,
     EQUALITY,
     LOGIC,
+    MAX_CONST_BITS,
     ORDER,
     SHIFT,
     ActionInfo,
+    ConstTooWide,
     Context,
     ExternInfo,
     Fail,
@@ -231,7 +233,7 @@ class _Checker:
                 if len(parts) == 1 and isinstance(parts[0], Tree) and parts[0].data == "string_lit":
                     value = str(parts[0].children[0])[1:-1]
                 elif len(parts) == 1 and isinstance(parts[0], Tree) and parts[0].data == "int_lit":
-                    value = str(parse_int(str(parts[0].children[0]))[0])
+                    value = str(self.literal(parts[0])[0])
             out.append(ir.Annotation(name, value, body))
         return tuple(out)
 
@@ -315,7 +317,7 @@ class _Checker:
 
     def const_int(self, tree: Any) -> int:
         if isinstance(tree, Token):
-            return parse_int(str(tree))[0]
+            return self.literal(tree)[0]
         e = self.expr(tree, Context(self.globals, "global"), None)
         if not isinstance(e, ir.Const) or isinstance(e.value, bool):
             raise self.error(tree, "expected a compile-time integer constant")
@@ -660,6 +662,11 @@ class _Checker:
             raise self.error(d, f"{typ.name}: no constructor takes {len(arg_trees)} arguments")
         if info.type_params and not typ.type_args:
             raise self.error(t, f"{typ.name}: type arguments required, e.g. {typ.name}<bit<32>>")
+        cell = typ.type_args[0] if typ.name == "register" else None
+        if cell is not None and not isinstance(cell, ir.BitType | ir.BoolType):
+            # cells are integers (P4Runtime reads each as one bitstring); bmv2 cannot read a struct out either
+            kinds = "bit<W>, int<W> or bool"
+            raise self.error(t, f"unsupported: register of {type_str(cell)} (cells of {kinds})")
         binding = dict(zip(info.type_params, typ.type_args, strict=False))
         ctx = Context(scope or self.globals, "global")
         out_args: list[ir.Expr] = []
@@ -1436,8 +1443,15 @@ class _Checker:
             raise self.error(t, f"unsupported expression: {kind.replace('_', ' ')}")
         return handler(t, ctx, want)
 
+    def literal(self, t: Tree | Token) -> tuple[int, ir.Type]:
+        """An integer literal's value and type; one too wide to compute with is refused where it is."""
+        try:
+            return parse_int(str(t.children[0] if isinstance(t, Tree) else t))
+        except ConstTooWide as wide:
+            raise self.error(t, f"unsupported: {wide}") from None
+
     def e_int_lit(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
-        value, typ = parse_int(str(t.children[0]))
+        value, typ = self.literal(t)
         if isinstance(typ, ir.BitType):
             if value >= (1 << typ.width):
                 raise self.error(t, f"value {value} does not fit in {type_str(typ)}")
@@ -1751,8 +1765,17 @@ class _Checker:
             )
         )
 
+    def too_wide(self, pos: ir.Pos) -> Fail:
+        """A folded `int` constant too wide to compute with (p4c, too, stops at 2048 bits)."""
+        self.diagnostics.append(Diagnostic(pos, f"unsupported: a constant wider than {MAX_CONST_BITS} bits"))
+        return Fail()
+
     def fold(self, op: str, a: ir.Const, b: ir.Const, typ: ir.Type, pos: ir.Pos) -> ir.Const:
         x, y = self.int_value(a), self.int_value(b)
+        if op == "<<" and isinstance(typ, ir.BitType) and y >= typ.width:
+            return ir.Const(typ, 0, pos)  # every bit shifted out (without computing x << y first)
+        if op == "<<" and x and x.bit_length() + y > MAX_CONST_BITS:
+            raise self.too_wide(pos)
         if op in ("|+|", "|-|") and isinstance(typ, ir.BitType):
             r = x + y if op == "|+|" else x - y
             lo, hi = (
@@ -1778,6 +1801,8 @@ class _Checker:
             }[op]()
         if isinstance(typ, ir.BitType):
             return ir.Const(typ, fit(r, typ), pos)
+        if r.bit_length() > MAX_CONST_BITS:
+            raise self.too_wide(pos)
         return ir.Const(typ, r, pos)
 
     def e_call(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:

@@ -79,8 +79,23 @@ class Context:
     extract_target: bool = False  # checking the argument of extract (where stack.next is allowed)
 
 
+# The widest compile-time integer the checker computes with, literal or folded (p4c's limit is 2048 bits):
+# beyond it a value costs time and memory without meaning anything (`1 << 903012108`), and Python
+# refuses to convert decimal text of more than 4300 digits at all.
+MAX_CONST_BITS = 4096
+_BITS_PER_DIGIT = {16: 4, 2: 1, 8: 3, 10: 3.3219}
+
+
+class ConstTooWide(ValueError):
+    """A compile-time integer needs more than MAX_CONST_BITS bits (the message says which)."""
+
+
 def parse_int(text: str) -> tuple[int, ir.Type]:
-    """A P4 integer literal -> (value, type); `8w5` is bit<8>, `8s5` int<8>, plain is arbitrary `int`."""
+    """A P4 integer literal -> (value, type); `8w5` is bit<8>, `8s5` int<8>, plain is arbitrary `int`.
+
+    Raises ConstTooWide for a literal (or a width) of more than MAX_CONST_BITS bits, before
+    converting its digits.
+    """
     width: int | None = None
     signed = False
     body = text.replace("_", "")
@@ -92,19 +107,19 @@ def parse_int(text: str) -> tuple[int, ir.Type]:
             and body[: body.index(marker)].isdigit()
         ):
             head, body = body.split(marker, 1)
+            if int(head[-6:]) > MAX_CONST_BITS or head[:-6].strip("0"):  # without converting it all
+                raise ConstTooWide(f"integer literal wider than {MAX_CONST_BITS} bits")
             width, signed = int(head), marker == "s"
             break
     lower = body.lower()
-    if lower.startswith("0x"):
-        value = int(lower[2:], 16)
-    elif lower.startswith("0b"):
-        value = int(lower[2:], 2)
-    elif lower.startswith("0o"):
-        value = int(lower[2:], 8)
-    elif lower.startswith("0d"):
-        value = int(lower[2:], 10)
-    else:
-        value = int(lower, 10)
+    base = {"0x": 16, "0b": 2, "0o": 8, "0d": 10}.get(lower[:2], 0)
+    digits = lower[2:] if base else lower
+    base = base or 10
+    if (len(digits.lstrip("0")) - 1) * _BITS_PER_DIGIT[base] > MAX_CONST_BITS:
+        raise ConstTooWide(f"integer literal wider than {MAX_CONST_BITS} bits")
+    value = int(digits, base)
+    if value.bit_length() > MAX_CONST_BITS:
+        raise ConstTooWide(f"integer literal wider than {MAX_CONST_BITS} bits")
     if width is None:
         return value, ir.InfIntType()
     return value, ir.BitType(width, signed)

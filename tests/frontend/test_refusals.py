@@ -62,6 +62,21 @@ UNSUPPORTED = [
         "table apply on the right of ||",
     ),
     (
+        "register of a struct",
+        {"top": "struct c_t { bit<8> x; }", "local": "register<c_t>(4) r;"},
+        "register of c_t (cells of bit<W>, int<W> or bool)",
+    ),
+    (
+        "constant too wide to compute",
+        {"body": "hdr.h.a = 1 << 903012108;"},
+        "a constant wider than 4096 bits",
+    ),
+    (
+        "literal of 5000 digits",
+        {"body": "hdr.h.a = " + "9" * 5000 + ";"},
+        "integer literal wider than 4096 bits",
+    ),
+    (
         "unknown hash",
         {"body": "hash(hdr.h.a, HashAlgorithm.crc32_custom, 8w0, {hdr.h.b}, 8w4);"},
         "crc32_custom",

@@ -368,6 +368,10 @@ class Compiler(CallDispatch):
         if not is_composite(lhs.type):
             self.store(depth, lhs, self.expr(rhs, depth))
             return
+        if isinstance(lhs, ir.StackMember) or isinstance(rhs, ir.StackMember):  # `s.last`, found when run
+            (a, b), (c, d) = self._span(lhs, depth), self._span(rhs, depth)
+            self.emit(depth, f"V[{a}:{b}] = V[{c}:{d}]")
+            return
         path = self._need_path(lhs)
         a, b = self.layout.composites[path]
         if isinstance(rhs, ir.ListExpr):  # {f1, f2, ...}: each field; a header becomes valid
@@ -389,6 +393,15 @@ class Compiler(CallDispatch):
         src = self._need_path(rhs)
         c, d = self.layout.composites[src]
         self.emit(depth, f"V[{a}:{b}] = V[{c}:{d}]")
+
+    def _span(self, e: ir.Expr, depth: int) -> tuple[str, str]:
+        """Code of the vector slice [start, end) holding a composite value, `stack.last` included."""
+        if isinstance(e, ir.StackMember) and e.member == "last":
+            element, offset = self._last_offset(e.expr, depth)
+            a, b = self.layout.composites[element]
+            return f"{a} + {offset}", f"{b} + {offset}"
+        a, b = self.layout.composites[self._need_path(e)]
+        return str(a), str(b)
 
     def _fields_of(self, t: ir.Type) -> list[tuple[str, ir.Type]]:
         if isinstance(t, ir.HeaderType):
@@ -463,21 +476,23 @@ class Compiler(CallDispatch):
         """The action's body in place, between copy-in and copy-out of its directional arguments."""
         scope: dict[str, str] = {}
         copy_back: list[tuple[ir.Expr, str]] = []
-        composite_back: list[tuple[ir.Expr, ir.Var]] = []
-        self.inlining.append(decl.fq_name)
-        if decl.fq_name in self.global_actions:
-            self.owners.append(decl.fq_name)
+        composite_back: list[tuple[ir.Expr, tuple[int, int]]] = []
+        listed: list[tuple[ir.Var, ir.Expr]] = []
+        # Arguments are evaluated where the call is: before the callee's names (its composite
+        # parameters and locals) are in force, as an argument may be the caller's own parameter.
         directional = [p for p in decl.params if p.direction]
         for prm, arg in zip(directional, args):
             if is_composite(prm.type):
-                var = ir.Var(prm.name, prm.type, "action_param", prm.direction, prm.pos)
-                if prm.direction in ("in", "inout"):
-                    self._assign(depth, var, arg)
-                else:
-                    a, b = self.layout.composites[self._need_path(var)]
+                a, b = self.layout.composites[param_root(decl.fq_name, prm.name)]
+                if prm.direction == "out":
                     self.emit(depth, f"V[{a}:{b}] = {self.template}[{a}:{b}]")
+                elif isinstance(arg, ir.ListExpr):  # `{...}`: assigned field by field below
+                    listed.append((ir.Var(prm.name, prm.type, "action_param", prm.direction, prm.pos), arg))
+                else:
+                    c, d = self._span(arg, depth)
+                    self.emit(depth, f"V[{a}:{b}] = V[{c}:{d}]")
                 if prm.direction in ("out", "inout"):
-                    composite_back.append((arg, var))
+                    composite_back.append((arg, (a, b)))
                 continue
             py = f"p_{prm.name}_{next(self.counter)}"
             scope[prm.name] = py
@@ -496,6 +511,11 @@ class Compiler(CallDispatch):
             else:
                 for py, value in zip(names, args[len(directional) :]):
                     self.emit(depth, f"{py} = {self.expr(value, depth)}")
+        self.inlining.append(decl.fq_name)
+        if decl.fq_name in self.global_actions:
+            self.owners.append(decl.fq_name)
+        for var, arg in listed:
+            self._assign(depth, var, arg)
         self.env.append(scope)
         has_return = contains(decl.body, ir.Return)
         has_exit = may_exit(self.actions, decl.fq_name)
@@ -516,11 +536,12 @@ class Compiler(CallDispatch):
         self.env.pop()
         if decl.fq_name in self.global_actions:
             self.owners.pop()
+        self.inlining.pop()
         for arg, py in copy_back:
             self.store(depth, arg, py)
-        for arg, var in composite_back:
-            self._assign(depth, arg, var)
-        self.inlining.pop()
+        for arg, (a, b) in composite_back:
+            c, d = self._span(arg, depth)
+            self.emit(depth, f"V[{c}:{d}] = V[{a}:{b}]")
         if flag is not None:
             self.exit_flags.pop()
             self.emit(depth, f"if {flag}:")
