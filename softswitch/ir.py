@@ -49,6 +49,11 @@ Changes after the contract was published (additive only):
     docs/softswitch-compiler.md, "v1model semantics");
   * a metadata `Field`'s `@field_list(i, ...)` annotation (integer literals, read with
     `field_lists`) names what resubmit/recirculate keep.
+  issue 30:
+  * `TableEntry.priority` of every entry of a table with a ternary, range or optional key is
+    its P4Runtime priority (higher wins), resolved as p4c and bmv2 do (`priority =`,
+    `largest_priority_wins`, `priority_delta`, `@priority`; softswitch/frontend/entries.py);
+    None elsewhere, and in configs written before.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import Any
 from lark import Token, Tree
 
 from softswitch import ir
+from softswitch.frontend import entries as table_entries
 from softswitch.frontend import subset
 from softswitch.frontend.diagnostics import CompileError, Diagnostic
 from softswitch.frontend.preprocess import P4INCLUDE, Preprocessed
@@ -42,6 +43,7 @@ from softswitch.frontend.typecheck_expr import (
     source_text,
     type_str,
 )
+from softswitch.p4info import DEFAULT_TABLE_SIZE
 
 _UNSUPPORTED_DECLS = {
     "header_union_decl": "header unions",
@@ -663,9 +665,11 @@ class _Checker:
         if info.type_params and not typ.type_args:
             raise self.error(t, f"{typ.name}: type arguments required, e.g. {typ.name}<bit<32>>")
         cell = typ.type_args[0] if typ.name == "register" else None
-        if cell is not None and not isinstance(cell, ir.BitType | ir.BoolType):
+        if cell is not None and not (
+            isinstance(cell, ir.BitType | ir.BoolType) or (isinstance(cell, ir.EnumType) and cell.underlying)
+        ):
             # cells are integers (P4Runtime reads each as one bitstring); bmv2 cannot read a struct out either
-            kinds = "bit<W>, int<W> or bool"
+            kinds = "bit<W>, int<W>, bool or a serializable enum"
             raise self.error(t, f"unsupported: register of {type_str(cell)} (cells of {kinds})")
         binding = dict(zip(info.type_params, typ.type_args, strict=False))
         ctx = Context(scope or self.globals, "global")
@@ -996,6 +1000,7 @@ class _Checker:
         size: int | None = None
         direct_counter = direct_meter = None
         support_timeout = False
+        largest_wins, delta = True, 1
         seen: set[str] = set()
         entries_tree: Tree | None = None
         default_tree: Tree | None = None
@@ -1044,12 +1049,15 @@ class _Checker:
                 elif pname == "implementation":
                     self.error(p, "unsupported: table implementation (action profiles and selectors)")
                 elif pname == "support_timeout":
-                    timeout = self.attempt(lambda value=value: self.expr(value, ctx, ir.BoolType()))
-                    if timeout is not None:
-                        if not (isinstance(timeout, ir.Const) and isinstance(timeout.value, bool)):
-                            self.error(value, f"{tname}: support_timeout must be true or false")
-                        else:
-                            support_timeout = bool(timeout.value)
+                    support_timeout = self.flag_property(value, ctx, f"{tname}: {pname}", support_timeout)
+                elif pname == "largest_priority_wins":
+                    largest_wins = self.flag_property(value, ctx, f"{tname}: {pname}", largest_wins)
+                elif pname == "priority_delta":
+                    step = self.attempt(lambda value=value: self.const_int(value))
+                    if step is not None and step <= 0:
+                        self.error(value, f"{tname}: priority_delta must be a positive value")
+                    elif step is not None:
+                        delta = step
                 else:
                     self.error(p, f"{tname}: unknown table property {pname}")
         if default_tree is not None:
@@ -1080,6 +1088,14 @@ class _Checker:
                 entry = self.attempt(lambda e=e: self.table_entry(e, ctx, keys, actions))
                 if entry is not None:
                     entries.append(entry)
+            resolved, problems = table_entries.resolve(
+                fq, tuple(keys), tuple(entries), entries_const, largest_wins, delta
+            )
+            self.diagnostics += problems
+            entries = list(resolved)
+            if len(entries) > (size or DEFAULT_TABLE_SIZE):
+                capacity = size or DEFAULT_TABLE_SIZE
+                self.error(entries_tree, f"{tname}: {len(entries)} entries do not fit its size {capacity}")
         del instances
         self.declare_local(ctx.scope, name, tname, TableInfo(tname, fq))
         decl = ir.TableDecl(
@@ -1201,8 +1217,21 @@ class _Checker:
             e = self.coerce(self.expr(a, ctx, p.type), p.type, a)
             if not is_const(e):
                 raise self.error(a, f"{what}: argument {p.name} must be a compile-time constant")
+            if isinstance(e, ir.ErrorValue) or (isinstance(e, ir.EnumValue) and e.value is None):
+                # the control plane passes action data as bitstrings: these types have none
+                raise self.error(a, f"unsupported: {what} argument {p.name} of type {type_str(e.type)}")
             args.append(e)
         return ir.TableActionCall(info.fq_name, tuple(args), self.pos(t))
+
+    def flag_property(self, value: Any, ctx: Context, what: str, default: bool) -> bool:
+        """A table property that is `true` or `false` (an error, and `default`, if it is anything else)."""
+        flag = self.attempt(lambda: self.expr(value, ctx, ir.BoolType()))
+        if flag is None:
+            return default
+        if not (isinstance(flag, ir.Const) and isinstance(flag.value, bool)):
+            self.error(value, f"{what} must be true or false")
+            return default
+        return bool(flag.value)
 
     def table_entry(
         self, e: Tree, ctx: Context, keys: list[ir.TableKey], actions: list[ir.TableActionRef]

@@ -64,7 +64,7 @@ UNSUPPORTED = [
     (
         "register of a struct",
         {"top": "struct c_t { bit<8> x; }", "local": "register<c_t>(4) r;"},
-        "register of c_t (cells of bit<W>, int<W> or bool)",
+        "register of c_t (cells of bit<W>, int<W>, bool or a serializable enum)",
     ),
     (
         "constant too wide to compute",
