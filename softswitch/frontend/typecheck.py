@@ -39,6 +39,7 @@ from softswitch.frontend.typecheck_expr import (
     is_const,
     lvalue_root,
     parse_int,
+    same_place,
     signed_value,
     source_text,
     type_str,
@@ -128,6 +129,8 @@ class _Checker:
         self.parsers: dict[str, ir.ParserDecl] = {}
         self.controls: dict[str, ir.ControlDecl] = {}
         self.main: ir.PackageInstance | None = None
+        # direct_meter fq name -> its read calls' destinations (bmv2 needs one, and the same, for each)
+        self.meter_reads: dict[str, list[tuple[ir.Expr, ir.Pos]]] = {}
         # per block
         self.used_names: set[str] = set()
         self.block_name = ""
@@ -163,6 +166,8 @@ class _Checker:
                 self.error(decl, "unsupported: this declaration is too deeply nested or too large")
             except Exception as exc:  # a checker bug must still end in a diagnostic, never a traceback
                 self.error(decl, f"internal compiler error: {type(exc).__name__}: {exc}")
+        self.check_control_plane_names()
+        self.check_direct_meters()
         if self.main is None and not self.diagnostics:
             self.diagnostics.append(
                 Diagnostic(None, "no package instantiation named 'main' (e.g. V1Switch(...) main;)")
@@ -334,6 +339,8 @@ class _Checker:
         typ = self.resolve_type(t)
         target = scope or self.globals
         e = self.expr(value, Context(target, "global"), typ)
+        if scope is None and str(name.children[0]) == "__v1model_version":
+            self.check_v1model_version(e, value)
         e = self.coerce(e, typ, value)
         if not is_const(e):
             raise self.error(value, f"{name}: initializer is not a compile-time constant")
@@ -344,6 +351,15 @@ class _Checker:
         else:
             self.declare_local(scope, name, decl.name, e)
         return decl
+
+    def check_v1model_version(self, e: ir.Expr, value: Tree) -> None:
+        """v1model.p4's `__v1model_version` (the program's V1MODEL_VERSION): one p4c knows, as p4c checks."""
+        if not isinstance(e, ir.Const) or isinstance(e.value, bool) or int(e.value) < 0:
+            raise self.error(value, "expected v1model version to be a non-negative number")
+        first, latest = subset.V1MODEL_VERSIONS
+        if not first <= int(e.value) <= latest:
+            known = f"initial supported version is {first}, latest is {latest}"
+            raise self.error(value, f"{e.value}: unknown v1model version; {known}")
 
     def decl_typedef_decl(self, d: Tree) -> None:
         _ann, t, name = d.children
@@ -623,6 +639,45 @@ class _Checker:
             self.actions.append(decl)
         return decl
 
+    def check_direct_meters(self) -> None:
+        """A direct meter as bmv2 takes it (p4c's DirectMeterMap): attached to one table by `meters =`,
+        read by at least one call, every read into the same destination."""
+        controls = list(self.controls.values())
+        instances = [*self.instances, *(i for c in controls for i in c.instances)]
+        for meter in (i for i in instances if i.extern == "direct_meter"):
+            tables = [t for c in controls for t in c.tables if t.direct_meter == meter.fq_name]
+            reads = self.meter_reads.get(meter.fq_name, [])
+            name, problem = meter.name, None
+            if len(tables) > 1:
+                problem = f"direct meter {name} cannot be attached to more than one table ({tables[0].name})"
+            elif tables and not reads:
+                problem = f"table {tables[0].name} with direct meter {name} must have an action that reads it"
+            elif reads and not tables:
+                problem = f"direct meter {name} is read but not attached to a table (`meters = {name};`)"
+            for dest, pos in reads[1:]:
+                if not same_place(dest, reads[0][0]):
+                    message = f"{name}: every read must write to the same destination (as at {reads[0][1]})"
+                    self.diagnostics.append(Diagnostic(pos, message))
+            if problem is not None:
+                self.diagnostics.append(Diagnostic(tables[-1].pos if tables else meter.pos, problem))
+
+    def check_control_plane_names(self) -> None:
+        """Two declarations with one control-plane name (through @name, or within one control) are an
+        error, as p4c says for actions ("conflicting control plane name") and for objects of one kind
+        in its P4Info: P4Runtime could not tell them apart. Here names are one space for all kinds."""
+        controls = list(self.controls.values())
+        decls = [
+            *self.actions,
+            *self.instances,
+            *(d for c in controls for d in (*c.actions, *c.tables, *c.instances)),
+        ]
+        first: dict[str, ir.ActionDecl | ir.TableDecl | ir.InstanceDecl] = {}
+        for decl in decls:
+            other = first.setdefault(decl.fq_name, decl)
+            if other is not decl:
+                message = f"{decl.fq_name}: conflicting control plane name (as at {other.pos})"
+                self.diagnostics.append(Diagnostic(decl.pos, message))
+
     @staticmethod
     def fq_name(prefix: str, name: str, annotations: Sequence[ir.Annotation]) -> str:
         given = annotation_value(annotations, "name")
@@ -754,7 +809,30 @@ class _Checker:
                 )
                 continue
             blocks.append(ir.PackageBinding(p.name, bname, kind))
+        if blocks and blocks[0].kind == "parser":
+            self.check_headers_type(self.parsers[blocks[0].block], a=arg_trees[0])
         self.main = ir.PackageInstance(pname, iname, tuple(blocks), self.pos(d))
+
+    def check_headers_type(self, parser: ir.ParserDecl, a: Tree) -> None:
+        """The packet's headers (the parser's second parameter) must be a struct of headers, header
+        stacks and such structs: bmv2 refuses anything else ("a struct of headers, stacks, or unions")."""
+        if len(parser.params) < 2:
+            return
+        param = parser.params[1]
+        t = param.type
+
+        def headers_only(t: ir.Type) -> bool:  # p4c flattens nested structs before it looks
+            decl = self.structs.get(t.name) if isinstance(t, ir.StructType) else None
+            return decl is not None and all(
+                isinstance(f.type, ir.HeaderType | ir.StackType) or headers_only(f.type) for f in decl.fields
+            )
+
+        if not headers_only(t):
+            message = (
+                f"{type_str(t)}: the type of the headers ({parser.name}'s parameter {param.name}) "
+                "should be a struct of headers and header stacks"
+            )
+            self.diagnostics.append(Diagnostic(param.pos or self.pos(a), message))
 
     def sig(self, params: Sequence[ir.Param]) -> str:
         return ", ".join(
@@ -961,7 +1039,6 @@ class _Checker:
             else:
                 self.attempt(lambda item=item: self.declaration(item))
         apply = self.block(apply_tree, Context(Scope(scope), "control", in_apply=True))
-        self.check_unique_fq(actions, tables, instances)
         self.controls[cname] = ir.ControlDecl(
             cname,
             params,
@@ -973,16 +1050,6 @@ class _Checker:
             self.annotations(ann),
             self.pos(d),
         )
-
-    def check_unique_fq(self, *groups: Sequence[Any]) -> None:
-        seen: dict[str, Any] = {}
-        for group in groups:
-            for item in group:
-                if item.fq_name in seen and seen[item.fq_name] is not item:
-                    self.diagnostics.append(
-                        Diagnostic(item.pos, f"{item.fq_name}: duplicate control-plane name")
-                    )
-                seen[item.fq_name] = item
 
     # ------------------------------------------------------------ tables
 
@@ -1016,6 +1083,11 @@ class _Checker:
                 for k in p.children[1:]:
                     key = self.attempt(lambda k=k: self.table_key(k, ctx))
                     if key is not None:
+                        if key.match_kind == "lpm" and any(other.match_kind == "lpm" for other in keys):
+                            # which prefix would count first? bmv2 refuses it (p4c: "multiple LPM keys")
+                            self.error(
+                                k, f"unsupported: a second lpm key in table {tname} (bmv2 refuses it too)"
+                            )
                         keys.append(key)
             elif p.data == "table_actions":
                 for a in p.children[1:]:
@@ -1298,6 +1370,8 @@ class _Checker:
             other = self.as_block(else_t[0], ctx) if else_t and else_t[0] is not None else None
             return ir.If(cond, then, other, self.pos(s))
         if kind == "switch_stmt":
+            if ctx.block == "action":  # p4c's bmv2 backend refuses it (it has no branches inside actions)
+                raise self.error(s, "unsupported: switch statements in actions (bmv2 refuses them too)")
             return self.switch(s, ctx)
         if kind in ("for_stmt", "for_in_stmt"):
             raise self.error(s, "unsupported: for loops")
@@ -1986,6 +2060,8 @@ class _Checker:
             binding.update(zip(m.type_params, type_args))
         args, dirs = self.args(m.params, arg_trees, t, ctx, f"{inst.name}.{mname}", binding)
         ret = self.subst(m.return_type, binding)
+        if inst.extern == "direct_meter" and mname == "read":
+            self.meter_reads.setdefault(inst.fq_name, []).append((args[0], self.pos(t)))
         return ir.ExternMethodCall(
             inst.fq_name,
             inst.extern,

@@ -202,3 +202,12 @@ def lvalue_root(e: ir.Expr) -> ir.Expr:
     while isinstance(e, ir.Member | ir.Slice | ir.StackIndex | ir.StackMember):
         e = e.expr
     return e
+
+
+def same_place(a: ir.Expr, b: ir.Expr) -> bool:
+    """Whether two l-values name the same place (`meta.color` twice), wherever each is written."""
+    if isinstance(a, ir.Var) and isinstance(b, ir.Var):
+        return (a.name, a.kind) == (b.name, b.kind)
+    if isinstance(a, ir.Member) and isinstance(b, ir.Member):
+        return a.field == b.field and same_place(a.expr, b.expr)
+    return a == b
