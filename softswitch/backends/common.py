@@ -45,7 +45,21 @@ PACKET_ROOTS = ("hdr", "meta", STD_ROOT)
 
 
 class UnsupportedError(Exception):
-    """The program uses a construct this backend does not implement (the message names it)."""
+    """The program uses a construct this backend does not implement (the message names it).
+
+    Raised with `at`, it also keeps the construct's position (`pos`) and name (`what`), so that the
+    compiler, which loads every program it accepts, reports it there rather than at the file's start.
+    """
+
+    pos: ir.Pos | None = None
+    what: str = ""
+
+    @classmethod
+    def at(cls, what: str, node: object) -> UnsupportedError:
+        pos = getattr(node, "pos", None)
+        error = cls(f"{what} at {pos}")
+        error.pos, error.what = pos, what
+        return error
 
 
 def check_v1model(program: ir.Program) -> None:
@@ -91,7 +105,7 @@ def const_args(args: tuple[ir.Expr, ...]) -> tuple[int, ...]:
         if isinstance(arg, ir.EnumValue) and arg.value is not None:  # serializable: its number
             arg = ir.Const(arg.type.underlying, arg.value, arg.pos)
         if not isinstance(arg, ir.Const):
-            raise UnsupportedError(f"non-constant action argument at {getattr(arg, 'pos', None)}")
+            raise UnsupportedError.at("non-constant action argument", arg)
         width = ir.width_of(arg.type) if isinstance(arg.type, ir.BitType | ir.BoolType) else None
         values.append(int(arg.value) & ((1 << width) - 1) if width else int(arg.value))
     return tuple(values)
@@ -132,7 +146,7 @@ class CallDispatch:
             self._extern_function(depth, call)
         elif isinstance(call, ir.HeaderMethod):
             if call.method not in ("setValid", "setInvalid"):
-                raise UnsupportedError(f"header method {call.method} as a statement at {call.pos}")
+                raise UnsupportedError.at(f"header method {call.method} as a statement", call)
             self._set_valid(depth, call.header, call.method == "setValid")
         elif isinstance(call, ir.StackOp):
             self._stack_op(depth, call)
@@ -141,7 +155,7 @@ class CallDispatch:
         elif isinstance(call, ir.Emit):
             self._emit_header(depth, call)
         else:
-            raise UnsupportedError(f"call {type(call).__name__} at {call.pos}")
+            raise UnsupportedError.at(f"call {type(call).__name__}", call)
 
     # What each backend writes for each kind of call.
     def _apply(self, depth: int, table: str) -> Any: ...

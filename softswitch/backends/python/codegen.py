@@ -330,7 +330,7 @@ class Compiler(CallDispatch):
                 self.emit(depth, "return")
         elif isinstance(s, ir.Return):
             if s.value is not None:
-                raise UnsupportedError(f"return with a value at {s.pos}")
+                raise UnsupportedError.at("return with a value", s)
             self.emit(depth, "break" if self._in_action_loop else "return")
         elif isinstance(s, ir.Switch):
             self._switch(depth, s)
@@ -340,7 +340,7 @@ class Compiler(CallDispatch):
             self.emit(depth + 1, f"V[{pe}] = {self.errors[s.error.name]}")
             self.emit(depth + 1, "return off")
         else:
-            raise UnsupportedError(f"statement {type(s).__name__} at {s.pos}")
+            raise UnsupportedError.at(f"statement {type(s).__name__}", s)
 
     _in_action_loop = False
 
@@ -576,7 +576,7 @@ class Compiler(CallDispatch):
                     self.emit(depth, f"if {idx} < {reg.size}:")
                     self.emit(depth + 1, f"{rvar}[{idx}] = {value}")
             else:
-                raise UnsupportedError(f"register.{call.method} at {call.pos}")
+                raise UnsupportedError.at(f"register.{call.method}", call)
         elif call.extern == "counter" and call.method == "count":
             ctr = self.runtime.counters[self.ids[call.instance]]
             pvar, bvar = self.bind("Cp", ctr.packets), self.bind("Cb", ctr.bytes)
@@ -596,7 +596,7 @@ class Compiler(CallDispatch):
             # unconfigured bmv2 meter marks every packet GREEN (0).
             self.store(depth, call.args[-1], "0")
         else:
-            raise UnsupportedError(f"extern {call.extern}.{call.method} at {call.pos}")
+            raise UnsupportedError.at(f"extern {call.extern}.{call.method}", call)
 
     def _extern_function(self, depth: int, call: ir.ExternFunctionCall) -> None:
         name = call.name
@@ -606,7 +606,7 @@ class Compiler(CallDispatch):
         elif name in ("verify_checksum", "update_checksum"):
             cond, data, target, algo = call.args
             if not isinstance(algo, ir.EnumValue) or algo.member != "csum16":
-                raise UnsupportedError(f"{name} supports HashAlgorithm.csum16 only, at {call.pos}")
+                raise UnsupportedError.at(f"{name} supports HashAlgorithm.csum16 only", call)
             value, width = self._concat(depth, data)
             self.emit(depth, f"if {self.expr(cond, depth)}:")
             if name == "verify_checksum":
@@ -646,7 +646,7 @@ class Compiler(CallDispatch):
             values = ", ".join(code for code, _ in self._leaf_codes(depth, call.args[1]))
             self.emit(depth, f"V[{self.digest_slot}] = ({index}, _digest(({values},), {widths}))")
         else:
-            raise UnsupportedError(f"extern function {name} at {call.pos}")
+            raise UnsupportedError.at(f"extern function {name}", call)
 
     def _concat(self, depth: int, data: ir.Expr) -> tuple[str, int]:
         """The bits of a list, header or struct as one integer (first element most significant)."""
@@ -750,7 +750,7 @@ class Compiler(CallDispatch):
             shift -= ir.width_of(f.type)
             if f.name == e.field:
                 return "(" + _from_bits(f"({value} >> {shift})", ir.width_of(f.type), f.type) + ")"
-        raise UnsupportedError(f"no field {e.field} at {e.pos}")
+        raise UnsupportedError.at(f"no field {e.field}", e)
 
     def _bits_of(self, t: ir.Type) -> int:
         if isinstance(t, ir.HeaderType):
@@ -797,7 +797,7 @@ class Compiler(CallDispatch):
     def _need_path(self, e: ir.Expr) -> Path:
         path = self._path(e)
         if path is None:
-            raise UnsupportedError(f"expected a header or field of the packet at {getattr(e, 'pos', None)}")
+            raise UnsupportedError.at("expected a header or field of the packet", e)
         return path
 
     def _last_offset(self, stack_expr: ir.Expr, depth: int) -> tuple[Path, str]:
@@ -830,7 +830,7 @@ class Compiler(CallDispatch):
         slot = self._slot(e, depth)
         if slot is not None:
             return f"V[{slot}]"
-        raise UnsupportedError(f"cannot assign to {type(e).__name__} at {getattr(e, 'pos', None)}")
+        raise UnsupportedError.at(f"cannot assign to {type(e).__name__}", e)
 
     def _local(self, name: str) -> str:
         for scope in reversed(self.env):
@@ -864,7 +864,7 @@ class Compiler(CallDispatch):
             return f"((V[{s.next}] - 1) & 0xFFFFFFFF)"
         if isinstance(e, ir.HeaderMethod):
             if e.method != "isValid":
-                raise UnsupportedError(f"{e.method} in an expression at {e.pos}")
+                raise UnsupportedError.at(f"{e.method} in an expression", e)
             return f"V[{self._valid(e.header, depth)}]"
         if isinstance(e, ir.ApplyResultMember):
             hit, aid = self._apply(depth, e.apply.table)
@@ -886,7 +886,7 @@ class Compiler(CallDispatch):
             return (
                 f"({self.expr(e.then, depth)} if {self.expr(e.cond, depth)} else {self.expr(e.else_, depth)})"
             )
-        raise UnsupportedError(f"expression {type(e).__name__} at {getattr(e, 'pos', None)}")
+        raise UnsupportedError.at(f"expression {type(e).__name__}", e)
 
     def _unary(self, e: ir.Unary, depth: int) -> str:
         x = self.expr(e.expr, depth)
@@ -900,7 +900,7 @@ class Compiler(CallDispatch):
     def _binary(self, e: ir.Binary, depth: int) -> str:
         op = e.op
         if op in ("&&", "||") and ir.contains_apply(e.right):
-            raise UnsupportedError(f"table apply on the right of {op} at {e.pos}")
+            raise UnsupportedError.at(f"table apply on the right of {op}", e)
         a, b = self.expr(e.left, depth), self.expr(e.right, depth)
         if op == "&&":
             return f"({a} and {b})"
@@ -931,7 +931,7 @@ class Compiler(CallDispatch):
             return f"((_sx({a}, {w}) >> {b}) & {m})" if t.signed else f"({a} >> {b})"
         if op in ("/", "%"):
             if t.signed:
-                raise UnsupportedError(f"{op} on signed values at {e.pos}")
+                raise UnsupportedError.at(f"{op} on signed values", e)
             return f"({a} {'//' if op == '/' else '%'} {b})"
         if op in ("|+|", "|-|"):
             pyop = "+" if op == "|+|" else "-"
@@ -939,7 +939,7 @@ class Compiler(CallDispatch):
                 lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
                 return f"(min(max(_sx({a}, {w}) {pyop} _sx({b}, {w}), {lo}), {hi}) & {m})"
             return f"min({a} + {b}, {m})" if pyop == "+" else f"max({a} - {b}, 0)"
-        raise UnsupportedError(f"operator {op} at {e.pos}")
+        raise UnsupportedError.at(f"operator {op}", e)
 
     def _cast(self, e: ir.Cast, depth: int) -> str:
         x = self.expr(e.expr, depth)
@@ -958,7 +958,7 @@ class Compiler(CallDispatch):
             return f"({x} & {_mask(dst.width)})"
         if isinstance(dst, ir.EnumType):
             return x
-        raise UnsupportedError(f"cast to {dst} at {e.pos}")
+        raise UnsupportedError.at(f"cast to {dst}", e)
 
 
 _PY_OPS = {"/": "//"}
