@@ -54,11 +54,15 @@ Changes after the contract was published (additive only):
     its P4Runtime priority (higher wins), resolved as p4c and bmv2 do (`priority =`,
     `largest_priority_wins`, `priority_delta`, `@priority`; softswitch/frontend/entries.py);
     None elsewhere, and in configs written before.
+  * P4 functions arrive as global `ActionDecl`s annotated `@hidden` with a last `out`
+    parameter `result__` (softswitch/frontend/typecheck.py, `decl_function_decl`); a call
+    is an `ActionCall`, in an expression preceded by its statement's `VarDecl` of the result.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -1023,6 +1027,23 @@ def from_json(data: Any) -> Any:
     if isinstance(data, list):
         return tuple(from_json(v) for v in data)
     return data
+
+
+def walk(node: object, stop: Callable[[object], bool] | None = None) -> Iterator[object]:
+    """Every IR node under `node` (statements and expressions), in source order; below a node for
+    which `stop` says True, nothing."""
+    if isinstance(node, tuple):
+        for item in node:
+            yield from walk(item, stop)
+        return
+    if not hasattr(node, "__dataclass_fields__"):
+        return
+    yield node
+    if stop is not None and stop(node):
+        return
+    for name in node.__dataclass_fields__:  # type: ignore[attr-defined]
+        if name not in ("type", "pos"):
+            yield from walk(getattr(node, name), stop)
 
 
 def contains_apply(node: object) -> bool:

@@ -8,6 +8,7 @@ was found, `check` raises CompileError with all of them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,13 +33,18 @@ from softswitch.frontend.typecheck_expr import (
     Context,
     ExternInfo,
     Fail,
+    FunctionInfo,
     InstanceInfo,
+    PlacePath,
     Scope,
     TableInfo,
     fit,
     is_const,
     lvalue_root,
+    overlaps,
     parse_int,
+    place_path,
+    reads,
     same_place,
     signed_value,
     source_text,
@@ -48,7 +54,6 @@ from softswitch.p4info import DEFAULT_TABLE_SIZE
 
 _UNSUPPORTED_DECLS = {
     "header_union_decl": "header unions",
-    "function_decl": "functions",
     "value_set_decl": "value sets",
     "newtype_decl": "type declarations (type T ...; use typedef)",
 }
@@ -62,6 +67,8 @@ _EXTERN_METHODS = {
     ("direct_meter", "read"),
 }
 _CALLS = ("call", "generic_call", "generic_method_call")
+RESULT = "result__"  # the `out` parameter that takes a function's result
+PURE_EXTERN_CALLS = frozenset({"hash", "static_assert", "log_msg"})  # calls with no effect but their result
 _TABLE_SCOPES = {"defaultonly": "DEFAULT_ONLY", "tableonly": "TABLE_ONLY"}
 _BUILTIN_VERIFY = "verify"
 
@@ -131,6 +138,10 @@ class _Checker:
         self.main: ir.PackageInstance | None = None
         # direct_meter fq name -> its read calls' destinations (bmv2 needs one, and the same, for each)
         self.meter_reads: dict[str, list[tuple[ir.Expr, ir.Pos]]] = {}
+        # while a statement is checked: what must run before it (the calls of functions in its
+        # expressions, each into a fresh local); None where no statement can go first
+        self.hoisted: list[ir.Stmt] | None = None
+        self.pure: dict[str, bool] = {}  # function -> FunctionInfo.pure
         # per block
         self.used_names: set[str] = set()
         self.block_name = ""
@@ -1036,6 +1047,10 @@ class _Checker:
                 t = self.attempt(lambda item=item: self.table(item, ctx, cname, instances))
                 if t is not None:
                     tables.append(t)
+            elif kind == "function_decl":
+                self.error(
+                    item, "unsupported: a function declared inside a control (declare it at top level)"
+                )
             else:
                 self.attempt(lambda item=item: self.declaration(item))
         apply = self.block(apply_tree, Context(Scope(scope), "control", in_apply=True))
@@ -1337,16 +1352,48 @@ class _Checker:
     # ------------------------------------------------------------ statements
 
     def block(self, t: Tree, ctx: Context) -> ir.Block:
-        inner = Context(Scope(ctx.scope), ctx.block, ctx.in_apply)
+        inner = dataclasses.replace(ctx, scope=Scope(ctx.scope))
         return ir.Block(self.statements(t.children, inner), self.pos(t))
 
     def statements(self, items: Sequence[Any], ctx: Context) -> tuple[ir.Stmt, ...]:
         out: list[ir.Stmt] = []
         for s in items:
-            r = self.attempt(lambda s=s: self.statement(s, ctx))
-            if r is not None:
-                out.append(r)
+            out += self.statement_and_calls(s, ctx)
         return tuple(out)
+
+    def statement_and_calls(self, s: Tree, ctx: Context) -> list[ir.Stmt]:
+        """A statement, preceded by the calls of the functions its expressions call (in order)."""
+        saved, self.hoisted = self.hoisted, []
+        try:
+            r = self.attempt(lambda: self.statement(s, ctx))
+            hoisted = self.hoisted
+        finally:
+            self.hoisted = saved
+        if r is not None and hoisted:
+            self.check_call_order(s, r, hoisted)
+        return [*hoisted, r] if r is not None else []
+
+    def check_call_order(self, s: Tree, stmt: ir.Stmt, hoisted: list[ir.Stmt]) -> None:
+        """Calls run before their statement; P4 runs them where they are, left to right. The two agree
+        unless the rest of the statement reads a place a call changes (an out or inout argument):
+        refused, not run in another order."""
+        written = self.written_by(hoisted)
+        if not written:
+            return
+        part = {
+            ir.Assign: lambda: stmt.rhs,
+            ir.VarDecl: lambda: stmt.init,
+            ir.If: lambda: stmt.cond,
+            ir.Switch: lambda: stmt.expr,
+            ir.CallStmt: lambda: stmt.call,
+            ir.Block: lambda: stmt.stmts[0].rhs,  # `return e;` in a function
+        }.get(type(stmt), lambda: None)()
+        for path in reads(part):
+            if any(overlaps(path, w) for w in written):
+                message = (
+                    f"unsupported: {'.'.join(path)} is read in a statement whose function call changes it"
+                )
+                raise self.error(s, message)
 
     def statement(self, s: Tree, ctx: Context) -> ir.Stmt | None:
         kind = s.data
@@ -1382,17 +1429,25 @@ class _Checker:
         if kind == "return_stmt":
             if ctx.block == "parser":
                 raise self.error(s, "return is not allowed in a parser")
-            if s.children and s.children[0] is not None:
-                raise self.error(s, "return with a value is only allowed in functions")
+            value_t = s.children[0] if s.children else None
+            if ctx.returns is not None and not isinstance(ctx.returns, ir.VoidType):
+                if value_t is None:
+                    raise self.error(s, f"return needs a value of type {type_str(ctx.returns)}")
+                value = self.coerce(self.expr(value_t, ctx, ctx.returns), ctx.returns, value_t)
+                result = ir.Var(RESULT, ctx.returns, "action_param", "out", self.pos(s))
+                return ir.Block(
+                    (ir.Assign(result, value, self.pos(s)), ir.Return(None, self.pos(s))), self.pos(s)
+                )
+            if value_t is not None:
+                raise self.error(s, "return with a value is only allowed in functions that return one")
             return ir.Return(None, self.pos(s))
         raise self.error(s, f"unsupported statement {kind}")
 
     def as_block(self, t: Tree, ctx: Context) -> ir.Block:
         if t.data == "block":
             return self.block(t, ctx)
-        inner = Context(Scope(ctx.scope), ctx.block, ctx.in_apply)
-        st = self.statement(t, inner)
-        return ir.Block((st,) if st is not None else (), self.pos(t))
+        inner = dataclasses.replace(ctx, scope=Scope(ctx.scope))
+        return ir.Block(tuple(self.statement_and_calls(t, inner)), self.pos(t))
 
     def assignment(self, s: Tree, ctx: Context) -> ir.Assign:
         lhs_t, rhs_t = s.children
@@ -1757,8 +1812,8 @@ class _Checker:
     def e_mux(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
         c_t, a_t, b_t = t.children
         cond = self.expect_bool(self.expr(c_t, ctx, ir.BoolType()), c_t, "condition of ?:")
-        a = self.expr(a_t, ctx, want)
-        b = self.expr(b_t, ctx, want if not isinstance(a.type, ir.InfIntType) else want)
+        a = self.conditional(a_t, ctx, want, "in a branch of ?:")
+        b = self.conditional(b_t, ctx, want, "in a branch of ?:")
         a, b = self.unify(a, b, a_t, b_t, "?:")
         if isinstance(a.type, ir.InfIntType) and not isinstance(cond, ir.Const):
             raise self.error(t, "the branches of ?: need a width: cast one of the constants")
@@ -1790,7 +1845,9 @@ class _Checker:
         pos = self.pos(op_tok)
         if op in LOGIC:
             a = self.expect_bool(self.expr(a_t, ctx, ir.BoolType()), a_t, f"operand of {op}")
-            b = self.expect_bool(self.expr(b_t, ctx, ir.BoolType()), b_t, f"operand of {op}")
+            b = self.expect_bool(
+                self.conditional(b_t, ctx, ir.BoolType(), f"on the right of {op}"), b_t, f"operand of {op}"
+            )
             if ir.contains_apply(b):  # both backends apply tables before the expression: no short circuit
                 raise self.error(b_t, f"unsupported: table apply on the right of {op}")
             if isinstance(a, ir.Const) and isinstance(b, ir.Const):
@@ -1800,7 +1857,7 @@ class _Checker:
         operand_want = want if op in ARITH | BITWISE else None
         a = self.expr(a_t, ctx, operand_want)
         if op in SHIFT:
-            b = self.expr(b_t, ctx, None)
+            a, b = self.right_operand(a, b_t, ctx, None)
             if (
                 isinstance(b.type, ir.BitType)
                 and b.type.signed
@@ -1820,7 +1877,9 @@ class _Checker:
             if isinstance(a, ir.Const) and isinstance(b, ir.Const):
                 return self.fold(op, a, b, a.type, pos)
             return ir.Binary(op, a, b, a.type, pos)
-        b = self.expr(b_t, ctx, a.type if not isinstance(a.type, ir.InfIntType) else operand_want)
+        a, b = self.right_operand(
+            a, b_t, ctx, a.type if not isinstance(a.type, ir.InfIntType) else operand_want
+        )
         if isinstance(a.type, ir.InfIntType) and not isinstance(b.type, ir.InfIntType):
             a = self.coerce(a, b.type, a_t)
         if op == "++":
@@ -1948,6 +2007,10 @@ class _Checker:
                     raise self.error(mname_tok, f"{mname}: tables have only apply()")
                 if arg_trees:
                     raise self.error(t, "apply() takes no arguments")
+                if (
+                    not ctx.in_apply and ctx.block == "control"
+                ):  # a table key, a control's local: P4 allows it
+                    raise self.error(t, f"unsupported: applying table {target.name} outside an apply block")
                 if not ctx.in_apply:
                     where = {"action": "an action", "parser": "a parser"}.get(ctx.block, "here")
                     raise self.error(t, f"{target.name}.apply() cannot be called from {where}")
@@ -1965,6 +2028,8 @@ class _Checker:
                 if ctx.block == "parser":
                     raise self.error(t, f"actions cannot be called from a parser ({name})")
                 return self.action_call(found, arg_trees, t, ctx)
+            if isinstance(found, FunctionInfo):
+                return self.user_function_call(found, arg_trees, t, ctx, statement)
             if found is None and name in self.functions:
                 return self.function_call(name, arg_trees, t, ctx, type_args)
             if type_args is not None and found is not None:
@@ -2219,6 +2284,119 @@ class _Checker:
                 t, f"unsupported: lookahead of {type_str(typ)} (a header or bit<W> is supported)"
             )
         return ir.Lookahead(packet.name, typ, self.pos(t))
+
+    def right_operand(
+        self, a: ir.Expr, b_t: Any, ctx: Context, want: ir.Type | None
+    ) -> tuple[ir.Expr, ir.Expr]:
+        """The right operand of a binary operator, after the left one, as P4 orders them: should it
+        call a function that changes what the left one reads, the left one's value is taken first
+        (into a fresh local, before that call)."""
+        before = len(self.hoisted or ())
+        b = self.expr(b_t, ctx, want)
+        if self.hoisted is None or len(self.hoisted) == before or is_const(a):
+            return a, b
+        written = self.written_by(self.hoisted[before:])
+        if any(overlaps(path, w) for path in reads(a) for w in written):
+            left = ir.Var(self.fresh("left"), a.type, "local", "", a.pos)
+            self.hoisted.insert(before, ir.VarDecl(left.name, a.type, a, a.pos))
+            a = left
+        return a, b
+
+    @staticmethod
+    def written_by(hoisted: Sequence[ir.Stmt]) -> list[PlacePath]:
+        """The places the hoisted function calls change: their out and inout arguments."""
+        return [
+            path
+            for call in (h.call for h in hoisted if isinstance(h, ir.CallStmt))
+            if isinstance(call, ir.ActionCall)
+            for arg, direction in zip(call.args[:-1], call.directions, strict=False)
+            if direction in ("out", "inout") and (path := place_path(arg)) is not None
+        ]
+
+    def conditional(self, t: Any, ctx: Context, want: ir.Type | None, where: str) -> ir.Expr:
+        """An expression that may not be evaluated (right of && or ||, a branch of ?:): the functions
+        it calls run before the statement, so each must have no effect but its result."""
+        before = len(self.hoisted or ())
+        e = self.expr(t, ctx, want)
+        for stmt in (self.hoisted or [])[before:]:
+            call = stmt.call if isinstance(stmt, ir.CallStmt) else None
+            if isinstance(call, ir.ActionCall) and not self.pure.get(call.action, False):
+                raise self.error(t, f"unsupported: a call of a function with effects {where}")
+        return e
+
+    def user_function_call(
+        self, info: FunctionInfo, arg_trees: list[Any], t: Tree, ctx: Context, statement: bool
+    ) -> ir.Expr:
+        """A call of a P4 function: a call of its hidden action, whose last argument takes the result.
+
+        In an expression the call runs just before the statement (`hoisted`), into a fresh local
+        the expression then reads: P4 evaluates a call's arguments, then the call, left to right.
+        """
+        if self.hoisted is None or ctx.block not in ("control", "action"):
+            raise self.error(
+                t, f"unsupported: calling function {info.name} here (only in controls and actions)"
+            )
+        before = len(self.hoisted)
+        args, dirs = self.args(info.params, arg_trees, t, ctx, info.name, {})
+        written = self.written_by(self.hoisted[before:])  # by calls in the arguments, which run first
+        for path in (p for arg in args for p in reads(arg)):
+            if any(overlaps(path, w) for w in written):
+                changed = f"{'.'.join(path)} is passed to {info.name} and changed by a call in its arguments"
+                raise self.error(t, f"unsupported: {changed}")
+        pos = self.pos(t)
+        if isinstance(info.returns, ir.VoidType):
+            return ir.ActionCall(info.fq_name, args, dirs, ir.VoidType(), pos)
+        result = ir.Var(self.fresh(f"{info.name}_result"), info.returns, "local", "", pos)
+        self.hoisted.append(ir.VarDecl(result.name, info.returns, None, pos))
+        call = ir.ActionCall(info.fq_name, (*args, result), (*dirs, "out"), ir.VoidType(), pos)
+        if statement:  # the result is not used
+            return call
+        self.hoisted.append(ir.CallStmt(call, pos))
+        return result
+
+    def decl_function_decl(self, d: Tree) -> None:
+        """A P4 function, checked as a hidden action (not in the P4Info, as p4c inlines functions)
+        with an `out` parameter for the result: `return e;` assigns it and returns."""
+        ann, ret_t, name, *tparams, params_tree, body = d.children  # type_params? is absent, not None
+        fname = str(name.children[0])
+        if tparams:
+            raise self.error(tparams[0], "unsupported: generic functions")
+        returns = self.resolve_type(ret_t)
+        params = tuple(
+            dataclasses.replace(p, direction=p.direction or "in") for p in self.params(params_tree)
+        )  # directionless function parameters are `in`
+        for p in params:
+            if not (ir.is_scalar(p.type) or isinstance(p.type, ir.HeaderType | ir.StructType | ir.ErrorType)):
+                raise self.error(
+                    p.pos or params_tree,
+                    f"unsupported: function parameter {p.name} of type {type_str(p.type)}",
+                )
+        if not isinstance(returns, ir.VoidType) and not (
+            ir.is_scalar(returns) or isinstance(returns, ir.HeaderType | ir.StructType)
+        ):
+            raise self.error(ret_t, f"unsupported: a function returning {type_str(returns)}")
+        if any(p.name == RESULT for p in params):
+            raise self.error(params_tree, f"unsupported: a function parameter named {RESULT}")
+        self.used_names = set()
+        inner = Scope(self.globals)
+        for p in params:
+            inner.names[p.name] = ir.Var(p.name, p.type, "action_param", p.direction, p.pos)
+        block = self.block(body, Context(inner, "action", returns=returns))
+        lowered = params if isinstance(returns, ir.VoidType) else (*params, ir.Param(RESULT, returns, "out"))
+        annotations = (*self.annotations(ann), ir.Annotation("hidden"))
+        self.actions.append(ir.ActionDecl(fname, fname, tuple(lowered), block, annotations, self.pos(d)))
+        self.pure[fname] = not any(p.direction in ("out", "inout") for p in params) and all(
+            self.without_effect(n) for n in ir.walk(block)
+        )
+        self.declare_global(name, fname, FunctionInfo(fname, fname, params, returns, self.pure[fname]))
+
+    def without_effect(self, node: object) -> bool:
+        """Whether an IR node in a function's body leaves no trace outside the function's locals."""
+        if isinstance(node, ir.ExternFunctionCall):
+            return node.name in PURE_EXTERN_CALLS
+        if isinstance(node, ir.ActionCall):
+            return self.pure.get(node.action, False)
+        return not isinstance(node, ir.ExternMethodCall | ir.Exit)
 
     def action_call(self, info: ActionInfo, arg_trees: list[Any], t: Tree, ctx: Context) -> ir.Expr:
         args, dirs = self.args(info.params, arg_trees, t, ctx, info.name, {})

@@ -8,6 +8,7 @@ bit<1>, need an explicit cast, and the error says so.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,22 @@ class ActionInfo:
     name: str
     fq_name: str
     params: tuple[ir.Param, ...]
+
+
+@dataclass
+class FunctionInfo:
+    """A P4 function, run as the hidden action `fq_name` whose last parameter (`out`) is the result.
+
+    `params` are the function's own (directionless ones are `in`); `pure` is set when a call
+    has no effect but its result (no out/inout parameter, no extern call with an effect), so
+    that it may be evaluated ahead of a short-circuit operator's right-hand side.
+    """
+
+    name: str
+    fq_name: str
+    params: tuple[ir.Param, ...]
+    returns: ir.Type
+    pure: bool = False
 
 
 @dataclass
@@ -77,6 +94,7 @@ class Context:
     block: str  # "parser" | "control" | "action" | "global"
     in_apply: bool = False  # directly in a control's apply body (tables may be applied)
     extract_target: bool = False  # checking the argument of extract (where stack.next is allowed)
+    returns: ir.Type | None = None  # in a function's body: its return type (VoidType for void)
 
 
 # The widest compile-time integer the checker computes with, literal or folded (p4c's limit is 2048 bits):
@@ -211,3 +229,33 @@ def same_place(a: ir.Expr, b: ir.Expr) -> bool:
     if isinstance(a, ir.Member) and isinstance(b, ir.Member):
         return a.field == b.field and same_place(a.expr, b.expr)
     return a == b
+
+
+PlacePath = tuple[str, ...]
+
+
+def place_path(e: object) -> PlacePath | None:
+    """`hdr.h.a` as ("hdr", "h", "a"); a slice as the field it slices; None if `e` is no place."""
+    if isinstance(e, ir.Var):
+        return (e.name,)
+    if isinstance(e, ir.Member | ir.Slice):
+        inner = place_path(e.expr)
+        return inner + (e.field,) if inner is not None and isinstance(e, ir.Member) else inner
+    if isinstance(e, ir.StackIndex) and isinstance(e.index, ir.Const):
+        inner = place_path(e.expr)
+        return None if inner is None else inner + (str(e.index.value),)
+    return None
+
+
+def reads(node: object) -> Iterator[PlacePath]:
+    """The places an expression (or a call's arguments) reads, each as its whole path."""
+    for n in ir.walk(node, stop=lambda n: place_path(n) is not None):
+        path = place_path(n)
+        if path is not None:
+            yield path
+
+
+def overlaps(a: PlacePath, b: PlacePath) -> bool:
+    """Whether two places share storage (one is the other or contains it)."""
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]

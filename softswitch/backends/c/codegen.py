@@ -647,17 +647,26 @@ class CCompiler(CallDispatch):
             self.store(depth, lhs, self.expr(rhs, depth))
             return
         target = self.place(lhs, depth)
-        if isinstance(rhs, ir.ListExpr):  # {f1, f2, ...}: each field; a header becomes valid
-            if isinstance(lhs.type, ir.HeaderType):
-                self.emit(depth, f"{target}.valid = 1;")
-            for (fname, ftype), item in zip(self._fields_of(lhs.type), rhs.elements):
-                self._assign(depth, ir.Member(lhs, fname, ftype, rhs.pos), item)
+        if isinstance(rhs, ir.ListExpr):
+            self._fill(depth, target, lhs.type, rhs)
             return
         if isinstance(rhs, ir.Lookahead):
             assert isinstance(lhs.type, ir.HeaderType)
             self._read_header(depth, lhs.type.name, target, "off", advance=False)
             return
         self.emit(depth, f"{target} = {self.place(rhs, depth)};")
+
+    def _fill(self, depth: int, target: str, t: ir.Type, items: ir.ListExpr) -> None:
+        """`target = {f1, f2, ...}` for a header or struct in C: each field; a header becomes valid."""
+        if isinstance(t, ir.HeaderType):
+            self.emit(depth, f"{target}.valid = 1;")
+        for (fname, ftype), item in zip(self._fields_of(t), items.elements):
+            field = f"{target}.{cname(fname)}"
+            if isinstance(item, ir.ListExpr):
+                self._fill(depth, field, ftype, item)
+            else:
+                value = self.place(item, depth) if _composite(ftype) else self.expr(item, depth)
+                self.emit(depth, f"{field} = {value};")
 
     def _fields_of(self, t: ir.Type) -> list[tuple[str, ir.Type]]:
         if isinstance(t, ir.HeaderType):
@@ -786,7 +795,11 @@ class CCompiler(CallDispatch):
             tmp = self.tmp("a")
             composite = _composite(prm.type)
             ctype = self.ctype(prm.type, f"parameter {prm.name} of {action}") if composite else "uint64_t"
-            if prm.direction in ("in", "inout"):
+            if isinstance(arg, ir.ListExpr):  # `{...}` for a header or struct: built field by field
+                self.emit(depth, f"{ctype} {tmp};")
+                self.emit(depth, f"memset(&{tmp}, 0, sizeof {tmp});")
+                self._fill(depth, tmp, prm.type, arg)
+            elif prm.direction in ("in", "inout"):
                 value = self.place(arg, depth) if composite else self.expr(arg, depth)
                 self.emit(depth, f"{ctype} {tmp} = {value};")
             else:
