@@ -673,21 +673,24 @@ class _Checker:
                 self.diagnostics.append(Diagnostic(tables[-1].pos if tables else meter.pos, problem))
 
     def check_control_plane_names(self) -> None:
-        """Two declarations with one control-plane name (through @name, or within one control) are an
-        error, as p4c says for actions ("conflicting control plane name") and for objects of one kind
-        in its P4Info: P4Runtime could not tell them apart. Here names are one space for all kinds."""
+        """Two declarations of one kind with one control-plane name (through @name, or within one
+        control) are an error, as in p4c: P4Runtime could not tell them apart (actions: its
+        "conflicting control plane name"; tables and extern instances: its P4Info's "used for
+        multiple objects"). A table and an action may share a name, as in p4c's P4Info."""
         controls = list(self.controls.values())
-        decls = [
-            *self.actions,
-            *self.instances,
-            *(d for c in controls for d in (*c.actions, *c.tables, *c.instances)),
-        ]
-        first: dict[str, ir.ActionDecl | ir.TableDecl | ir.InstanceDecl] = {}
-        for decl in decls:
-            other = first.setdefault(decl.fq_name, decl)
-            if other is not decl:
-                message = f"{decl.fq_name}: conflicting control plane name (as at {other.pos})"
-                self.diagnostics.append(Diagnostic(decl.pos, message))
+        kinds: dict[str, list[ir.ActionDecl | ir.TableDecl | ir.InstanceDecl]] = {
+            "action": [*self.actions, *(a for c in controls for a in c.actions)],
+            "table": [t for c in controls for t in c.tables],
+        }
+        for inst in [*self.instances, *(i for c in controls for i in c.instances)]:
+            kinds.setdefault(inst.extern, []).append(inst)
+        for decls in kinds.values():
+            first: dict[str, ir.ActionDecl | ir.TableDecl | ir.InstanceDecl] = {}
+            for decl in decls:
+                other = first.setdefault(decl.fq_name, decl)
+                if other is not decl:
+                    message = f"{decl.fq_name}: conflicting control plane name (as at {other.pos})"
+                    self.diagnostics.append(Diagnostic(decl.pos, message))
 
     @staticmethod
     def fq_name(prefix: str, name: str, annotations: Sequence[ir.Annotation]) -> str:

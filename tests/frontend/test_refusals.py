@@ -242,6 +242,9 @@ ACCEPTED_NOW = [
     ("static_assert", {"body": "static_assert(true);"}),
     ("random", {"body": "random(hdr.h.a, 8w1, 8w3);"}),
     ("list expression in an assignment", {"body": "meta = { hdr.h.a };"}),
+    ("a table and an action with one name (as p4c)", {"local": '@name("same") action s() { } '
+                                                     '@name("same") table u { actions = { s; } }',
+                                                     "body": "u.apply(); s();"}),
 ]  # fmt: skip
 
 

@@ -181,10 +181,7 @@ class CCompiler(CallDispatch):
         check_v1model(program)
         self.program = program
         self.info = info
-        self.ids = {
-            p.preamble.name: p.preamble.id
-            for p in (*info.tables, *info.actions, *info.registers, *info.counters)
-        }
+        self.action_ids = {p.preamble.name: p.preamble.id for p in info.actions}  # a table may share a name
         self.actions = all_actions(program)
         self.top_actions = {a.fq_name for a in program.actions}
         self.tables = {t.fq_name: t for c in program.controls for t in c.tables}
@@ -699,7 +696,11 @@ class CCompiler(CallDispatch):
             self.emit(depth, "}")
 
     def _label(self, label: ir.Expr, depth: int) -> str:
-        return _lit(self.ids[label.action]) if isinstance(label, ir.ActionRef) else self.expr(label, depth)
+        return (
+            _lit(self.action_ids[label.action])
+            if isinstance(label, ir.ActionRef)
+            else self.expr(label, depth)
+        )
 
     # ================================================================ calls
     def _set_valid(self, depth: int, header: ir.Expr, valid: bool) -> None:
@@ -772,7 +773,7 @@ class CCompiler(CallDispatch):
         for ref in table.actions:
             self.emit(
                 1,
-                f"{'if' if first else 'else if'} (r.action == {_lit(self.ids[ref.action])}) {{"
+                f"{'if' if first else 'else if'} (r.action == {_lit(self.action_ids[ref.action])}) {{"
                 f" /* {ref.action} */",
             )
             exited = self._call_action(2, ref.action, (), "args")

@@ -145,10 +145,11 @@ class Compiler(CallDispatch):
     def __init__(self, program: ir.Program, info: p4i.P4Info, runtime: st.RuntimeState) -> None:
         self.program = program
         self.runtime = runtime
-        self.ids = {
-            p.preamble.name: p.preamble.id
-            for p in (*info.tables, *info.actions, *info.registers, *info.counters)
-        }
+        # P4Info ids by name, one map per kind: a table and an action may share a name (as in p4c)
+        self.action_ids = {p.preamble.name: p.preamble.id for p in info.actions}
+        self.table_ids = {p.preamble.name: p.preamble.id for p in info.tables}
+        self.register_ids = {p.preamble.name: p.preamble.id for p in info.registers}
+        self.counter_ids = {p.preamble.name: p.preamble.id for p in info.counters}
         self.actions = all_actions(program)
         self.tables: dict[str, ir.TableDecl] = {t.fq_name: t for c in program.controls for t in c.tables}
         self.instances: dict[str, ir.InstanceDecl] = all_instances(program)
@@ -430,7 +431,9 @@ class Compiler(CallDispatch):
             self._block(depth + 1, body)
 
     def _label(self, label: ir.Expr, depth: int) -> str:
-        return str(self.ids[label.action]) if isinstance(label, ir.ActionRef) else self.expr(label, depth)
+        return (
+            str(self.action_ids[label.action]) if isinstance(label, ir.ActionRef) else self.expr(label, depth)
+        )
 
     # ------------------------------------------------------------------ calls
     def _set_valid(self, depth: int, header: ir.Expr, valid: bool) -> None:
@@ -442,7 +445,7 @@ class Compiler(CallDispatch):
     def _apply(self, depth: int, table_name: str) -> tuple[str, str]:
         """Emit a table application; returns (hit variable, action id variable)."""
         table = self.tables[table_name]
-        runtime = self.runtime.tables[self.ids[table_name]]
+        runtime = self.runtime.tables[self.table_ids[table_name]]
         tvar = self.bind("T", runtime)
         keys = [self.expr(k.expr, depth) for k in table.keys]
         keys = [
@@ -465,7 +468,9 @@ class Compiler(CallDispatch):
         first = True
         for ref in table.actions:
             decl = self.actions[ref.action]
-            self.emit(depth, f"{'if' if first else 'elif'} {aid} == {self.ids[ref.action]}:  # {ref.action}")
+            self.emit(
+                depth, f"{'if' if first else 'elif'} {aid} == {self.action_ids[ref.action]}:  # {ref.action}"
+            )
             self._inline_action(depth + 1, decl, (), f"{action}.args")
             first = False
         return hit, aid
@@ -557,7 +562,7 @@ class Compiler(CallDispatch):
 
     def _extern_method(self, depth: int, call: ir.ExternMethodCall) -> None:
         if call.extern == "register":
-            reg = self.runtime.registers[self.ids[call.instance]]
+            reg = self.runtime.registers[self.register_ids[call.instance]]
             rvar = self.bind("R", reg.values)
             if call.method == "read":
                 idx = self._index(depth, call.args[1])
@@ -578,7 +583,7 @@ class Compiler(CallDispatch):
             else:
                 raise UnsupportedError.at(f"register.{call.method}", call)
         elif call.extern == "counter" and call.method == "count":
-            ctr = self.runtime.counters[self.ids[call.instance]]
+            ctr = self.runtime.counters[self.counter_ids[call.instance]]
             pvar, bvar = self.bind("Cp", ctr.packets), self.bind("Cb", ctr.bytes)
             idx = self._index(depth, call.args[0])
             if idx.isdigit():
