@@ -49,11 +49,20 @@ Changes after the contract was published (additive only):
     docs/softswitch-compiler.md, "v1model semantics");
   * a metadata `Field`'s `@field_list(i, ...)` annotation (integer literals, read with
     `field_lists`) names what resubmit/recirculate keep.
+  issue 30:
+  * `TableEntry.priority` of every entry of a table with a ternary, range or optional key is
+    its P4Runtime priority (higher wins), resolved as p4c and bmv2 do (`priority =`,
+    `largest_priority_wins`, `priority_delta`, `@priority`; softswitch/frontend/entries.py);
+    None elsewhere, and in configs written before.
+  * P4 functions arrive as global `ActionDecl`s annotated `@hidden` with a last `out`
+    parameter `result__` (softswitch/frontend/typecheck.py, `decl_function_decl`); a call
+    is an `ActionCall`, in an expression preceded by its statement's `VarDecl` of the result.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -1018,6 +1027,23 @@ def from_json(data: Any) -> Any:
     if isinstance(data, list):
         return tuple(from_json(v) for v in data)
     return data
+
+
+def walk(node: object, stop: Callable[[object], bool] | None = None) -> Iterator[object]:
+    """Every IR node under `node` (statements and expressions), in source order; below a node for
+    which `stop` says True, nothing."""
+    if isinstance(node, tuple):
+        for item in node:
+            yield from walk(item, stop)
+        return
+    if not hasattr(node, "__dataclass_fields__"):
+        return
+    yield node
+    if stop is not None and stop(node):
+        return
+    for name in node.__dataclass_fields__:  # type: ignore[attr-defined]
+        if name not in ("type", "pos"):
+            yield from walk(getattr(node, name), stop)
 
 
 def contains_apply(node: object) -> bool:

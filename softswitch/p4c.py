@@ -17,6 +17,7 @@ from google.protobuf import json_format
 
 from softswitch import ir
 from softswitch import program as program_file
+from softswitch.backends.common import UnsupportedError
 from softswitch.backends.python.executor import Pipeline
 from softswitch.frontend import compile_file
 from softswitch.frontend.diagnostics import CompileError, Diagnostic
@@ -69,8 +70,10 @@ def compile_program(
     """Source -> (checked program, P4Info), loaded once by the switch's executor to prove it runs.
 
     Every failure is a CompileError with `file:line:col` diagnostics: the
-    program's own errors, and (a compiler bug, which the fuzz tests look for)
-    anything that escaped the checker, reported at the file's first line.
+    program's own errors; a construct the checker let through that the
+    executor cannot run, as `unsupported:` where it is; and (a compiler bug,
+    which the fuzz tests look for) anything else that escaped the checker,
+    reported at the file's first line.
     """
     try:
         program = compile_file(source, include_dirs=include_dirs, defines=defines)
@@ -78,6 +81,10 @@ def compile_program(
         Pipeline(program, info)
     except CompileError:
         raise
+    except UnsupportedError as exc:
+        if exc.pos is None:
+            raise CompileError([Diagnostic(ir.Pos(str(source), 1, 1), f"unsupported: {exc}")]) from None
+        raise CompileError([Diagnostic(exc.pos, f"unsupported: {exc.what}")]) from None
     except RecursionError:
         raise CompileError([Diagnostic(ir.Pos(str(source), 1, 1), "unsupported: nesting too deep")]) from None
     except Exception as exc:

@@ -17,7 +17,7 @@ from finsy.proto import p4i
 from softswitch import ir
 from softswitch.p4info import digest_member_widths
 from softswitch.runtime import state as st
-from softswitch.runtime.build import build_state
+from softswitch.runtime.build import build_state, keyset_match
 
 DROP_PORT = 511  # bmv2's default drop port (egress_spec value of mark_to_drop)
 INSTANCE_TYPE_REPLICATION = 5
@@ -45,7 +45,21 @@ PACKET_ROOTS = ("hdr", "meta", STD_ROOT)
 
 
 class UnsupportedError(Exception):
-    """The program uses a construct this backend does not implement (the message names it)."""
+    """The program uses a construct this backend does not implement (the message names it).
+
+    Raised with `at`, it also keeps the construct's position (`pos`) and name (`what`), so that the
+    compiler, which loads every program it accepts, reports it there rather than at the file's start.
+    """
+
+    pos: ir.Pos | None = None
+    what: str = ""
+
+    @classmethod
+    def at(cls, what: str, node: object) -> UnsupportedError:
+        pos = getattr(node, "pos", None)
+        error = cls(f"{what} at {pos}")
+        error.pos, error.what = pos, what
+        return error
 
 
 def check_v1model(program: ir.Program) -> None:
@@ -69,13 +83,14 @@ def initial_state(program: ir.Program, info: p4i.P4Info) -> st.RuntimeState:
             entries = []
             for entry in table.entries:
                 match = tuple(
-                    _keyset(k, key.match_kind, ir.width_of(key.expr.type))
+                    keyset_match(k, key.match_kind, ir.width_of(key.expr.type))
                     for k, key in zip(entry.keysets, table.keys)
                 )
                 needs_priority = any(
                     key.match_kind in (st.TERNARY, st.RANGE, st.OPTIONAL) for key in table.keys
                 )
-                # P4_16: without @priority, earlier const entries win; P4Runtime: higher wins.
+                # The checker sets each entry's P4Runtime priority (higher wins; frontend/entries.py);
+                # a device config written before it did leaves it None: the first entry wins.
                 priority = entry.priority or (len(table.entries) - len(entries)) if needs_priority else 0
                 action = st.ActionCall(action_ids[entry.action.action], const_args(entry.action.args))
                 entries.append(st.Entry(match, priority, action))
@@ -87,32 +102,13 @@ def initial_state(program: ir.Program, info: p4i.P4Info) -> st.RuntimeState:
 def const_args(args: tuple[ir.Expr, ...]) -> tuple[int, ...]:
     values = []
     for arg in args:
+        if isinstance(arg, ir.EnumValue) and arg.value is not None:  # serializable: its number
+            arg = ir.Const(arg.type.underlying, arg.value, arg.pos)
         if not isinstance(arg, ir.Const):
-            raise UnsupportedError(f"non-constant action argument at {getattr(arg, 'pos', None)}")
+            raise UnsupportedError.at("non-constant action argument", arg)
         width = ir.width_of(arg.type) if isinstance(arg.type, ir.BitType | ir.BoolType) else None
         values.append(int(arg.value) & ((1 << width) - 1) if width else int(arg.value))
     return tuple(values)
-
-
-def _keyset(keyset: ir.Keyset, kind: str, width: int) -> st.FieldMatch:
-    full = (1 << width) - 1
-    if isinstance(keyset, ir.KeysetDefault):
-        return None
-    if isinstance(keyset, ir.KeysetValue):
-        value = keyset.value & full
-        if kind == st.LPM:
-            return (value, width)
-        if kind == st.TERNARY:
-            return (value, full)
-        if kind == st.RANGE:
-            return (value, value)
-        return value
-    if isinstance(keyset, ir.KeysetMask):
-        if kind == st.LPM:
-            prefix = bin(keyset.mask & full).count("1")
-            return (keyset.value & keyset.mask & full, prefix) if prefix else None
-        return (keyset.value & keyset.mask & full, keyset.mask & full) if keyset.mask & full else None
-    return (keyset.lo, keyset.hi)
 
 
 # ------------------------------------------------------------------------------------------ IR walks
@@ -150,7 +146,7 @@ class CallDispatch:
             self._extern_function(depth, call)
         elif isinstance(call, ir.HeaderMethod):
             if call.method not in ("setValid", "setInvalid"):
-                raise UnsupportedError(f"header method {call.method} as a statement at {call.pos}")
+                raise UnsupportedError.at(f"header method {call.method} as a statement", call)
             self._set_valid(depth, call.header, call.method == "setValid")
         elif isinstance(call, ir.StackOp):
             self._stack_op(depth, call)
@@ -159,7 +155,7 @@ class CallDispatch:
         elif isinstance(call, ir.Emit):
             self._emit_header(depth, call)
         else:
-            raise UnsupportedError(f"call {type(call).__name__} at {call.pos}")
+            raise UnsupportedError.at(f"call {type(call).__name__}", call)
 
     # What each backend writes for each kind of call.
     def _apply(self, depth: int, table: str) -> Any: ...

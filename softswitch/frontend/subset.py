@@ -104,3 +104,6 @@ KEYWORDS = frozenset(
         "void",
     }
 )
+
+# The V1MODEL_VERSION values p4c knows (its first and its latest v1model.p4); others are an error there.
+V1MODEL_VERSIONS = (20180101, 20200408)

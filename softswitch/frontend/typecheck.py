@@ -8,6 +8,7 @@ was found, `check` raises CompileError with all of them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from lark import Token, Tree
 
 from softswitch import ir
+from softswitch.frontend import entries as table_entries
 from softswitch.frontend import subset
 from softswitch.frontend.diagnostics import CompileError, Diagnostic
 from softswitch.frontend.preprocess import P4INCLUDE, Preprocessed
@@ -23,27 +25,35 @@ from softswitch.frontend.typecheck_expr import (
     BITWISE,
     EQUALITY,
     LOGIC,
+    MAX_CONST_BITS,
     ORDER,
     SHIFT,
     ActionInfo,
+    ConstTooWide,
     Context,
     ExternInfo,
     Fail,
+    FunctionInfo,
     InstanceInfo,
+    PlacePath,
     Scope,
     TableInfo,
     fit,
     is_const,
     lvalue_root,
+    overlaps,
     parse_int,
+    place_path,
+    reads,
+    same_place,
     signed_value,
     source_text,
     type_str,
 )
+from softswitch.p4info import DEFAULT_TABLE_SIZE
 
 _UNSUPPORTED_DECLS = {
     "header_union_decl": "header unions",
-    "function_decl": "functions",
     "value_set_decl": "value sets",
     "newtype_decl": "type declarations (type T ...; use typedef)",
 }
@@ -57,6 +67,8 @@ _EXTERN_METHODS = {
     ("direct_meter", "read"),
 }
 _CALLS = ("call", "generic_call", "generic_method_call")
+RESULT = "result__"  # the `out` parameter that takes a function's result
+PURE_EXTERN_CALLS = frozenset({"hash", "static_assert", "log_msg"})  # calls with no effect but their result
 _TABLE_SCOPES = {"defaultonly": "DEFAULT_ONLY", "tableonly": "TABLE_ONLY"}
 _BUILTIN_VERIFY = "verify"
 
@@ -124,6 +136,12 @@ class _Checker:
         self.parsers: dict[str, ir.ParserDecl] = {}
         self.controls: dict[str, ir.ControlDecl] = {}
         self.main: ir.PackageInstance | None = None
+        # direct_meter fq name -> its read calls' destinations (bmv2 needs one, and the same, for each)
+        self.meter_reads: dict[str, list[tuple[ir.Expr, ir.Pos]]] = {}
+        # while a statement is checked: what must run before it (the calls of functions in its
+        # expressions, each into a fresh local); None where no statement can go first
+        self.hoisted: list[ir.Stmt] | None = None
+        self.pure: dict[str, bool] = {}  # function -> FunctionInfo.pure
         # per block
         self.used_names: set[str] = set()
         self.block_name = ""
@@ -159,6 +177,8 @@ class _Checker:
                 self.error(decl, "unsupported: this declaration is too deeply nested or too large")
             except Exception as exc:  # a checker bug must still end in a diagnostic, never a traceback
                 self.error(decl, f"internal compiler error: {type(exc).__name__}: {exc}")
+        self.check_control_plane_names()
+        self.check_direct_meters()
         if self.main is None and not self.diagnostics:
             self.diagnostics.append(
                 Diagnostic(None, "no package instantiation named 'main' (e.g. V1Switch(...) main;)")
@@ -231,7 +251,7 @@ class _Checker:
                 if len(parts) == 1 and isinstance(parts[0], Tree) and parts[0].data == "string_lit":
                     value = str(parts[0].children[0])[1:-1]
                 elif len(parts) == 1 and isinstance(parts[0], Tree) and parts[0].data == "int_lit":
-                    value = str(parse_int(str(parts[0].children[0]))[0])
+                    value = str(self.literal(parts[0])[0])
             out.append(ir.Annotation(name, value, body))
         return tuple(out)
 
@@ -315,7 +335,7 @@ class _Checker:
 
     def const_int(self, tree: Any) -> int:
         if isinstance(tree, Token):
-            return parse_int(str(tree))[0]
+            return self.literal(tree)[0]
         e = self.expr(tree, Context(self.globals, "global"), None)
         if not isinstance(e, ir.Const) or isinstance(e.value, bool):
             raise self.error(tree, "expected a compile-time integer constant")
@@ -330,6 +350,8 @@ class _Checker:
         typ = self.resolve_type(t)
         target = scope or self.globals
         e = self.expr(value, Context(target, "global"), typ)
+        if scope is None and str(name.children[0]) == "__v1model_version":
+            self.check_v1model_version(e, value)
         e = self.coerce(e, typ, value)
         if not is_const(e):
             raise self.error(value, f"{name}: initializer is not a compile-time constant")
@@ -340,6 +362,15 @@ class _Checker:
         else:
             self.declare_local(scope, name, decl.name, e)
         return decl
+
+    def check_v1model_version(self, e: ir.Expr, value: Tree) -> None:
+        """v1model.p4's `__v1model_version` (the program's V1MODEL_VERSION): one p4c knows, as p4c checks."""
+        if not isinstance(e, ir.Const) or isinstance(e.value, bool) or int(e.value) < 0:
+            raise self.error(value, "expected v1model version to be a non-negative number")
+        first, latest = subset.V1MODEL_VERSIONS
+        if not first <= int(e.value) <= latest:
+            known = f"initial supported version is {first}, latest is {latest}"
+            raise self.error(value, f"{e.value}: unknown v1model version; {known}")
 
     def decl_typedef_decl(self, d: Tree) -> None:
         _ann, t, name = d.children
@@ -619,6 +650,48 @@ class _Checker:
             self.actions.append(decl)
         return decl
 
+    def check_direct_meters(self) -> None:
+        """A direct meter as bmv2 takes it (p4c's DirectMeterMap): attached to one table by `meters =`,
+        read by at least one call, every read into the same destination."""
+        controls = list(self.controls.values())
+        instances = [*self.instances, *(i for c in controls for i in c.instances)]
+        for meter in (i for i in instances if i.extern == "direct_meter"):
+            tables = [t for c in controls for t in c.tables if t.direct_meter == meter.fq_name]
+            reads = self.meter_reads.get(meter.fq_name, [])
+            name, problem = meter.name, None
+            if len(tables) > 1:
+                problem = f"direct meter {name} cannot be attached to more than one table ({tables[0].name})"
+            elif tables and not reads:
+                problem = f"table {tables[0].name} with direct meter {name} must have an action that reads it"
+            elif reads and not tables:
+                problem = f"direct meter {name} is read but not attached to a table (`meters = {name};`)"
+            for dest, pos in reads[1:]:
+                if not same_place(dest, reads[0][0]):
+                    message = f"{name}: every read must write to the same destination (as at {reads[0][1]})"
+                    self.diagnostics.append(Diagnostic(pos, message))
+            if problem is not None:
+                self.diagnostics.append(Diagnostic(tables[-1].pos if tables else meter.pos, problem))
+
+    def check_control_plane_names(self) -> None:
+        """Two declarations of one kind with one control-plane name (through @name, or within one
+        control) are an error, as in p4c: P4Runtime could not tell them apart (actions: its
+        "conflicting control plane name"; tables and extern instances: its P4Info's "used for
+        multiple objects"). A table and an action may share a name, as in p4c's P4Info."""
+        controls = list(self.controls.values())
+        kinds: dict[str, list[ir.ActionDecl | ir.TableDecl | ir.InstanceDecl]] = {
+            "action": [*self.actions, *(a for c in controls for a in c.actions)],
+            "table": [t for c in controls for t in c.tables],
+        }
+        for inst in [*self.instances, *(i for c in controls for i in c.instances)]:
+            kinds.setdefault(inst.extern, []).append(inst)
+        for decls in kinds.values():
+            first: dict[str, ir.ActionDecl | ir.TableDecl | ir.InstanceDecl] = {}
+            for decl in decls:
+                other = first.setdefault(decl.fq_name, decl)
+                if other is not decl:
+                    message = f"{decl.fq_name}: conflicting control plane name (as at {other.pos})"
+                    self.diagnostics.append(Diagnostic(decl.pos, message))
+
     @staticmethod
     def fq_name(prefix: str, name: str, annotations: Sequence[ir.Annotation]) -> str:
         given = annotation_value(annotations, "name")
@@ -660,6 +733,13 @@ class _Checker:
             raise self.error(d, f"{typ.name}: no constructor takes {len(arg_trees)} arguments")
         if info.type_params and not typ.type_args:
             raise self.error(t, f"{typ.name}: type arguments required, e.g. {typ.name}<bit<32>>")
+        cell = typ.type_args[0] if typ.name == "register" else None
+        if cell is not None and not (
+            isinstance(cell, ir.BitType | ir.BoolType) or (isinstance(cell, ir.EnumType) and cell.underlying)
+        ):
+            # cells are integers (P4Runtime reads each as one bitstring); bmv2 cannot read a struct out either
+            kinds = "bit<W>, int<W>, bool or a serializable enum"
+            raise self.error(t, f"unsupported: register of {type_str(cell)} (cells of {kinds})")
         binding = dict(zip(info.type_params, typ.type_args, strict=False))
         ctx = Context(scope or self.globals, "global")
         out_args: list[ir.Expr] = []
@@ -743,7 +823,30 @@ class _Checker:
                 )
                 continue
             blocks.append(ir.PackageBinding(p.name, bname, kind))
+        if blocks and blocks[0].kind == "parser":
+            self.check_headers_type(self.parsers[blocks[0].block], a=arg_trees[0])
         self.main = ir.PackageInstance(pname, iname, tuple(blocks), self.pos(d))
+
+    def check_headers_type(self, parser: ir.ParserDecl, a: Tree) -> None:
+        """The packet's headers (the parser's second parameter) must be a struct of headers, header
+        stacks and such structs: bmv2 refuses anything else ("a struct of headers, stacks, or unions")."""
+        if len(parser.params) < 2:
+            return
+        param = parser.params[1]
+        t = param.type
+
+        def headers_only(t: ir.Type) -> bool:  # p4c flattens nested structs before it looks
+            decl = self.structs.get(t.name) if isinstance(t, ir.StructType) else None
+            return decl is not None and all(
+                isinstance(f.type, ir.HeaderType | ir.StackType) or headers_only(f.type) for f in decl.fields
+            )
+
+        if not headers_only(t):
+            message = (
+                f"{type_str(t)}: the type of the headers ({parser.name}'s parameter {param.name}) "
+                "should be a struct of headers and header stacks"
+            )
+            self.diagnostics.append(Diagnostic(param.pos or self.pos(a), message))
 
     def sig(self, params: Sequence[ir.Param]) -> str:
         return ", ".join(
@@ -947,10 +1050,13 @@ class _Checker:
                 t = self.attempt(lambda item=item: self.table(item, ctx, cname, instances))
                 if t is not None:
                     tables.append(t)
+            elif kind == "function_decl":
+                self.error(
+                    item, "unsupported: a function declared inside a control (declare it at top level)"
+                )
             else:
                 self.attempt(lambda item=item: self.declaration(item))
         apply = self.block(apply_tree, Context(Scope(scope), "control", in_apply=True))
-        self.check_unique_fq(actions, tables, instances)
         self.controls[cname] = ir.ControlDecl(
             cname,
             params,
@@ -962,16 +1068,6 @@ class _Checker:
             self.annotations(ann),
             self.pos(d),
         )
-
-    def check_unique_fq(self, *groups: Sequence[Any]) -> None:
-        seen: dict[str, Any] = {}
-        for group in groups:
-            for item in group:
-                if item.fq_name in seen and seen[item.fq_name] is not item:
-                    self.diagnostics.append(
-                        Diagnostic(item.pos, f"{item.fq_name}: duplicate control-plane name")
-                    )
-                seen[item.fq_name] = item
 
     # ------------------------------------------------------------ tables
 
@@ -989,6 +1085,7 @@ class _Checker:
         size: int | None = None
         direct_counter = direct_meter = None
         support_timeout = False
+        largest_wins, delta = True, 1
         seen: set[str] = set()
         entries_tree: Tree | None = None
         default_tree: Tree | None = None
@@ -1004,6 +1101,11 @@ class _Checker:
                 for k in p.children[1:]:
                     key = self.attempt(lambda k=k: self.table_key(k, ctx))
                     if key is not None:
+                        if key.match_kind == "lpm" and any(other.match_kind == "lpm" for other in keys):
+                            # which prefix would count first? bmv2 refuses it (p4c: "multiple LPM keys")
+                            self.error(
+                                k, f"unsupported: a second lpm key in table {tname} (bmv2 refuses it too)"
+                            )
                         keys.append(key)
             elif p.data == "table_actions":
                 for a in p.children[1:]:
@@ -1037,12 +1139,15 @@ class _Checker:
                 elif pname == "implementation":
                     self.error(p, "unsupported: table implementation (action profiles and selectors)")
                 elif pname == "support_timeout":
-                    timeout = self.attempt(lambda value=value: self.expr(value, ctx, ir.BoolType()))
-                    if timeout is not None:
-                        if not (isinstance(timeout, ir.Const) and isinstance(timeout.value, bool)):
-                            self.error(value, f"{tname}: support_timeout must be true or false")
-                        else:
-                            support_timeout = bool(timeout.value)
+                    support_timeout = self.flag_property(value, ctx, f"{tname}: {pname}", support_timeout)
+                elif pname == "largest_priority_wins":
+                    largest_wins = self.flag_property(value, ctx, f"{tname}: {pname}", largest_wins)
+                elif pname == "priority_delta":
+                    step = self.attempt(lambda value=value: self.const_int(value))
+                    if step is not None and step <= 0:
+                        self.error(value, f"{tname}: priority_delta must be a positive value")
+                    elif step is not None:
+                        delta = step
                 else:
                     self.error(p, f"{tname}: unknown table property {pname}")
         if default_tree is not None:
@@ -1073,6 +1178,14 @@ class _Checker:
                 entry = self.attempt(lambda e=e: self.table_entry(e, ctx, keys, actions))
                 if entry is not None:
                     entries.append(entry)
+            resolved, problems = table_entries.resolve(
+                fq, tuple(keys), tuple(entries), entries_const, largest_wins, delta
+            )
+            self.diagnostics += problems
+            entries = list(resolved)
+            if len(entries) > (size or DEFAULT_TABLE_SIZE):
+                capacity = size or DEFAULT_TABLE_SIZE
+                self.error(entries_tree, f"{tname}: {len(entries)} entries do not fit its size {capacity}")
         del instances
         self.declare_local(ctx.scope, name, tname, TableInfo(tname, fq))
         decl = ir.TableDecl(
@@ -1194,8 +1307,21 @@ class _Checker:
             e = self.coerce(self.expr(a, ctx, p.type), p.type, a)
             if not is_const(e):
                 raise self.error(a, f"{what}: argument {p.name} must be a compile-time constant")
+            if isinstance(e, ir.ErrorValue) or (isinstance(e, ir.EnumValue) and e.value is None):
+                # the control plane passes action data as bitstrings: these types have none
+                raise self.error(a, f"unsupported: {what} argument {p.name} of type {type_str(e.type)}")
             args.append(e)
         return ir.TableActionCall(info.fq_name, tuple(args), self.pos(t))
+
+    def flag_property(self, value: Any, ctx: Context, what: str, default: bool) -> bool:
+        """A table property that is `true` or `false` (an error, and `default`, if it is anything else)."""
+        flag = self.attempt(lambda: self.expr(value, ctx, ir.BoolType()))
+        if flag is None:
+            return default
+        if not (isinstance(flag, ir.Const) and isinstance(flag.value, bool)):
+            self.error(value, f"{what} must be true or false")
+            return default
+        return bool(flag.value)
 
     def table_entry(
         self, e: Tree, ctx: Context, keys: list[ir.TableKey], actions: list[ir.TableActionRef]
@@ -1229,16 +1355,48 @@ class _Checker:
     # ------------------------------------------------------------ statements
 
     def block(self, t: Tree, ctx: Context) -> ir.Block:
-        inner = Context(Scope(ctx.scope), ctx.block, ctx.in_apply)
+        inner = dataclasses.replace(ctx, scope=Scope(ctx.scope))
         return ir.Block(self.statements(t.children, inner), self.pos(t))
 
     def statements(self, items: Sequence[Any], ctx: Context) -> tuple[ir.Stmt, ...]:
         out: list[ir.Stmt] = []
         for s in items:
-            r = self.attempt(lambda s=s: self.statement(s, ctx))
-            if r is not None:
-                out.append(r)
+            out += self.statement_and_calls(s, ctx)
         return tuple(out)
+
+    def statement_and_calls(self, s: Tree, ctx: Context) -> list[ir.Stmt]:
+        """A statement, preceded by the calls of the functions its expressions call (in order)."""
+        saved, self.hoisted = self.hoisted, []
+        try:
+            r = self.attempt(lambda: self.statement(s, ctx))
+            hoisted = self.hoisted
+        finally:
+            self.hoisted = saved
+        if r is not None and hoisted:
+            self.check_call_order(s, r, hoisted)
+        return [*hoisted, r] if r is not None else []
+
+    def check_call_order(self, s: Tree, stmt: ir.Stmt, hoisted: list[ir.Stmt]) -> None:
+        """Calls run before their statement; P4 runs them where they are, left to right. The two agree
+        unless the rest of the statement reads a place a call changes (an out or inout argument):
+        refused, not run in another order."""
+        written = self.written_by(hoisted)
+        if not written:
+            return
+        part = {
+            ir.Assign: lambda: stmt.rhs,
+            ir.VarDecl: lambda: stmt.init,
+            ir.If: lambda: stmt.cond,
+            ir.Switch: lambda: stmt.expr,
+            ir.CallStmt: lambda: stmt.call,
+            ir.Block: lambda: stmt.stmts[0].rhs,  # `return e;` in a function
+        }.get(type(stmt), lambda: None)()
+        for path in reads(part):
+            if any(overlaps(path, w) for w in written):
+                message = (
+                    f"unsupported: {'.'.join(path)} is read in a statement whose function call changes it"
+                )
+                raise self.error(s, message)
 
     def statement(self, s: Tree, ctx: Context) -> ir.Stmt | None:
         kind = s.data
@@ -1262,6 +1420,8 @@ class _Checker:
             other = self.as_block(else_t[0], ctx) if else_t and else_t[0] is not None else None
             return ir.If(cond, then, other, self.pos(s))
         if kind == "switch_stmt":
+            if ctx.block == "action":  # p4c's bmv2 backend refuses it (it has no branches inside actions)
+                raise self.error(s, "unsupported: switch statements in actions (bmv2 refuses them too)")
             return self.switch(s, ctx)
         if kind in ("for_stmt", "for_in_stmt"):
             raise self.error(s, "unsupported: for loops")
@@ -1272,17 +1432,25 @@ class _Checker:
         if kind == "return_stmt":
             if ctx.block == "parser":
                 raise self.error(s, "return is not allowed in a parser")
-            if s.children and s.children[0] is not None:
-                raise self.error(s, "return with a value is only allowed in functions")
+            value_t = s.children[0] if s.children else None
+            if ctx.returns is not None and not isinstance(ctx.returns, ir.VoidType):
+                if value_t is None:
+                    raise self.error(s, f"return needs a value of type {type_str(ctx.returns)}")
+                value = self.coerce(self.expr(value_t, ctx, ctx.returns), ctx.returns, value_t)
+                result = ir.Var(RESULT, ctx.returns, "action_param", "out", self.pos(s))
+                return ir.Block(
+                    (ir.Assign(result, value, self.pos(s)), ir.Return(None, self.pos(s))), self.pos(s)
+                )
+            if value_t is not None:
+                raise self.error(s, "return with a value is only allowed in functions that return one")
             return ir.Return(None, self.pos(s))
         raise self.error(s, f"unsupported statement {kind}")
 
     def as_block(self, t: Tree, ctx: Context) -> ir.Block:
         if t.data == "block":
             return self.block(t, ctx)
-        inner = Context(Scope(ctx.scope), ctx.block, ctx.in_apply)
-        st = self.statement(t, inner)
-        return ir.Block((st,) if st is not None else (), self.pos(t))
+        inner = dataclasses.replace(ctx, scope=Scope(ctx.scope))
+        return ir.Block(tuple(self.statement_and_calls(t, inner)), self.pos(t))
 
     def assignment(self, s: Tree, ctx: Context) -> ir.Assign:
         lhs_t, rhs_t = s.children
@@ -1436,8 +1604,15 @@ class _Checker:
             raise self.error(t, f"unsupported expression: {kind.replace('_', ' ')}")
         return handler(t, ctx, want)
 
+    def literal(self, t: Tree | Token) -> tuple[int, ir.Type]:
+        """An integer literal's value and type; one too wide to compute with is refused where it is."""
+        try:
+            return parse_int(str(t.children[0] if isinstance(t, Tree) else t))
+        except ConstTooWide as wide:
+            raise self.error(t, f"unsupported: {wide}") from None
+
     def e_int_lit(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
-        value, typ = parse_int(str(t.children[0]))
+        value, typ = self.literal(t)
         if isinstance(typ, ir.BitType):
             if value >= (1 << typ.width):
                 raise self.error(t, f"value {value} does not fit in {type_str(typ)}")
@@ -1640,8 +1815,8 @@ class _Checker:
     def e_mux(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
         c_t, a_t, b_t = t.children
         cond = self.expect_bool(self.expr(c_t, ctx, ir.BoolType()), c_t, "condition of ?:")
-        a = self.expr(a_t, ctx, want)
-        b = self.expr(b_t, ctx, want if not isinstance(a.type, ir.InfIntType) else want)
+        a = self.conditional(a_t, ctx, want, "in a branch of ?:")
+        b = self.conditional(b_t, ctx, want, "in a branch of ?:")
         a, b = self.unify(a, b, a_t, b_t, "?:")
         if isinstance(a.type, ir.InfIntType) and not isinstance(cond, ir.Const):
             raise self.error(t, "the branches of ?: need a width: cast one of the constants")
@@ -1673,7 +1848,9 @@ class _Checker:
         pos = self.pos(op_tok)
         if op in LOGIC:
             a = self.expect_bool(self.expr(a_t, ctx, ir.BoolType()), a_t, f"operand of {op}")
-            b = self.expect_bool(self.expr(b_t, ctx, ir.BoolType()), b_t, f"operand of {op}")
+            b = self.expect_bool(
+                self.conditional(b_t, ctx, ir.BoolType(), f"on the right of {op}"), b_t, f"operand of {op}"
+            )
             if ir.contains_apply(b):  # both backends apply tables before the expression: no short circuit
                 raise self.error(b_t, f"unsupported: table apply on the right of {op}")
             if isinstance(a, ir.Const) and isinstance(b, ir.Const):
@@ -1683,7 +1860,7 @@ class _Checker:
         operand_want = want if op in ARITH | BITWISE else None
         a = self.expr(a_t, ctx, operand_want)
         if op in SHIFT:
-            b = self.expr(b_t, ctx, None)
+            a, b = self.right_operand(a, b_t, ctx, None)
             if (
                 isinstance(b.type, ir.BitType)
                 and b.type.signed
@@ -1703,7 +1880,9 @@ class _Checker:
             if isinstance(a, ir.Const) and isinstance(b, ir.Const):
                 return self.fold(op, a, b, a.type, pos)
             return ir.Binary(op, a, b, a.type, pos)
-        b = self.expr(b_t, ctx, a.type if not isinstance(a.type, ir.InfIntType) else operand_want)
+        a, b = self.right_operand(
+            a, b_t, ctx, a.type if not isinstance(a.type, ir.InfIntType) else operand_want
+        )
         if isinstance(a.type, ir.InfIntType) and not isinstance(b.type, ir.InfIntType):
             a = self.coerce(a, b.type, a_t)
         if op == "++":
@@ -1751,8 +1930,17 @@ class _Checker:
             )
         )
 
+    def too_wide(self, pos: ir.Pos) -> Fail:
+        """A folded `int` constant too wide to compute with (p4c, too, stops at 2048 bits)."""
+        self.diagnostics.append(Diagnostic(pos, f"unsupported: a constant wider than {MAX_CONST_BITS} bits"))
+        return Fail()
+
     def fold(self, op: str, a: ir.Const, b: ir.Const, typ: ir.Type, pos: ir.Pos) -> ir.Const:
         x, y = self.int_value(a), self.int_value(b)
+        if op == "<<" and isinstance(typ, ir.BitType) and y >= typ.width:
+            return ir.Const(typ, 0, pos)  # every bit shifted out (without computing x << y first)
+        if op == "<<" and x and x.bit_length() + y > MAX_CONST_BITS:
+            raise self.too_wide(pos)
         if op in ("|+|", "|-|") and isinstance(typ, ir.BitType):
             r = x + y if op == "|+|" else x - y
             lo, hi = (
@@ -1778,6 +1966,8 @@ class _Checker:
             }[op]()
         if isinstance(typ, ir.BitType):
             return ir.Const(typ, fit(r, typ), pos)
+        if r.bit_length() > MAX_CONST_BITS:
+            raise self.too_wide(pos)
         return ir.Const(typ, r, pos)
 
     def e_call(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
@@ -1820,6 +2010,10 @@ class _Checker:
                     raise self.error(mname_tok, f"{mname}: tables have only apply()")
                 if arg_trees:
                     raise self.error(t, "apply() takes no arguments")
+                if (
+                    not ctx.in_apply and ctx.block == "control"
+                ):  # a table key, a control's local: P4 allows it
+                    raise self.error(t, f"unsupported: applying table {target.name} outside an apply block")
                 if not ctx.in_apply:
                     where = {"action": "an action", "parser": "a parser"}.get(ctx.block, "here")
                     raise self.error(t, f"{target.name}.apply() cannot be called from {where}")
@@ -1837,6 +2031,8 @@ class _Checker:
                 if ctx.block == "parser":
                     raise self.error(t, f"actions cannot be called from a parser ({name})")
                 return self.action_call(found, arg_trees, t, ctx)
+            if isinstance(found, FunctionInfo):
+                return self.user_function_call(found, arg_trees, t, ctx, statement)
             if found is None and name in self.functions:
                 return self.function_call(name, arg_trees, t, ctx, type_args)
             if type_args is not None and found is not None:
@@ -1932,6 +2128,8 @@ class _Checker:
             binding.update(zip(m.type_params, type_args))
         args, dirs = self.args(m.params, arg_trees, t, ctx, f"{inst.name}.{mname}", binding)
         ret = self.subst(m.return_type, binding)
+        if inst.extern == "direct_meter" and mname == "read":
+            self.meter_reads.setdefault(inst.fq_name, []).append((args[0], self.pos(t)))
         return ir.ExternMethodCall(
             inst.fq_name,
             inst.extern,
@@ -2089,6 +2287,119 @@ class _Checker:
                 t, f"unsupported: lookahead of {type_str(typ)} (a header or bit<W> is supported)"
             )
         return ir.Lookahead(packet.name, typ, self.pos(t))
+
+    def right_operand(
+        self, a: ir.Expr, b_t: Any, ctx: Context, want: ir.Type | None
+    ) -> tuple[ir.Expr, ir.Expr]:
+        """The right operand of a binary operator, after the left one, as P4 orders them: should it
+        call a function that changes what the left one reads, the left one's value is taken first
+        (into a fresh local, before that call)."""
+        before = len(self.hoisted or ())
+        b = self.expr(b_t, ctx, want)
+        if self.hoisted is None or len(self.hoisted) == before or is_const(a):
+            return a, b
+        written = self.written_by(self.hoisted[before:])
+        if any(overlaps(path, w) for path in reads(a) for w in written):
+            left = ir.Var(self.fresh("left"), a.type, "local", "", a.pos)
+            self.hoisted.insert(before, ir.VarDecl(left.name, a.type, a, a.pos))
+            a = left
+        return a, b
+
+    @staticmethod
+    def written_by(hoisted: Sequence[ir.Stmt]) -> list[PlacePath]:
+        """The places the hoisted function calls change: their out and inout arguments."""
+        return [
+            path
+            for call in (h.call for h in hoisted if isinstance(h, ir.CallStmt))
+            if isinstance(call, ir.ActionCall)
+            for arg, direction in zip(call.args[:-1], call.directions, strict=False)
+            if direction in ("out", "inout") and (path := place_path(arg)) is not None
+        ]
+
+    def conditional(self, t: Any, ctx: Context, want: ir.Type | None, where: str) -> ir.Expr:
+        """An expression that may not be evaluated (right of && or ||, a branch of ?:): the functions
+        it calls run before the statement, so each must have no effect but its result."""
+        before = len(self.hoisted or ())
+        e = self.expr(t, ctx, want)
+        for stmt in (self.hoisted or [])[before:]:
+            call = stmt.call if isinstance(stmt, ir.CallStmt) else None
+            if isinstance(call, ir.ActionCall) and not self.pure.get(call.action, False):
+                raise self.error(t, f"unsupported: a call of a function with effects {where}")
+        return e
+
+    def user_function_call(
+        self, info: FunctionInfo, arg_trees: list[Any], t: Tree, ctx: Context, statement: bool
+    ) -> ir.Expr:
+        """A call of a P4 function: a call of its hidden action, whose last argument takes the result.
+
+        In an expression the call runs just before the statement (`hoisted`), into a fresh local
+        the expression then reads: P4 evaluates a call's arguments, then the call, left to right.
+        """
+        if self.hoisted is None or ctx.block not in ("control", "action"):
+            raise self.error(
+                t, f"unsupported: calling function {info.name} here (only in controls and actions)"
+            )
+        before = len(self.hoisted)
+        args, dirs = self.args(info.params, arg_trees, t, ctx, info.name, {})
+        written = self.written_by(self.hoisted[before:])  # by calls in the arguments, which run first
+        for path in (p for arg in args for p in reads(arg)):
+            if any(overlaps(path, w) for w in written):
+                changed = f"{'.'.join(path)} is passed to {info.name} and changed by a call in its arguments"
+                raise self.error(t, f"unsupported: {changed}")
+        pos = self.pos(t)
+        if isinstance(info.returns, ir.VoidType):
+            return ir.ActionCall(info.fq_name, args, dirs, ir.VoidType(), pos)
+        result = ir.Var(self.fresh(f"{info.name}_result"), info.returns, "local", "", pos)
+        self.hoisted.append(ir.VarDecl(result.name, info.returns, None, pos))
+        call = ir.ActionCall(info.fq_name, (*args, result), (*dirs, "out"), ir.VoidType(), pos)
+        if statement:  # the result is not used
+            return call
+        self.hoisted.append(ir.CallStmt(call, pos))
+        return result
+
+    def decl_function_decl(self, d: Tree) -> None:
+        """A P4 function, checked as a hidden action (not in the P4Info, as p4c inlines functions)
+        with an `out` parameter for the result: `return e;` assigns it and returns."""
+        ann, ret_t, name, *tparams, params_tree, body = d.children  # type_params? is absent, not None
+        fname = str(name.children[0])
+        if tparams:
+            raise self.error(tparams[0], "unsupported: generic functions")
+        returns = self.resolve_type(ret_t)
+        params = tuple(
+            dataclasses.replace(p, direction=p.direction or "in") for p in self.params(params_tree)
+        )  # directionless function parameters are `in`
+        for p in params:
+            if not (ir.is_scalar(p.type) or isinstance(p.type, ir.HeaderType | ir.StructType | ir.ErrorType)):
+                raise self.error(
+                    p.pos or params_tree,
+                    f"unsupported: function parameter {p.name} of type {type_str(p.type)}",
+                )
+        if not isinstance(returns, ir.VoidType) and not (
+            ir.is_scalar(returns) or isinstance(returns, ir.HeaderType | ir.StructType)
+        ):
+            raise self.error(ret_t, f"unsupported: a function returning {type_str(returns)}")
+        if any(p.name == RESULT for p in params):
+            raise self.error(params_tree, f"unsupported: a function parameter named {RESULT}")
+        self.used_names = set()
+        inner = Scope(self.globals)
+        for p in params:
+            inner.names[p.name] = ir.Var(p.name, p.type, "action_param", p.direction, p.pos)
+        block = self.block(body, Context(inner, "action", returns=returns))
+        lowered = params if isinstance(returns, ir.VoidType) else (*params, ir.Param(RESULT, returns, "out"))
+        annotations = (*self.annotations(ann), ir.Annotation("hidden"))
+        self.actions.append(ir.ActionDecl(fname, fname, tuple(lowered), block, annotations, self.pos(d)))
+        self.pure[fname] = not any(p.direction in ("out", "inout") for p in params) and all(
+            self.without_effect(n) for n in ir.walk(block)
+        )
+        self.declare_global(name, fname, FunctionInfo(fname, fname, params, returns, self.pure[fname]))
+
+    def without_effect(self, node: object) -> bool:
+        """Whether an IR node in a function's body leaves no trace outside the function's locals."""
+        if isinstance(node, ir.ExternFunctionCall):
+            return node.name in PURE_EXTERN_CALLS
+        if isinstance(node, ir.ActionCall):
+            return self.pure.get(node.action, False)
+        return not isinstance(node, ir.ExternMethodCall | ir.Exit)
 
     def action_call(self, info: ActionInfo, arg_trees: list[Any], t: Tree, ctx: Context) -> ir.Expr:
         args, dirs = self.args(info.params, arg_trees, t, ctx, info.name, {})

@@ -8,6 +8,7 @@ bit<1>, need an explicit cast, and the error says so.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,22 @@ class ActionInfo:
     name: str
     fq_name: str
     params: tuple[ir.Param, ...]
+
+
+@dataclass
+class FunctionInfo:
+    """A P4 function, run as the hidden action `fq_name` whose last parameter (`out`) is the result.
+
+    `params` are the function's own (directionless ones are `in`); `pure` is set when a call
+    has no effect but its result (no out/inout parameter, no extern call with an effect), so
+    that it may be evaluated ahead of a short-circuit operator's right-hand side.
+    """
+
+    name: str
+    fq_name: str
+    params: tuple[ir.Param, ...]
+    returns: ir.Type
+    pure: bool = False
 
 
 @dataclass
@@ -77,10 +94,26 @@ class Context:
     block: str  # "parser" | "control" | "action" | "global"
     in_apply: bool = False  # directly in a control's apply body (tables may be applied)
     extract_target: bool = False  # checking the argument of extract (where stack.next is allowed)
+    returns: ir.Type | None = None  # in a function's body: its return type (VoidType for void)
+
+
+# The widest compile-time integer the checker computes with, literal or folded (p4c's limit is 2048 bits):
+# beyond it a value costs time and memory without meaning anything (`1 << 903012108`), and Python
+# refuses to convert decimal text of more than 4300 digits at all.
+MAX_CONST_BITS = 4096
+_BITS_PER_DIGIT = {16: 4, 2: 1, 8: 3, 10: 3.3219}
+
+
+class ConstTooWide(ValueError):
+    """A compile-time integer needs more than MAX_CONST_BITS bits (the message says which)."""
 
 
 def parse_int(text: str) -> tuple[int, ir.Type]:
-    """A P4 integer literal -> (value, type); `8w5` is bit<8>, `8s5` int<8>, plain is arbitrary `int`."""
+    """A P4 integer literal -> (value, type); `8w5` is bit<8>, `8s5` int<8>, plain is arbitrary `int`.
+
+    Raises ConstTooWide for a literal (or a width) of more than MAX_CONST_BITS bits, before
+    converting its digits.
+    """
     width: int | None = None
     signed = False
     body = text.replace("_", "")
@@ -92,19 +125,19 @@ def parse_int(text: str) -> tuple[int, ir.Type]:
             and body[: body.index(marker)].isdigit()
         ):
             head, body = body.split(marker, 1)
+            if int(head[-6:]) > MAX_CONST_BITS or head[:-6].strip("0"):  # without converting it all
+                raise ConstTooWide(f"integer literal wider than {MAX_CONST_BITS} bits")
             width, signed = int(head), marker == "s"
             break
     lower = body.lower()
-    if lower.startswith("0x"):
-        value = int(lower[2:], 16)
-    elif lower.startswith("0b"):
-        value = int(lower[2:], 2)
-    elif lower.startswith("0o"):
-        value = int(lower[2:], 8)
-    elif lower.startswith("0d"):
-        value = int(lower[2:], 10)
-    else:
-        value = int(lower, 10)
+    base = {"0x": 16, "0b": 2, "0o": 8, "0d": 10}.get(lower[:2], 0)
+    digits = lower[2:] if base else lower
+    base = base or 10
+    if (len(digits.lstrip("0")) - 1) * _BITS_PER_DIGIT[base] > MAX_CONST_BITS:
+        raise ConstTooWide(f"integer literal wider than {MAX_CONST_BITS} bits")
+    value = int(digits, base)
+    if value.bit_length() > MAX_CONST_BITS:
+        raise ConstTooWide(f"integer literal wider than {MAX_CONST_BITS} bits")
     if width is None:
         return value, ir.InfIntType()
     return value, ir.BitType(width, signed)
@@ -187,3 +220,42 @@ def lvalue_root(e: ir.Expr) -> ir.Expr:
     while isinstance(e, ir.Member | ir.Slice | ir.StackIndex | ir.StackMember):
         e = e.expr
     return e
+
+
+def same_place(a: ir.Expr, b: ir.Expr) -> bool:
+    """Whether two l-values name the same place (`meta.color` twice), wherever each is written."""
+    if isinstance(a, ir.Var) and isinstance(b, ir.Var):
+        return (a.name, a.kind) == (b.name, b.kind)
+    if isinstance(a, ir.Member) and isinstance(b, ir.Member):
+        return a.field == b.field and same_place(a.expr, b.expr)
+    return a == b
+
+
+PlacePath = tuple[str, ...]
+
+
+def place_path(e: object) -> PlacePath | None:
+    """`hdr.h.a` as ("hdr", "h", "a"); a slice as the field it slices; None if `e` is no place."""
+    if isinstance(e, ir.Var):
+        return (e.name,)
+    if isinstance(e, ir.Member | ir.Slice):
+        inner = place_path(e.expr)
+        return inner + (e.field,) if inner is not None and isinstance(e, ir.Member) else inner
+    if isinstance(e, ir.StackIndex) and isinstance(e.index, ir.Const):
+        inner = place_path(e.expr)
+        return None if inner is None else inner + (str(e.index.value),)
+    return None
+
+
+def reads(node: object) -> Iterator[PlacePath]:
+    """The places an expression (or a call's arguments) reads, each as its whole path."""
+    for n in ir.walk(node, stop=lambda n: place_path(n) is not None):
+        path = place_path(n)
+        if path is not None:
+            yield path
+
+
+def overlaps(a: PlacePath, b: PlacePath) -> bool:
+    """Whether two places share storage (one is the other or contains it)."""
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]

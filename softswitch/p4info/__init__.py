@@ -118,20 +118,6 @@ def _numbered(items: list[tuple[tuple[ir.Annotation, ...], object]]) -> Iterator
         yield next_id, item
 
 
-def _walk(node: object) -> Iterator[object]:
-    """Every IR node under `node` (statements and expressions), in source order."""
-    if isinstance(node, tuple):
-        for item in node:
-            yield from _walk(item)
-        return
-    if not hasattr(node, "__dataclass_fields__"):
-        return
-    yield node
-    for name in node.__dataclass_fields__:  # type: ignore[attr-defined]
-        if name not in ("type", "pos"):
-            yield from _walk(getattr(node, name))
-
-
 def _collect(program: ir.Program) -> _Listed:
     listed = _Listed()
     global_actions = {a.fq_name: a for a in program.actions}
@@ -145,14 +131,14 @@ def _collect(program: ir.Program) -> _Listed:
         if not isinstance(block, ir.ControlDecl):
             continue
         listed.instances += block.instances
-        applied = {n.table for n in _walk(block.apply) if isinstance(n, ir.TableApply)}
+        applied = {n.table for n in ir.walk(block.apply) if isinstance(n, ir.TableApply)}
         tables = [t for t in block.tables if t.fq_name in applied and not _has(t.annotations, "hidden")]
         own = {a.fq_name: a for a in block.actions}
         used: list[str] = []
         for table in tables:
             used += [r.action for r in table.actions] + [table.default_action.action]
             used += [e.action.action for e in table.entries]
-        used += [n.action for n in _walk(block.apply) if isinstance(n, ir.ActionCall)]
+        used += [n.action for n in ir.walk(block.apply) if isinstance(n, ir.ActionCall)]
         used_set = set(used)
         order = [a for a in dict.fromkeys(used) if a in global_actions]
         order += [a.fq_name for a in block.actions if a.fq_name in used_set]
@@ -169,7 +155,7 @@ def _collect(program: ir.Program) -> _Listed:
                     listed.direct.append((instances[name], table))
         bodies = [a.body for a in (*program.actions, *block.actions) if a.fq_name in used_set]
         bodies.append(block.apply)
-        calls = [n for b in bodies for n in _walk(b) if isinstance(n, ir.ExternFunctionCall)]
+        calls = [n for b in bodies for n in ir.walk(b) if isinstance(n, ir.ExternFunctionCall)]
         listed.extern_calls |= bool(calls)
         for call in calls:
             if call.name == "digest" and isinstance(call.type_args[0], ir.StructType):

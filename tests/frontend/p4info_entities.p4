@@ -42,8 +42,9 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
 
     action helper() { meta.color = 3; }
     @brief("send out of a port")
-    action forward(@name("out_port") bit<9> port) { sm.egress_spec = port; helper(); }
-    action drop() { mark_to_drop(sm); }
+    // Each direct meter is read by an action of its table, as p4c requires.
+    action forward(@name("out_port") bit<9> port) { sm.egress_spec = port; helper(); fixed_rate.read(meta.color); }
+    action drop() { mark_to_drop(sm); fwd_rate.read(meta.color); }
     action direct_only() { meta.color = 1; }
     action in_unapplied_table() { }
 

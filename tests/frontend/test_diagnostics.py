@@ -105,3 +105,21 @@ def test_p4info_output_formats_follow_the_extension(tmp_path: Path) -> None:
     binary = p4i.P4Info.FromString(outputs[1].read_bytes())
     js = json_format.Parse(outputs[2].read_text(), p4i.P4Info())
     assert text == binary == js and text.tables[0].preamble.name == "I.t"
+
+
+def test_a_construct_the_executor_cannot_run_is_reported_where_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A backstop: should the checker let through what the executor refuses, the compiler (which loads
+    # every program it accepts) says `unsupported:` at the construct, not an internal error at 1:1.
+    from softswitch import p4c as cli
+    from softswitch.backends.common import UnsupportedError
+
+    def refuse(program: object, info: object) -> None:
+        first = program.block("ig").apply.stmts[0]  # type: ignore[attr-defined]
+        raise UnsupportedError.at("a construct", first)
+
+    monkeypatch.setattr(cli, "Pipeline", refuse)
+    with pytest.raises(CompileError) as caught:
+        cli.compile_program(program(tmp_path, "hdr.h.a = 1;"))
+    assert caught.value.render().startswith(f"{tmp_path / 'prog.p4'}:14:9: error: unsupported: a construct")

@@ -62,6 +62,34 @@ UNSUPPORTED = [
         "table apply on the right of ||",
     ),
     (
+        "register of a struct",
+        {"top": "struct c_t { bit<8> x; }", "local": "register<c_t>(4) r;"},
+        "register of c_t (cells of bit<W>, int<W>, bool or a serializable enum)",
+    ),
+    (
+        "constant too wide to compute",
+        {"body": "hdr.h.a = 1 << 903012108;"},
+        "a constant wider than 4096 bits",
+    ),
+    (
+        "literal of 5000 digits",
+        {"body": "hdr.h.a = " + "9" * 5000 + ";"},
+        "integer literal wider than 4096 bits",
+    ),
+    (
+        "switch in an action",
+        {"local": "action s() { switch (hdr.h.a) { 1: { } } }"},
+        "switch statements in actions",
+    ),
+    (
+        "two lpm keys",
+        {
+            "local": "table l { key = { hdr.h.a: lpm; hdr.h.b: lpm; } actions = { NoAction; } }",
+            "body": "l.apply();",
+        },
+        "a second lpm key in table l",
+    ),
+    (
         "unknown hash",
         {"body": "hash(hdr.h.a, HashAlgorithm.crc32_custom, 8w0, {hdr.h.b}, 8w4);"},
         "crc32_custom",
@@ -113,6 +141,75 @@ def test_invalid_programs_are_errors(tmp_path: Path, what: str, parts: dict[str,
     assert message in caught.value.render()
 
 
+METER = "direct_meter<bit<8>>(MeterType.packets) dm; action m() { dm.read(meta.m); }"
+METERED = "table d { key = { hdr.h.a: exact; } actions = { NoAction; } meters = dm; }"
+REFUSED_AS_BY_P4C = [
+    ("two actions with one @name",
+     {"local": '@name(".x") action p1() { } @name(".x") action p2() { }', "body": "p1(); p2();"},
+     '@name(".x") action p2', "x: conflicting control plane name"),
+    ("two tables with one @name",
+     {"local": '@name("u") table u1 { actions = { NoAction; } } '
+               '@name("u") table u2 { actions = { NoAction; } }', "body": "u1.apply(); u2.apply();"},
+     '@name("u") table u2', "I.u: conflicting control plane name"),
+    ("a direct meter nobody reads",
+     {"local": "direct_meter<bit<8>>(MeterType.packets) dm; " + METERED, "body": "d.apply();"},
+     "table d", "must have an action that reads it"),
+    ("a direct meter read but attached to no table", {"local": METER, "body": "m();"},
+     "direct_meter<bit<8>>", "is read but not attached to a table"),
+    ("a direct meter read into two places",
+     {"local": METER + " action m2() { dm.read(hdr.h.a); } " + METERED.replace("NoAction;", "m; m2;"),
+      "body": "d.apply();"},
+     "dm.read(hdr.h.a)", "every read must write to the same"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("what", "parts", "at", "message"), REFUSED_AS_BY_P4C, ids=[c[0] for c in REFUSED_AS_BY_P4C]
+)
+def test_programs_p4c_refuses_are_errors_at_the_construct(
+    tmp_path: Path, what: str, parts: dict[str, str], at: str, message: str
+) -> None:
+    with pytest.raises(CompileError) as caught:
+        compile_program(program(tmp_path, **parts))
+    first = caught.value.diagnostics[0]
+    assert message in first.message, caught.value.render()
+    assert first.pos is not None
+    line = (tmp_path / "prog.p4").read_text().splitlines()[first.pos.line - 1]
+    assert line[first.pos.col - 1 :].startswith(at), caught.value.render()
+
+
+def test_the_headers_must_be_a_struct_of_headers_as_bmv2_requires(tmp_path: Path) -> None:
+    path = program(tmp_path)
+    path.write_text(
+        path.read_text().replace("struct headers_t { h_t h; }", "struct headers_t { h_t h; bit<8> x; }")
+    )
+    expected = (
+        r"prog.p4:7:25: error: headers_t: the type of the headers \(P's parameter hdr\) should be a struct"
+    )
+    with pytest.raises(CompileError, match=expected):
+        compile_program(path)
+
+
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        ("-6419018", "expected v1model version to be a non-negative number"),
+        (
+            "20000101",
+            "20000101: unknown v1model version; initial supported version is 20180101, latest is 20200408",
+        ),
+        ("20250101", "unknown v1model version"),
+    ],
+)
+def test_a_v1model_version_p4c_does_not_know_is_an_error(tmp_path: Path, version: str, message: str) -> None:
+    path = program(tmp_path)
+    path.write_text(f"#define V1MODEL_VERSION {version}\n" + path.read_text())
+    with pytest.raises(CompileError) as caught:
+        compile_program(path)
+    first = caught.value.diagnostics[0]
+    assert message in first.message and first.pos is not None and first.pos.file.endswith("v1model.p4")
+
+
 def test_a_parser_that_never_accepts_is_an_error(tmp_path: Path) -> None:
     path = program(tmp_path)
     path.write_text(path.read_text().replace("transition accept;", "transition reject;"))
@@ -145,6 +242,9 @@ ACCEPTED_NOW = [
     ("static_assert", {"body": "static_assert(true);"}),
     ("random", {"body": "random(hdr.h.a, 8w1, 8w3);"}),
     ("list expression in an assignment", {"body": "meta = { hdr.h.a };"}),
+    ("a table and an action with one name (as p4c)", {"local": '@name("same") action s() { } '
+                                                     '@name("same") table u { actions = { s; } }',
+                                                     "body": "u.apply(); s();"}),
 ]  # fmt: skip
 
 

@@ -65,7 +65,7 @@ from softswitch.backends.common import (
 )
 from softswitch.runtime.pipeline import DIGEST_PORT_BASE
 
-GENERATOR_VERSION = 7  # bump whenever the generated code changes meaning: it is part of the cache key
+GENERATOR_VERSION = 8  # bump whenever the generated code changes meaning: it is part of the cache key
 MAX_WIDTH = 64
 HINT = "(the C backend runs bit<W>/int<W> up to 64 bits; run this program with --backend python)"
 
@@ -90,7 +90,13 @@ def _mask(width: int) -> int:
 
 
 def _lit(value: int) -> str:
-    return f"UINT64_C({value:#x})" if value > 9 else str(value)
+    """A constant as a uint64_t literal, whatever its size.
+
+    Every value the generated code computes is a uint64_t: a bare `1` would be
+    a 32-bit int, and `1 << 40` on it loses the bit (a constant stored into
+    `f[40:40]` came out 0).
+    """
+    return f"UINT64_C({value:#x})" if value > 9 else f"UINT64_C({value})"
 
 
 def _storage(width: int) -> str:
@@ -175,10 +181,7 @@ class CCompiler(CallDispatch):
         check_v1model(program)
         self.program = program
         self.info = info
-        self.ids = {
-            p.preamble.name: p.preamble.id
-            for p in (*info.tables, *info.actions, *info.registers, *info.counters)
-        }
+        self.action_ids = {p.preamble.name: p.preamble.id for p in info.actions}  # a table may share a name
         self.actions = all_actions(program)
         self.top_actions = {a.fq_name for a in program.actions}
         self.tables = {t.fq_name: t for c in program.controls for t in c.tables}
@@ -641,17 +644,26 @@ class CCompiler(CallDispatch):
             self.store(depth, lhs, self.expr(rhs, depth))
             return
         target = self.place(lhs, depth)
-        if isinstance(rhs, ir.ListExpr):  # {f1, f2, ...}: each field; a header becomes valid
-            if isinstance(lhs.type, ir.HeaderType):
-                self.emit(depth, f"{target}.valid = 1;")
-            for (fname, ftype), item in zip(self._fields_of(lhs.type), rhs.elements):
-                self._assign(depth, ir.Member(lhs, fname, ftype, rhs.pos), item)
+        if isinstance(rhs, ir.ListExpr):
+            self._fill(depth, target, lhs.type, rhs)
             return
         if isinstance(rhs, ir.Lookahead):
             assert isinstance(lhs.type, ir.HeaderType)
             self._read_header(depth, lhs.type.name, target, "off", advance=False)
             return
         self.emit(depth, f"{target} = {self.place(rhs, depth)};")
+
+    def _fill(self, depth: int, target: str, t: ir.Type, items: ir.ListExpr) -> None:
+        """`target = {f1, f2, ...}` for a header or struct in C: each field; a header becomes valid."""
+        if isinstance(t, ir.HeaderType):
+            self.emit(depth, f"{target}.valid = 1;")
+        for (fname, ftype), item in zip(self._fields_of(t), items.elements):
+            field = f"{target}.{cname(fname)}"
+            if isinstance(item, ir.ListExpr):
+                self._fill(depth, field, ftype, item)
+            else:
+                value = self.place(item, depth) if _composite(ftype) else self.expr(item, depth)
+                self.emit(depth, f"{field} = {value};")
 
     def _fields_of(self, t: ir.Type) -> list[tuple[str, ir.Type]]:
         if isinstance(t, ir.HeaderType):
@@ -665,9 +677,8 @@ class CCompiler(CallDispatch):
             whole = self.expr(lhs.expr, depth)
             m = _mask(lhs.hi - lhs.lo + 1)
             keep = _mask(ir.width_of(lhs.expr.type)) ^ (m << lhs.lo)
-            self.store(
-                depth, lhs.expr, f"((({whole}) & {_lit(keep)}) | ((({value}) & {_lit(m)}) << {lhs.lo}))"
-            )
+            part = f"(((uint64_t)({value}) & {_lit(m)}) << {lhs.lo})"
+            self.store(depth, lhs.expr, f"((({whole}) & {_lit(keep)}) | {part})")
             return
         self.emit(depth, f"{self.lvalue(lhs, depth)} = {value};")
 
@@ -685,7 +696,11 @@ class CCompiler(CallDispatch):
             self.emit(depth, "}")
 
     def _label(self, label: ir.Expr, depth: int) -> str:
-        return _lit(self.ids[label.action]) if isinstance(label, ir.ActionRef) else self.expr(label, depth)
+        return (
+            _lit(self.action_ids[label.action])
+            if isinstance(label, ir.ActionRef)
+            else self.expr(label, depth)
+        )
 
     # ================================================================ calls
     def _set_valid(self, depth: int, header: ir.Expr, valid: bool) -> None:
@@ -758,7 +773,7 @@ class CCompiler(CallDispatch):
         for ref in table.actions:
             self.emit(
                 1,
-                f"{'if' if first else 'else if'} (r.action == {_lit(self.ids[ref.action])}) {{"
+                f"{'if' if first else 'else if'} (r.action == {_lit(self.action_ids[ref.action])}) {{"
                 f" /* {ref.action} */",
             )
             exited = self._call_action(2, ref.action, (), "args")
@@ -781,7 +796,11 @@ class CCompiler(CallDispatch):
             tmp = self.tmp("a")
             composite = _composite(prm.type)
             ctype = self.ctype(prm.type, f"parameter {prm.name} of {action}") if composite else "uint64_t"
-            if prm.direction in ("in", "inout"):
+            if isinstance(arg, ir.ListExpr):  # `{...}` for a header or struct: built field by field
+                self.emit(depth, f"{ctype} {tmp};")
+                self.emit(depth, f"memset(&{tmp}, 0, sizeof {tmp});")
+                self._fill(depth, tmp, prm.type, arg)
+            elif prm.direction in ("in", "inout"):
                 value = self.place(arg, depth) if composite else self.expr(arg, depth)
                 self.emit(depth, f"{ctype} {tmp} = {value};")
             else:
@@ -1320,7 +1339,7 @@ class CCompiler(CallDispatch):
             raise UnsupportedError(f"an expression of type bit<{t.width}> at {_pos(e)} {HINT}")
         if isinstance(e, ir.Const):
             if isinstance(e.value, bool):
-                return "1" if e.value else "0"
+                return _lit(int(e.value))
             value = int(e.value)
             if isinstance(e.type, ir.BitType):
                 value &= _mask(e.type.width)
@@ -1328,11 +1347,11 @@ class CCompiler(CallDispatch):
                 raise UnsupportedError(f"constant {value} does not fit 64 bits at {_pos(e)}")
             return _lit(value)
         if isinstance(e, ir.ErrorValue):
-            return str(self.errors[e.name])
+            return _lit(self.errors[e.name])
         if isinstance(e, ir.EnumValue):
             if e.value is not None:
                 return _lit(e.value & _mask(64))
-            return str([m for m, _ in self.enums[e.type.name].members].index(e.member))
+            return _lit([m for m, _ in self.enums[e.type.name].members].index(e.member))
         if isinstance(e, ir.Member) and isinstance(e.expr, ir.Lookahead):
             return self._lookahead_field(e, depth)
         if isinstance(e, ir.Var | ir.Member | ir.StackIndex):

@@ -145,10 +145,11 @@ class Compiler(CallDispatch):
     def __init__(self, program: ir.Program, info: p4i.P4Info, runtime: st.RuntimeState) -> None:
         self.program = program
         self.runtime = runtime
-        self.ids = {
-            p.preamble.name: p.preamble.id
-            for p in (*info.tables, *info.actions, *info.registers, *info.counters)
-        }
+        # P4Info ids by name, one map per kind: a table and an action may share a name (as in p4c)
+        self.action_ids = {p.preamble.name: p.preamble.id for p in info.actions}
+        self.table_ids = {p.preamble.name: p.preamble.id for p in info.tables}
+        self.register_ids = {p.preamble.name: p.preamble.id for p in info.registers}
+        self.counter_ids = {p.preamble.name: p.preamble.id for p in info.counters}
         self.actions = all_actions(program)
         self.tables: dict[str, ir.TableDecl] = {t.fq_name: t for c in program.controls for t in c.tables}
         self.instances: dict[str, ir.InstanceDecl] = all_instances(program)
@@ -330,7 +331,7 @@ class Compiler(CallDispatch):
                 self.emit(depth, "return")
         elif isinstance(s, ir.Return):
             if s.value is not None:
-                raise UnsupportedError(f"return with a value at {s.pos}")
+                raise UnsupportedError.at("return with a value", s)
             self.emit(depth, "break" if self._in_action_loop else "return")
         elif isinstance(s, ir.Switch):
             self._switch(depth, s)
@@ -340,7 +341,7 @@ class Compiler(CallDispatch):
             self.emit(depth + 1, f"V[{pe}] = {self.errors[s.error.name]}")
             self.emit(depth + 1, "return off")
         else:
-            raise UnsupportedError(f"statement {type(s).__name__} at {s.pos}")
+            raise UnsupportedError.at(f"statement {type(s).__name__}", s)
 
     _in_action_loop = False
 
@@ -368,6 +369,10 @@ class Compiler(CallDispatch):
         if not is_composite(lhs.type):
             self.store(depth, lhs, self.expr(rhs, depth))
             return
+        if isinstance(lhs, ir.StackMember) or isinstance(rhs, ir.StackMember):  # `s.last`, found when run
+            (a, b), (c, d) = self._span(lhs, depth), self._span(rhs, depth)
+            self.emit(depth, f"V[{a}:{b}] = V[{c}:{d}]")
+            return
         path = self._need_path(lhs)
         a, b = self.layout.composites[path]
         if isinstance(rhs, ir.ListExpr):  # {f1, f2, ...}: each field; a header becomes valid
@@ -389,6 +394,15 @@ class Compiler(CallDispatch):
         src = self._need_path(rhs)
         c, d = self.layout.composites[src]
         self.emit(depth, f"V[{a}:{b}] = V[{c}:{d}]")
+
+    def _span(self, e: ir.Expr, depth: int) -> tuple[str, str]:
+        """Code of the vector slice [start, end) holding a composite value, `stack.last` included."""
+        if isinstance(e, ir.StackMember) and e.member == "last":
+            element, offset = self._last_offset(e.expr, depth)
+            a, b = self.layout.composites[element]
+            return f"{a} + {offset}", f"{b} + {offset}"
+        a, b = self.layout.composites[self._need_path(e)]
+        return str(a), str(b)
 
     def _fields_of(self, t: ir.Type) -> list[tuple[str, ir.Type]]:
         if isinstance(t, ir.HeaderType):
@@ -417,7 +431,9 @@ class Compiler(CallDispatch):
             self._block(depth + 1, body)
 
     def _label(self, label: ir.Expr, depth: int) -> str:
-        return str(self.ids[label.action]) if isinstance(label, ir.ActionRef) else self.expr(label, depth)
+        return (
+            str(self.action_ids[label.action]) if isinstance(label, ir.ActionRef) else self.expr(label, depth)
+        )
 
     # ------------------------------------------------------------------ calls
     def _set_valid(self, depth: int, header: ir.Expr, valid: bool) -> None:
@@ -429,7 +445,7 @@ class Compiler(CallDispatch):
     def _apply(self, depth: int, table_name: str) -> tuple[str, str]:
         """Emit a table application; returns (hit variable, action id variable)."""
         table = self.tables[table_name]
-        runtime = self.runtime.tables[self.ids[table_name]]
+        runtime = self.runtime.tables[self.table_ids[table_name]]
         tvar = self.bind("T", runtime)
         keys = [self.expr(k.expr, depth) for k in table.keys]
         keys = [
@@ -452,7 +468,9 @@ class Compiler(CallDispatch):
         first = True
         for ref in table.actions:
             decl = self.actions[ref.action]
-            self.emit(depth, f"{'if' if first else 'elif'} {aid} == {self.ids[ref.action]}:  # {ref.action}")
+            self.emit(
+                depth, f"{'if' if first else 'elif'} {aid} == {self.action_ids[ref.action]}:  # {ref.action}"
+            )
             self._inline_action(depth + 1, decl, (), f"{action}.args")
             first = False
         return hit, aid
@@ -463,21 +481,23 @@ class Compiler(CallDispatch):
         """The action's body in place, between copy-in and copy-out of its directional arguments."""
         scope: dict[str, str] = {}
         copy_back: list[tuple[ir.Expr, str]] = []
-        composite_back: list[tuple[ir.Expr, ir.Var]] = []
-        self.inlining.append(decl.fq_name)
-        if decl.fq_name in self.global_actions:
-            self.owners.append(decl.fq_name)
+        composite_back: list[tuple[ir.Expr, tuple[int, int]]] = []
+        listed: list[tuple[ir.Var, ir.Expr]] = []
+        # Arguments are evaluated where the call is: before the callee's names (its composite
+        # parameters and locals) are in force, as an argument may be the caller's own parameter.
         directional = [p for p in decl.params if p.direction]
         for prm, arg in zip(directional, args):
             if is_composite(prm.type):
-                var = ir.Var(prm.name, prm.type, "action_param", prm.direction, prm.pos)
-                if prm.direction in ("in", "inout"):
-                    self._assign(depth, var, arg)
-                else:
-                    a, b = self.layout.composites[self._need_path(var)]
+                a, b = self.layout.composites[param_root(decl.fq_name, prm.name)]
+                if prm.direction == "out":
                     self.emit(depth, f"V[{a}:{b}] = {self.template}[{a}:{b}]")
+                elif isinstance(arg, ir.ListExpr):  # `{...}`: assigned field by field below
+                    listed.append((ir.Var(prm.name, prm.type, "action_param", prm.direction, prm.pos), arg))
+                else:
+                    c, d = self._span(arg, depth)
+                    self.emit(depth, f"V[{a}:{b}] = V[{c}:{d}]")
                 if prm.direction in ("out", "inout"):
-                    composite_back.append((arg, var))
+                    composite_back.append((arg, (a, b)))
                 continue
             py = f"p_{prm.name}_{next(self.counter)}"
             scope[prm.name] = py
@@ -496,6 +516,11 @@ class Compiler(CallDispatch):
             else:
                 for py, value in zip(names, args[len(directional) :]):
                     self.emit(depth, f"{py} = {self.expr(value, depth)}")
+        self.inlining.append(decl.fq_name)
+        if decl.fq_name in self.global_actions:
+            self.owners.append(decl.fq_name)
+        for var, arg in listed:
+            self._assign(depth, var, arg)
         self.env.append(scope)
         has_return = contains(decl.body, ir.Return)
         has_exit = may_exit(self.actions, decl.fq_name)
@@ -516,11 +541,12 @@ class Compiler(CallDispatch):
         self.env.pop()
         if decl.fq_name in self.global_actions:
             self.owners.pop()
+        self.inlining.pop()
         for arg, py in copy_back:
             self.store(depth, arg, py)
-        for arg, var in composite_back:
-            self._assign(depth, arg, var)
-        self.inlining.pop()
+        for arg, (a, b) in composite_back:
+            c, d = self._span(arg, depth)
+            self.emit(depth, f"V[{c}:{d}] = V[{a}:{b}]")
         if flag is not None:
             self.exit_flags.pop()
             self.emit(depth, f"if {flag}:")
@@ -536,7 +562,7 @@ class Compiler(CallDispatch):
 
     def _extern_method(self, depth: int, call: ir.ExternMethodCall) -> None:
         if call.extern == "register":
-            reg = self.runtime.registers[self.ids[call.instance]]
+            reg = self.runtime.registers[self.register_ids[call.instance]]
             rvar = self.bind("R", reg.values)
             if call.method == "read":
                 idx = self._index(depth, call.args[1])
@@ -555,9 +581,9 @@ class Compiler(CallDispatch):
                     self.emit(depth, f"if {idx} < {reg.size}:")
                     self.emit(depth + 1, f"{rvar}[{idx}] = {value}")
             else:
-                raise UnsupportedError(f"register.{call.method} at {call.pos}")
+                raise UnsupportedError.at(f"register.{call.method}", call)
         elif call.extern == "counter" and call.method == "count":
-            ctr = self.runtime.counters[self.ids[call.instance]]
+            ctr = self.runtime.counters[self.counter_ids[call.instance]]
             pvar, bvar = self.bind("Cp", ctr.packets), self.bind("Cb", ctr.bytes)
             idx = self._index(depth, call.args[0])
             if idx.isdigit():
@@ -575,7 +601,7 @@ class Compiler(CallDispatch):
             # unconfigured bmv2 meter marks every packet GREEN (0).
             self.store(depth, call.args[-1], "0")
         else:
-            raise UnsupportedError(f"extern {call.extern}.{call.method} at {call.pos}")
+            raise UnsupportedError.at(f"extern {call.extern}.{call.method}", call)
 
     def _extern_function(self, depth: int, call: ir.ExternFunctionCall) -> None:
         name = call.name
@@ -585,7 +611,7 @@ class Compiler(CallDispatch):
         elif name in ("verify_checksum", "update_checksum"):
             cond, data, target, algo = call.args
             if not isinstance(algo, ir.EnumValue) or algo.member != "csum16":
-                raise UnsupportedError(f"{name} supports HashAlgorithm.csum16 only, at {call.pos}")
+                raise UnsupportedError.at(f"{name} supports HashAlgorithm.csum16 only", call)
             value, width = self._concat(depth, data)
             self.emit(depth, f"if {self.expr(cond, depth)}:")
             if name == "verify_checksum":
@@ -625,7 +651,7 @@ class Compiler(CallDispatch):
             values = ", ".join(code for code, _ in self._leaf_codes(depth, call.args[1]))
             self.emit(depth, f"V[{self.digest_slot}] = ({index}, _digest(({values},), {widths}))")
         else:
-            raise UnsupportedError(f"extern function {name} at {call.pos}")
+            raise UnsupportedError.at(f"extern function {name}", call)
 
     def _concat(self, depth: int, data: ir.Expr) -> tuple[str, int]:
         """The bits of a list, header or struct as one integer (first element most significant)."""
@@ -729,7 +755,7 @@ class Compiler(CallDispatch):
             shift -= ir.width_of(f.type)
             if f.name == e.field:
                 return "(" + _from_bits(f"({value} >> {shift})", ir.width_of(f.type), f.type) + ")"
-        raise UnsupportedError(f"no field {e.field} at {e.pos}")
+        raise UnsupportedError.at(f"no field {e.field}", e)
 
     def _bits_of(self, t: ir.Type) -> int:
         if isinstance(t, ir.HeaderType):
@@ -776,7 +802,7 @@ class Compiler(CallDispatch):
     def _need_path(self, e: ir.Expr) -> Path:
         path = self._path(e)
         if path is None:
-            raise UnsupportedError(f"expected a header or field of the packet at {getattr(e, 'pos', None)}")
+            raise UnsupportedError.at("expected a header or field of the packet", e)
         return path
 
     def _last_offset(self, stack_expr: ir.Expr, depth: int) -> tuple[Path, str]:
@@ -809,7 +835,7 @@ class Compiler(CallDispatch):
         slot = self._slot(e, depth)
         if slot is not None:
             return f"V[{slot}]"
-        raise UnsupportedError(f"cannot assign to {type(e).__name__} at {getattr(e, 'pos', None)}")
+        raise UnsupportedError.at(f"cannot assign to {type(e).__name__}", e)
 
     def _local(self, name: str) -> str:
         for scope in reversed(self.env):
@@ -843,7 +869,7 @@ class Compiler(CallDispatch):
             return f"((V[{s.next}] - 1) & 0xFFFFFFFF)"
         if isinstance(e, ir.HeaderMethod):
             if e.method != "isValid":
-                raise UnsupportedError(f"{e.method} in an expression at {e.pos}")
+                raise UnsupportedError.at(f"{e.method} in an expression", e)
             return f"V[{self._valid(e.header, depth)}]"
         if isinstance(e, ir.ApplyResultMember):
             hit, aid = self._apply(depth, e.apply.table)
@@ -865,7 +891,7 @@ class Compiler(CallDispatch):
             return (
                 f"({self.expr(e.then, depth)} if {self.expr(e.cond, depth)} else {self.expr(e.else_, depth)})"
             )
-        raise UnsupportedError(f"expression {type(e).__name__} at {getattr(e, 'pos', None)}")
+        raise UnsupportedError.at(f"expression {type(e).__name__}", e)
 
     def _unary(self, e: ir.Unary, depth: int) -> str:
         x = self.expr(e.expr, depth)
@@ -879,7 +905,7 @@ class Compiler(CallDispatch):
     def _binary(self, e: ir.Binary, depth: int) -> str:
         op = e.op
         if op in ("&&", "||") and ir.contains_apply(e.right):
-            raise UnsupportedError(f"table apply on the right of {op} at {e.pos}")
+            raise UnsupportedError.at(f"table apply on the right of {op}", e)
         a, b = self.expr(e.left, depth), self.expr(e.right, depth)
         if op == "&&":
             return f"({a} and {b})"
@@ -910,7 +936,7 @@ class Compiler(CallDispatch):
             return f"((_sx({a}, {w}) >> {b}) & {m})" if t.signed else f"({a} >> {b})"
         if op in ("/", "%"):
             if t.signed:
-                raise UnsupportedError(f"{op} on signed values at {e.pos}")
+                raise UnsupportedError.at(f"{op} on signed values", e)
             return f"({a} {'//' if op == '/' else '%'} {b})"
         if op in ("|+|", "|-|"):
             pyop = "+" if op == "|+|" else "-"
@@ -918,7 +944,7 @@ class Compiler(CallDispatch):
                 lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
                 return f"(min(max(_sx({a}, {w}) {pyop} _sx({b}, {w}), {lo}), {hi}) & {m})"
             return f"min({a} + {b}, {m})" if pyop == "+" else f"max({a} - {b}, 0)"
-        raise UnsupportedError(f"operator {op} at {e.pos}")
+        raise UnsupportedError.at(f"operator {op}", e)
 
     def _cast(self, e: ir.Cast, depth: int) -> str:
         x = self.expr(e.expr, depth)
@@ -937,7 +963,7 @@ class Compiler(CallDispatch):
             return f"({x} & {_mask(dst.width)})"
         if isinstance(dst, ir.EnumType):
             return x
-        raise UnsupportedError(f"cast to {dst} at {e.pos}")
+        raise UnsupportedError.at(f"cast to {dst}", e)
 
 
 _PY_OPS = {"/": "//"}
