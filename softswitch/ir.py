@@ -1064,3 +1064,30 @@ def field_lists(annotations: tuple[Annotation, ...]) -> tuple[int, ...]:
         if a.name == "field_list":
             out += [int(part.strip(), 0) for part in a.body.split(",")]
     return tuple(out)
+
+
+def keyset_match(keyset: Keyset, kind: str, width: int) -> int | tuple[int, int] | None:
+    """A program entry's keyset as the P4Runtime match of a key of `kind` and `width` (None: wildcard):
+    runtime.state's FieldMatch. Here, with the IR, because the front end (duplicate entries) and the
+    backends (installing the entries) both need it.
+
+    Two entries of a table collide exactly when their matches (and priorities) are equal.
+    """
+    full = (1 << width) - 1
+    if isinstance(keyset, KeysetDefault):
+        return None
+    if isinstance(keyset, KeysetValue):
+        value = keyset.value & full
+        if kind == "lpm":
+            return (value, width)
+        if kind == "ternary":
+            return (value, full)
+        if kind == "range":
+            return (value, value)
+        return value
+    if isinstance(keyset, KeysetMask):
+        if kind == "lpm":
+            prefix = bin(keyset.mask & full).count("1")
+            return (keyset.value & keyset.mask & full, prefix) if prefix else None
+        return (keyset.value & keyset.mask & full, keyset.mask & full) if keyset.mask & full else None
+    return (keyset.lo, keyset.hi)

@@ -17,7 +17,7 @@ from finsy.proto import p4i
 from softswitch import ir
 from softswitch.p4info import digest_member_widths
 from softswitch.runtime import state as st
-from softswitch.runtime.build import build_state, keyset_match
+from softswitch.runtime.build import build_state
 
 DROP_PORT = 511  # bmv2's default drop port (egress_spec value of mark_to_drop)
 INSTANCE_TYPE_REPLICATION = 5
@@ -83,7 +83,7 @@ def initial_state(program: ir.Program, info: p4i.P4Info) -> st.RuntimeState:
             entries = []
             for entry in table.entries:
                 match = tuple(
-                    keyset_match(k, key.match_kind, ir.width_of(key.expr.type))
+                    ir.keyset_match(k, key.match_kind, ir.width_of(key.expr.type))
                     for k, key in zip(entry.keysets, table.keys)
                 )
                 needs_priority = any(

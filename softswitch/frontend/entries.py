@@ -29,7 +29,6 @@ import dataclasses
 
 from softswitch import ir
 from softswitch.frontend.diagnostics import Diagnostic
-from softswitch.runtime.build import keyset_match
 
 NO_PRIORITIES = ("exact", "lpm")  # match kinds whose entries need no priority (p4c's EntryPriorities)
 
@@ -114,7 +113,7 @@ def _duplicates(keys: tuple[ir.TableKey, ...], entries: tuple[ir.TableEntry, ...
     problems = []
     for entry in entries:
         match = tuple(
-            keyset_match(k, key.match_kind, ir.width_of(key.expr.type))
+            ir.keyset_match(k, key.match_kind, ir.width_of(key.expr.type))
             for k, key in zip(entry.keysets, keys, strict=True)
         )
         first = seen.setdefault(match, entry)

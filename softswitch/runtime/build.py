@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from finsy.proto import p4i
 
-from softswitch import ir
 from softswitch.runtime import state as st
 
 _MATCH_KINDS = {
@@ -76,26 +75,3 @@ def build_state(
     return state
 
 
-def keyset_match(keyset: ir.Keyset, kind: str, width: int) -> st.FieldMatch:
-    """A program entry's keyset as the P4Runtime match of a key of `kind` and `width` (None: wildcard).
-
-    Two entries of a table collide exactly when their matches (and priorities) are equal.
-    """
-    full = (1 << width) - 1
-    if isinstance(keyset, ir.KeysetDefault):
-        return None
-    if isinstance(keyset, ir.KeysetValue):
-        value = keyset.value & full
-        if kind == st.LPM:
-            return (value, width)
-        if kind == st.TERNARY:
-            return (value, full)
-        if kind == st.RANGE:
-            return (value, value)
-        return value
-    if isinstance(keyset, ir.KeysetMask):
-        if kind == st.LPM:
-            prefix = bin(keyset.mask & full).count("1")
-            return (keyset.value & keyset.mask & full, prefix) if prefix else None
-        return (keyset.value & keyset.mask & full, keyset.mask & full) if keyset.mask & full else None
-    return (keyset.lo, keyset.hi)
