@@ -20,7 +20,7 @@ class WorkerAddress(_message.Message):
     def __init__(self, ipv4: _Optional[str] = ..., udp_port: _Optional[int] = ..., mac: _Optional[str] = ..., switch_port: _Optional[int] = ...) -> None: ...
 
 class JobDescription(_message.Message):
-    __slots__ = ("name", "job_id", "world_size", "base_slot", "pool_size", "values_per_packet", "switch_ipv4", "switch_udp_port", "multicast_group", "switch_name", "workers", "state", "lease_seconds", "key", "protocol_version", "credential", "generation", "ranks_joined")
+    __slots__ = ("name", "job_id", "world_size", "base_slot", "pool_size", "values_per_packet", "switch_ipv4", "switch_udp_port", "multicast_group", "switch_name", "workers", "state", "lease_seconds", "key", "protocol_version", "credential", "generation", "ranks_joined", "tenant")
     NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -39,6 +39,7 @@ class JobDescription(_message.Message):
     CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     RANKS_JOINED_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     name: str
     job_id: int
     world_size: int
@@ -57,7 +58,8 @@ class JobDescription(_message.Message):
     credential: str
     generation: int
     ranks_joined: int
-    def __init__(self, name: _Optional[str] = ..., job_id: _Optional[int] = ..., world_size: _Optional[int] = ..., base_slot: _Optional[int] = ..., pool_size: _Optional[int] = ..., values_per_packet: _Optional[int] = ..., switch_ipv4: _Optional[str] = ..., switch_udp_port: _Optional[int] = ..., multicast_group: _Optional[int] = ..., switch_name: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerAddress, _Mapping]]] = ..., state: _Optional[str] = ..., lease_seconds: _Optional[float] = ..., key: _Optional[int] = ..., protocol_version: _Optional[int] = ..., credential: _Optional[str] = ..., generation: _Optional[int] = ..., ranks_joined: _Optional[int] = ...) -> None: ...
+    tenant: str
+    def __init__(self, name: _Optional[str] = ..., job_id: _Optional[int] = ..., world_size: _Optional[int] = ..., base_slot: _Optional[int] = ..., pool_size: _Optional[int] = ..., values_per_packet: _Optional[int] = ..., switch_ipv4: _Optional[str] = ..., switch_udp_port: _Optional[int] = ..., multicast_group: _Optional[int] = ..., switch_name: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerAddress, _Mapping]]] = ..., state: _Optional[str] = ..., lease_seconds: _Optional[float] = ..., key: _Optional[int] = ..., protocol_version: _Optional[int] = ..., credential: _Optional[str] = ..., generation: _Optional[int] = ..., ranks_joined: _Optional[int] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class CreateJobRequest(_message.Message):
     __slots__ = ("name", "world_size", "pool_size", "switch_name")
@@ -212,3 +214,35 @@ class ResumeJobReply(_message.Message):
     resume_call: int
     waiting_for: str
     def __init__(self, ready: bool = ..., generation: _Optional[int] = ..., key: _Optional[int] = ..., resume_call: _Optional[int] = ..., waiting_for: _Optional[str] = ...) -> None: ...
+
+class SwitchSlots(_message.Message):
+    __slots__ = ("switch_name", "slots")
+    SWITCH_NAME_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    switch_name: str
+    slots: int
+    def __init__(self, switch_name: _Optional[str] = ..., slots: _Optional[int] = ...) -> None: ...
+
+class TenantUsage(_message.Message):
+    __slots__ = ("name", "jobs", "max_jobs", "max_slots", "slots", "limited_jobs", "limited_slots")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    MAX_JOBS_FIELD_NUMBER: _ClassVar[int]
+    MAX_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    LIMITED_JOBS_FIELD_NUMBER: _ClassVar[int]
+    LIMITED_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    jobs: int
+    max_jobs: int
+    max_slots: int
+    slots: _containers.RepeatedCompositeFieldContainer[SwitchSlots]
+    limited_jobs: bool
+    limited_slots: bool
+    def __init__(self, name: _Optional[str] = ..., jobs: _Optional[int] = ..., max_jobs: _Optional[int] = ..., max_slots: _Optional[int] = ..., slots: _Optional[_Iterable[_Union[SwitchSlots, _Mapping]]] = ..., limited_jobs: bool = ..., limited_slots: bool = ...) -> None: ...
+
+class ListTenantsReply(_message.Message):
+    __slots__ = ("tenants",)
+    TENANTS_FIELD_NUMBER: _ClassVar[int]
+    tenants: _containers.RepeatedCompositeFieldContainer[TenantUsage]
+    def __init__(self, tenants: _Optional[_Iterable[_Union[TenantUsage, _Mapping]]] = ...) -> None: ...

@@ -84,6 +84,11 @@ class JobServiceStub(object):
                 request_serializer=contracts_dot_jobapi__pb2.ResumeJobRequest.SerializeToString,
                 response_deserializer=contracts_dot_jobapi__pb2.ResumeJobReply.FromString,
                 _registered_method=True)
+        self.ListTenants = channel.unary_unary(
+                '/p4reduce.jobapi.v1.JobService/ListTenants',
+                request_serializer=contracts_dot_jobapi__pb2.Empty.SerializeToString,
+                response_deserializer=contracts_dot_jobapi__pb2.ListTenantsReply.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer(object):
@@ -150,6 +155,13 @@ class JobServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListTenants(self, request, context):
+        """Every tenant for the operator (admin token); a tenant's own row for its token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -202,6 +214,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ResumeJob,
                     request_deserializer=contracts_dot_jobapi__pb2.ResumeJobRequest.FromString,
                     response_serializer=contracts_dot_jobapi__pb2.ResumeJobReply.SerializeToString,
+            ),
+            'ListTenants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTenants,
+                    request_deserializer=contracts_dot_jobapi__pb2.Empty.FromString,
+                    response_serializer=contracts_dot_jobapi__pb2.ListTenantsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -474,6 +491,33 @@ class JobService(object):
             '/p4reduce.jobapi.v1.JobService/ResumeJob',
             contracts_dot_jobapi__pb2.ResumeJobRequest.SerializeToString,
             contracts_dot_jobapi__pb2.ResumeJobReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTenants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/p4reduce.jobapi.v1.JobService/ListTenants',
+            contracts_dot_jobapi__pb2.Empty.SerializeToString,
+            contracts_dot_jobapi__pb2.ListTenantsReply.FromString,
             options,
             channel_credentials,
             insecure,

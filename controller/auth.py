@@ -63,6 +63,7 @@ class Caller:
     admin: bool
     credential: str  # the job credential presented ('' if none)
     peer: str  # the client's address, for the log and for "deleted by ..."
+    tenant: str = ""  # the tenant whose token the call carried ('' if none: controller/quotas.py)
 
     def holds(self, job_hash: str) -> bool:
         """May this caller act on a job whose credential hashes to `job_hash`?"""
@@ -94,6 +95,7 @@ class Tokens:
 
     access: str = ""
     admin: str = ""
+    tenants: tuple[tuple[str, str], ...] = ()  # (tenant name, its token): each is an access token too
 
     def caller(self, metadata: Sequence[tuple[str, str | bytes]], peer: str) -> Caller:
         """The caller of a call with `metadata`; raises UNAUTHENTICATED when it lacks the access token."""
@@ -101,11 +103,17 @@ class Tokens:
         bearer = values.get(AUTHORIZATION, "")
         token = bearer[len("Bearer ") :] if bearer.startswith("Bearer ") else ""
         admin = bool(self.admin) and hmac.compare_digest(token.encode(), self.admin.encode())
-        if self.access and not admin and not hmac.compare_digest(token.encode(), self.access.encode()):
+        matches = (
+            name for name, secret in self.tenants if hmac.compare_digest(token.encode(), secret.encode())
+        )
+        tenant = next(matches, "")
+        gated = bool(self.access or self.tenants)
+        known = admin or tenant or (self.access and hmac.compare_digest(token.encode(), self.access.encode()))
+        if gated and not known:
             raise JobError(
                 "missing or wrong token (authorization: Bearer T)", grpc.StatusCode.UNAUTHENTICATED
             )
-        return Caller(admin, values.get(CREDENTIAL, ""), peer)
+        return Caller(admin, values.get(CREDENTIAL, ""), peer, tenant)
 
     def operator(self, caller: Caller, what: str) -> None:
         """Operator-wide reads: the admin token when one is configured."""

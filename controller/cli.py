@@ -291,6 +291,12 @@ def parser() -> argparse.ArgumentParser:
         "--count", type=_positive(int), metavar="N", help="with --watch: stop after N rounds"
     )
 
+    sub.add_parser(
+        "tenants", parents=[common, daemon], help="tenants: their quotas and what they hold",
+        description="Each tenant of the daemon (config file `tenants:`): its jobs and slots per switch "
+        "against its quotas (max_jobs, max_slots per switch). The admin token shows every tenant; a "
+        "tenant's token (--token) shows its own.",
+    )  # fmt: skip
     top = sub.add_parser(
         "top", parents=[common, daemon], help="live view of jobs: ranks, goodput, questions, drops",
         description="Jobs with their ranks, DATA and results per second, QUERYs per DATA, MISSING, "
@@ -472,7 +478,7 @@ def _job_dict(job: pb.JobDescription) -> dict[str, Any]:
         "base_slot": job.base_slot, "pool_size": job.pool_size, "multicast_group": job.multicast_group,
         "switch": job.switch_name, "switch_ipv4": job.switch_ipv4, "switch_udp_port": job.switch_udp_port,
         "values_per_packet": job.values_per_packet, "lease_seconds": job.lease_seconds,
-        "generation": job.generation, "ranks_joined": job.ranks_joined,
+        "generation": job.generation, "ranks_joined": job.ranks_joined, "tenant": job.tenant,
         "workers": [{"rank": r, "ipv4": w.ipv4, "udp_port": w.udp_port, "mac": w.mac,
                      "switch_port": w.switch_port} for r, w in enumerate(job.workers)],
     }  # fmt: skip
@@ -552,6 +558,25 @@ def cmd_counters(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tenants(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        tenants = client.tenants()
+
+    def limit(value: int, limited: bool) -> str:
+        return str(value) if limited else "-"
+
+    rows, dicts = [], []
+    for t in tenants:
+        held = {s.switch_name: s.slots for s in t.slots}
+        rows.append([t.name, f"{t.jobs}/{limit(t.max_jobs, t.limited_jobs)}",
+                     ", ".join(f"{k} {v}" for k, v in held.items()) or "0",
+                     limit(t.max_slots, t.limited_slots)])  # fmt: skip
+        dicts.append({"tenant": t.name, "jobs": t.jobs, "max_jobs": t.max_jobs if t.limited_jobs else None,
+                      "slots": held, "max_slots": t.max_slots if t.limited_slots else None})  # fmt: skip
+    _print(args, ["tenant", "jobs/max", "slots held", "max slots per switch"], rows, dicts)
+    return 0
+
+
 def cmd_top(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -601,5 +626,6 @@ COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
     ("fwd", "delete"): cmd_fwd_delete,
     ("counters", None): cmd_counters,
     ("top", None): cmd_top,
+    ("tenants", None): cmd_tenants,
     ("shell", None): cmd_shell,
 }

@@ -72,5 +72,8 @@ class JobClient:
     def list(self) -> list[pb.JobDescription]:
         return list(self.call("ListJobs", pb.Empty()).jobs)
 
+    def tenants(self) -> list[pb.TenantUsage]:
+        return list(self.call("ListTenants", pb.Empty()).tenants)
+
     def counters(self, job: str = "", switch: str = "") -> list[pb.CounterValue]:
         return list(self.call("GetCounters", pb.GetCountersRequest(job=job, switch_name=switch)).counters)

@@ -10,6 +10,7 @@ the schema and an example).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,10 +80,24 @@ class ControllerSettings:
 
 
 @dataclass(frozen=True)
+class TenantConfig:
+    """A team sharing the daemon: its access token, and its quotas (None: no limit)."""
+
+    name: str
+    token: str = field(repr=False)
+    max_jobs: int | None = None  # jobs on all switches together
+    max_slots: int | None = None  # slots on any one switch
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
 class Topology:
     switches: tuple[SwitchConfig, ...]
     hosts: tuple[HostConfig, ...] = ()
     controller: ControllerSettings = field(default_factory=ControllerSettings)
+    tenants: tuple[TenantConfig, ...] = ()
 
     def switch(self, name: str = "") -> SwitchConfig:
         """The named switch; with no name, the only (or first) one."""
@@ -123,7 +138,7 @@ def load(path: str | Path) -> Topology:
 
 def parse(data: object, base_dir: Path) -> Topology:
     """Build a Topology from already-decoded YAML/JSON data; paths resolve against base_dir."""
-    top = _mapping(data, "the file", required={"switches"}, optional={"hosts", "controller"})
+    top = _mapping(data, "the file", required={"switches"}, optional={"hosts", "controller", "tenants"})
     switch_list = _list(top["switches"], "switches")
     if not switch_list:
         raise ConfigError("switches: at least one switch is needed")
@@ -139,7 +154,38 @@ def parse(data: object, base_dir: Path) -> Topology:
     _unique([f"{h.switch}/{h.mac:x}" for h in hosts], "host MAC on one switch")
     _unique([f"{h.switch}/{h.ipv4}" for h in hosts], "host IPv4 on one switch")
     controller = _controller(top.get("controller", {}))
-    return Topology(switches=switches, hosts=hosts, controller=controller)
+    tenant_list = _list(top.get("tenants", []), "tenants")
+    tenants = tuple(_tenant(item, f"tenants[{i}]") for i, item in enumerate(tenant_list))
+    _unique([t.name for t in tenants], "tenant name")
+    if len({t.token for t in tenants}) != len(tenants):
+        raise ConfigError("tenants: two tenants have the same token (each needs its own)")
+    return Topology(switches=switches, hosts=hosts, controller=controller, tenants=tenants)
+
+
+MIN_TENANT_TOKEN = 16
+
+
+def _tenant(item: object, where: str) -> TenantConfig:
+    m = _mapping(item, where, required={"name"}, optional={"token", "token_env", "max_jobs", "max_slots"})
+    name = _name(m["name"], f"{where}.name")
+    if ("token" in m) == ("token_env" in m):
+        raise ConfigError(f"{where}: give token or token_env (the name of an environment variable), not both")
+    if "token_env" in m:
+        variable = str(m["token_env"])
+        token = os.environ.get(variable, "")
+        if not token:
+            raise ConfigError(f"{where}.token_env: environment variable {variable} is not set")
+    else:
+        token = str(m["token"])
+    if len(token) < MIN_TENANT_TOKEN or not token.isprintable():
+        raise ConfigError(f"{where}: its token must be at least {MIN_TENANT_TOKEN} printable characters")
+    limits = {}
+    for key in ("max_jobs", "max_slots"):
+        value = m.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ConfigError(f"{where}.{key}: {value!r} is not a whole number >= 0")
+        limits[key] = value
+    return TenantConfig(name, token, **limits)
 
 
 def _switch(item: object, where: str, base_dir: Path) -> SwitchConfig:

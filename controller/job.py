@@ -58,6 +58,7 @@ class Job:
     resumes: dict[int, int] = field(default_factory=dict)  # rank -> calls begun, this generation
     watchers: set[asyncio.Queue[JobEvent]] = field(default_factory=set)
     disconnected: dict[int, float] = field(default_factory=dict)  # rank -> when its watch stream closed
+    tenant: str = ""  # whose quota it counts against ('' : created without a tenant's token)
 
     @property
     def state(self) -> str:

@@ -149,6 +149,27 @@ def switch_families(switches: list[SwitchSnapshot], links: Mapping[str, LinkStat
 LinkSource = Callable[[], Mapping[str, LinkStats]]
 
 
+def tenant_families(registry: JobRegistry, switches: list[SwitchSnapshot]) -> Iterator[Metric]:
+    jobs = [job for switch in switches for job in switch.jobs]
+    held = GaugeMetricFamily("p4reduce_tenant_jobs", "Jobs the tenant holds.", labels=["tenant"])
+    limit = GaugeMetricFamily("p4reduce_tenant_max_jobs", "The tenant's job quota (absent: none).",
+                              labels=["tenant"])  # fmt: skip
+    slots = GaugeMetricFamily("p4reduce_tenant_slots", "Slots the tenant holds on a switch.",
+                              labels=["tenant", "switch"])  # fmt: skip
+    slot_limit = GaugeMetricFamily("p4reduce_tenant_max_slots", "The tenant's slot quota per switch.",
+                                   labels=["tenant"])  # fmt: skip
+    for usage in registry.quotas.usage(jobs):
+        name = usage.tenant.name
+        held.add_metric([name], usage.jobs)
+        if usage.tenant.max_jobs is not None:
+            limit.add_metric([name], usage.tenant.max_jobs)
+        if usage.tenant.max_slots is not None:
+            slot_limit.add_metric([name], usage.tenant.max_slots)
+        for switch in switches:
+            slots.add_metric([name, switch.name], usage.slots.get(switch.name, 0))
+    yield from (held, limit, slots, slot_limit)
+
+
 class ControllerCollector(Collector):
     """A scrape: the registry's snapshot, taken on the daemon's loop, as metric families."""
 
@@ -167,6 +188,7 @@ class ControllerCollector(Collector):
         switches = future.result(timeout=SCRAPE_TIMEOUT)
         yield from job_families(switches)
         yield from switch_families(switches, self.links())
+        yield from tenant_families(self.registry, switches)
 
 
 def serve_metrics(collector: ControllerCollector, host: str, port: int) -> WSGIServer:

@@ -40,6 +40,7 @@ from controller.job import Job, JobEvent, Worker, job_group, new_secret
 from controller.job_ids import JobIds
 from controller.p4switch import SwitchSession, Update
 from controller.program import ProgramFacts, program_facts
+from controller.quotas import Quotas
 from controller.tables.counters import Counters, CounterValue
 from controller.tables.job_groups import JobGroups
 from controller.tables.job_table import RECORD_RANK, JobRow, JobTable, record_slots
@@ -116,6 +117,7 @@ class JobRegistry:
         self._jobs: dict[str, Job] = {}
         self._changed: dict[int, asyncio.Event] = {}  # job id -> set when installed or deleted
         self._joining: dict[int, Counter[int]] = {}  # job id -> ranks waiting in rendezvous
+        self.quotas = Quotas(topology.tenants)
         self.job_table = JobTable()
         self.result_dest = ResultDest()
         self.groups = JobGroups()
@@ -157,9 +159,11 @@ class JobRegistry:
     # ---- create / delete -----------------------------------------------------------------------
 
     async def create(
-        self, name: str, world_size: int, pool_size: int = 0, switch: str = "", *, credential: str = ""
+        self, name: str, world_size: int, pool_size: int = 0, switch: str = "", *, credential: str = "",
+        tenant: str = "",
     ) -> tuple[Job, str]:
-        """A new job; with the credential its creator chose, else one drawn here (returned, else '')."""
+        """A new job of `tenant` (its quota checked: controller/quotas.py); with the credential its creator
+        chose, else one drawn here (returned, else '')."""
         if not _NAME.match(name):
             raise JobError(
                 f"job name {shown(name)} must be 1-64 characters of letters, digits, '.', '_' or '-'",
@@ -186,6 +190,7 @@ class JobRegistry:
         async with state.lock:
             if name in self._jobs:  # created while we waited for the lock
                 raise JobError(f"job {name!r} already exists", grpc.StatusCode.ALREADY_EXISTS)
+            self.quotas.check(tenant, self._jobs.values(), state.config.name, size)
             slots = state.allocator.allocate(size)
             try:
                 job_id = state.ids.take()
@@ -194,6 +199,7 @@ class JobRegistry:
                 raise
             job = Job(name, job_id, state.config.name, world_size, slots, job_group(job_id))
             job.credential_hash = credential_hash(credential)
+            job.tenant = tenant
             try:
                 await state.session.write([self.job_table.record("+", job)])
             except ControllerError:
@@ -266,8 +272,11 @@ class JobRegistry:
                     ") or $P4REDUCE_JOB_CREDENTIAL), or the other ranks could not join it",
                     grpc.StatusCode.UNAUTHENTICATED,
                 )
+            self.quotas.check_creator(caller.tenant, caller.admin)
             try:
-                job, drawn = await self.create(name, world_size, credential=caller.credential)
+                job, drawn = await self.create(
+                    name, world_size, credential=caller.credential, tenant=caller.tenant
+                )
             except JobError as exc:
                 if exc.status != grpc.StatusCode.ALREADY_EXISTS:
                     raise
@@ -630,6 +639,8 @@ class JobRegistry:
         credential, generation = record.metadata.get("credential"), record.metadata.get("generation", 0)
         job.credential_hash = credential if isinstance(credential, str) else ""
         job.generation = generation if isinstance(generation, int) else 0
+        tenant = record.metadata.get("tenant", "")
+        job.tenant = tenant if isinstance(tenant, str) else ""
         if not job.credential_hash:
             log.warning("job %r has no credential (made by an older daemon): any client may act on it", name)
         return job

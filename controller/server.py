@@ -138,7 +138,8 @@ async def serve(topology: Topology, options: ServeOptions) -> None:
             id_quarantine=settings.id_quarantine_seconds,
         )
         await registry.recover()
-        tokens = Tokens(options.token, options.admin_token)
+        tenant_tokens = tuple((t.name, t.token) for t in topology.tenants)
+        tokens = Tokens(options.token, options.admin_token, tenant_tokens)
         pb_grpc.add_JobServiceServicer_to_server(JobService(registry, tokens), server)
         await server.start()
         if options.metrics is not None:

@@ -73,6 +73,7 @@ def describe(
         credential=credential,
         generation=job.generation,
         ranks_joined=len(job.present()),
+        tenant=job.tenant,
     )
 
 
@@ -102,9 +103,10 @@ class JobService(pb_grpc.JobServiceServicer):
         self, request: pb.CreateJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.JobDescription:
         async def run(caller: Caller) -> pb.JobDescription:
+            self.registry.quotas.check_creator(caller.tenant, caller.admin)
             job, drawn = await self.registry.create(
                 request.name, request.world_size, request.pool_size, request.switch_name,
-                credential=caller.credential,
+                credential=caller.credential, tenant=caller.tenant,
             )  # fmt: skip
             return describe(job, self.registry, credential=drawn)
 
@@ -206,6 +208,31 @@ class JobService(pb_grpc.JobServiceServicer):
                 key=key,
                 resume_call=resume_call,
                 waiting_for=", ".join(f"rank {r}" for r in waiting),
+            )
+
+        return await self._answer(context, run)
+
+    async def ListTenants(self, request: pb.Empty, context: grpc.aio.ServicerContext) -> pb.ListTenantsReply:
+        """Every tenant's quotas and usage for the operator; a tenant sees its own row."""
+
+        async def run(caller: Caller) -> pb.ListTenantsReply:
+            if not caller.tenant:
+                self.tokens.operator(caller, "every tenant's usage")
+            rows = self.registry.quotas.usage(self.registry.jobs())
+            return pb.ListTenantsReply(
+                tenants=[
+                    pb.TenantUsage(
+                        name=u.tenant.name,
+                        jobs=u.jobs,
+                        max_jobs=u.tenant.max_jobs or 0,
+                        max_slots=u.tenant.max_slots or 0,
+                        limited_jobs=u.tenant.max_jobs is not None,
+                        limited_slots=u.tenant.max_slots is not None,
+                        slots=[pb.SwitchSlots(switch_name=k, slots=v) for k, v in u.slots.items()],
+                    )
+                    for u in rows
+                    if not caller.tenant or u.tenant.name == caller.tenant
+                ]
             )
 
         return await self._answer(context, run)

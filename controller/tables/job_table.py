@@ -59,12 +59,15 @@ class JobTable:
 
     @staticmethod
     def metadata(job: Job) -> bytes:
-        """What the action parameters cannot hold: the name, the generation and the credential's hash."""
+        """What the action parameters cannot hold: the name, the generation, the credential's hash and the
+        tenant (so that a restarted daemon counts the job against its tenant's quota)."""
         data = {"name": job.name, "world_size": job.world_size, "pool_size": job.slots.size}
         if job.generation:
             data["generation"] = job.generation
         if job.credential_hash:
             data["credential"] = job.credential_hash
+        if job.tenant:
+            data["tenant"] = job.tenant
         return json.dumps(data, sort_keys=True).encode()
 
     def record(self, op: str, job: Job) -> Update:

@@ -168,8 +168,10 @@ def stop(process: subprocess.Popen[str]) -> None:
         process.wait()
 
 
-def write_config(switch: Switch, path: Path, **controller: object) -> Path:
-    data = {
+def write_config(
+    switch: Switch, path: Path, tenants: list[dict[str, object]] | None = None, **controller: object
+) -> Path:
+    data: dict[str, object] = {
         "controller": {"default_pool_size": 16, "join_timeout_seconds": 10, **controller},
         "switches": [
             {
@@ -183,6 +185,8 @@ def write_config(switch: Switch, path: Path, **controller: object) -> Path:
         ],
         "hosts": [{"name": "h9", "ipv4": "10.0.0.9", "mac": "02:00:00:00:00:09", "switch": "sw1", "port": 2}],
     }
+    if tenants is not None:
+        data["tenants"] = tenants
     path.write_text(yaml.safe_dump(data))
     return path
 
@@ -238,8 +242,14 @@ def daemons(switch: Switch, tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     started: list[Daemon] = []
     listen = f"127.0.0.1:{free_tcp_port()}"
 
-    def start(*args: str, token: str = "", tls_ca: Path | None = None, **controller: object) -> Daemon:
-        config = write_config(switch, tmp_path / f"lab{len(started)}.yaml", **controller)
+    def start(
+        *args: str,
+        token: str = "",
+        tls_ca: Path | None = None,
+        tenants: list[dict[str, object]] | None = None,
+        **controller: object,
+    ) -> Daemon:
+        config = write_config(switch, tmp_path / f"lab{len(started)}.yaml", tenants, **controller)
         d = Daemon(config, listen, tmp_path / "controller.log", args, token=token, tls_ca=tls_ca)
         started.append(d)
         return d.start()
