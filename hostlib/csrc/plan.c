@@ -105,10 +105,11 @@ uint8_t p4r_plan_payload(struct p4r_plan *plan, long use, uint8_t agreed_exp, ui
         size_t c = (size_t)(use - plan->slots), start = c * (size_t)k;
         int n = chunk_length(plan, c);
         plan->agreed[c] = agreed_exp;
+        uint8_t local = plan->local[c];
         if (plan->input == P4R_FLOAT16) {
-            p4r_quantize_f16((const uint16_t *)plan->in + start, n, k, agreed_exp, plan->world_size, values);
+            p4r_quantize_f16((const uint16_t *)plan->in + start, n, k, agreed_exp, local, plan->world_size, values);
         } else {
-            p4r_quantize_f32((const float *)plan->in + start, n, k, agreed_exp, plan->world_size, values);
+            p4r_quantize_f32((const float *)plan->in + start, n, k, agreed_exp, local, plan->world_size, values);
         }
         announce = c + (size_t)plan->slots;
     } else {

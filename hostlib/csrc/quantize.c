@@ -67,24 +67,36 @@ static uint32_t nonfinite_code(double x) {
     return 0;
 }
 
+/* rint_to_int32 for a y known to be inside int32 (|y| < 2^31 - 1): the same rounding, no range check. */
+static inline int32_t rint_in_range(double y) { return (int32_t)((y + 0x1.8p52) - 0x1.8p52); }
+
 /* The loop body of both dtypes: x is the float64 value of element i. The loops count in size_t: with
- * Python's -fwrapv an int `4 * i` may wrap, and GCC would not vectorize them (setup.py). */
+ * Python's -fwrapv an int `4 * i` may wrap, and GCC would not vectorize them (setup.py). With
+ * |x| < 2^local and local <= agreed, |x * S| < floor((2^31 - 1) / N): no value leaves int32. */
 #define QUANTIZE_CHUNK(LOAD)                                                                     \
     do {                                                                                         \
         if (wire_exponent == P4R_EXP_NONFINITE) {                                                \
             for (int i = 0; i < n; i++) p4r_store32(wire + 4 * i, nonfinite_code(LOAD));         \
         } else {                                                                                 \
             double s = p4r_scale((int)wire_exponent - P4R_EXP_BIAS, world_size);                 \
-            for (size_t i = 0; i < (size_t)n; i++) p4r_store32(wire + 4 * i, (uint32_t)rint_to_int32((LOAD) * s)); \
+            if (local_exponent != P4R_EXP_NONFINITE && local_exponent <= wire_exponent) {        \
+                for (size_t i = 0; i < (size_t)n; i++)                                           \
+                    p4r_store32(wire + 4 * i, (uint32_t)rint_in_range((LOAD) * s));              \
+            } else {                                                                             \
+                for (size_t i = 0; i < (size_t)n; i++)                                           \
+                    p4r_store32(wire + 4 * i, (uint32_t)rint_to_int32((LOAD) * s));              \
+            }                                                                                    \
         }                                                                                        \
         memset(wire + 4 * n, 0, (size_t)(k - n) * 4);                                            \
     } while (0)
 
-P4R_VECTORIZED void p4r_quantize_f32(const float *x, int n, int k, uint8_t wire_exponent, int world_size, uint8_t *wire) {
+P4R_VECTORIZED void p4r_quantize_f32(const float *x, int n, int k, uint8_t wire_exponent, uint8_t local_exponent,
+                                     int world_size, uint8_t *wire) {
     QUANTIZE_CHUNK((double)x[i]);
 }
 
-P4R_VECTORIZED void p4r_quantize_f16(const uint16_t *x, int n, int k, uint8_t wire_exponent, int world_size, uint8_t *wire) {
+P4R_VECTORIZED void p4r_quantize_f16(const uint16_t *x, int n, int k, uint8_t wire_exponent, uint8_t local_exponent,
+                                     int world_size, uint8_t *wire) {
     QUANTIZE_CHUNK(p4r_half_to_double(x[i]));
 }
 

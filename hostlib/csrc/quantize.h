@@ -25,9 +25,14 @@ uint8_t p4r_exponent_f16(const uint16_t *x, int n);
 double p4r_scale(int exponent, int world_size);
 
 /* One chunk of n <= k values into k big-endian int32 on the wire (zeros past n), scaled with the
- * agreed wire exponent, or the non-finite codes when it is EXP_NONFINITE. */
-void p4r_quantize_f32(const float *x, int n, int k, uint8_t wire_exponent, int world_size, uint8_t *wire);
-void p4r_quantize_f16(const uint16_t *x, int n, int k, uint8_t wire_exponent, int world_size, uint8_t *wire);
+ * agreed wire exponent, or the non-finite codes when it is EXP_NONFINITE. `local_exponent` is the
+ * chunk's own (p4r_exponent_*): when the agreed one is at least as large, every scaled value is
+ * inside int32 and the range check (which only a switch lying about the maximum needs) is skipped;
+ * either way the result is hostlib.quantize.quantize's. */
+void p4r_quantize_f32(const float *x, int n, int k, uint8_t wire_exponent, uint8_t local_exponent, int world_size,
+                      uint8_t *wire);
+void p4r_quantize_f16(const uint16_t *x, int n, int k, uint8_t wire_exponent, uint8_t local_exponent, int world_size,
+                      uint8_t *wire);
 
 /* The first n sums of a chunk of big-endian int32 sums as hostlib.quantize.dequantize gives them
  * (NaN/±Inf decoded from the codes of a non-finite block), divided by N when `average`, stored in

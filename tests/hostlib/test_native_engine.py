@@ -433,3 +433,30 @@ def test_quantization_ties_round_half_to_even_as_numpy(world: int) -> None:
     fabric = Fabric(world=world, pool=4, engine="twin")
     results = fabric.run(fabric.plans([ties] * world))
     assert all(isinstance(r, np.ndarray) for r in results)
+
+
+@pytest.mark.parametrize("world", [1, 3, 32])
+def test_native_quantization_equals_the_reference_in_range_and_past_it(world: int) -> None:
+    """The C quantizer skips its range check when the agreed exponent is at least the chunk's own (every
+    value then fits int32); below it (a switch that lied about the maximum) the values that overflow
+    become INT32_MIN as numpy's cast makes them. Both paths equal hostlib.quantize bit for bit."""
+    import ctypes
+
+    lib = ctypes.CDLL(_native.__file__)
+    quantize = lib.p4r_quantize_f32
+    u8 = ctypes.c_uint8
+    quantize.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, u8, u8, ctypes.c_int, ctypes.c_void_p]
+    rng = np.random.default_rng(world)
+    k = 64
+    for trial in range(200):
+        x = random_input(rng, "float32", k - trial % 5)
+        exponent_of = lib.p4r_exponent_f32
+        exponent_of.argtypes, exponent_of.restype = [ctypes.c_void_p, ctypes.c_int], u8
+        local = int(exponent_of(x.ctypes.data, x.size))
+        for agreed in (local, local + 3, max(local - 2, 1)):  # in range, above, and (a liar) below
+            wire = np.zeros(4 * k, dtype=np.uint8)
+            quantize(x.ctypes.data, x.size, k, agreed, local, world, wire.ctypes.data)
+            expected = np.zeros(k, dtype=">i4")
+            with np.errstate(invalid="ignore"):
+                expected[: x.size] = q.quantize(x, agreed, world)
+            assert wire.tobytes() == expected.tobytes(), (trial, agreed, local)
