@@ -22,6 +22,7 @@ import os
 import re
 import secrets
 import socket
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -34,7 +35,7 @@ from torch.distributed.distributed_c10d import _DistributedBackendOptions
 
 from contracts.jobapi_metadata import CREDENTIAL_ENV
 from hostlib.communicator import Communicator, JoinError
-from hostlib.torch.options import P4ReduceOptions, Settings, resolve
+from hostlib.torch.options import ENV_STRICT, P4ReduceOptions, Settings, resolve
 from hostlib.torch.registration import BACKEND
 from hostlib.torch.work import SwitchWork, failed_work
 
@@ -65,6 +66,9 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
         job = _agree_job_name(store, rank, self.settings, group_id)
         self.credential = _agree_credential(store, rank)  # the job's, for its other API calls too
+        self.comm: Communicator | None = None
+        self.fallback = ""  # why every collective goes through Gloo ('' while the switch sums)
+        failure = ""
         try:
             self.comm = Communicator.join(
                 self.settings.controller,
@@ -78,10 +82,23 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
                 progress_timeout=self.settings.progress_timeout,
             )
         except (JoinError, OSError) as error:
-            self._gloo.shutdown()
-            raise dist.DistBackendError(
-                f"p4reduce: rank {rank} could not join job {job!r} at {self.settings.controller}: {error}"
-            ) from None
+            failure = f"rank {rank} could not join job {job!r} at {self.settings.controller}: {error}"
+        # Every rank must take the same road, or the ones on the switch would wait for the others for ever.
+        failure = _agree_outcome(store, rank, size, group_id, failure, timeout)
+        if failure:
+            if self.comm is not None:
+                self.comm.close()
+                self.comm = None
+            if self.settings.strict:
+                self._gloo.shutdown()
+                raise dist.DistBackendError(f"p4reduce: {failure}") from None
+            self.fallback = failure
+            warnings.warn(
+                f"p4reduce: every collective of this group goes through Gloo: {failure} "
+                f"(set {ENV_STRICT}=1 to fail instead)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def getBackendName(self) -> str:  # noqa: N802 (torch's name for it)
         return BACKEND
@@ -91,8 +108,8 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
 
     @property
     def job(self) -> str:
-        """The controller job this group's sums belong to (for GetCounters)."""
-        return self.comm.job.name
+        """The controller job this group's sums belong to (for GetCounters); '' after a fallback."""
+        return self.comm.job.name if self.comm is not None else ""
 
     # ------------------------------------------------------------ through the switch
     def allreduce(
@@ -100,7 +117,7 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
     ) -> dist.Work:
         opts = opts if opts is not None else dist.AllreduceOptions()
         tensors = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
-        op = _switch_op(tensors, opts.reduceOp)
+        op = _switch_op(tensors, opts.reduceOp) if self.comm is not None else None
         if op is None:
             return self._delegate("all_reduce", self._gloo.allreduce, tensors, opts)
         (tensor,) = tensors
@@ -153,7 +170,7 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         return self._through_switch("reduce_scatter", joined, op, finish)
 
     def _scatter_op(self, tensors: Sequence[torch.Tensor], op: dist.ReduceOp) -> str | None:
-        if self.settings.reduce_scatter != "switch":
+        if self.settings.reduce_scatter != "switch" or self.comm is None:
             return None
         return _switch_op(tensors, op)
 
@@ -172,6 +189,7 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
             flat, logical = flat.float(), "bfloat16"
         label = f"{what} of {tensor.numel()} × {str(tensor.dtype).removeprefix('torch.')}"
         self.collectives["switch", what] += 1
+        assert self.comm is not None, "only a group that joined its job sums through the switch"
         try:
             handle = self.comm.allreduce_async(flat.numpy(), op=op, logical_dtype=logical)  # type: ignore[arg-type]
         except Exception as error:
@@ -187,7 +205,8 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
     # ------------------------------------------------------------ ending
     def shutdown(self) -> None:
         """destroy_process_group: wait for queued sums, leave the job, close Gloo."""
-        self.comm.close()
+        if self.comm is not None:
+            self.comm.close()
         self._gloo.shutdown()
 
     def abort(self) -> None:
@@ -234,6 +253,18 @@ def _switch_op(tensors: Sequence[torch.Tensor], op: dist.ReduceOp) -> str | None
     if dtype not in SWITCH_DTYPES or any(t.dtype != dtype or t.device.type != "cpu" for t in tensors):
         return None
     return name
+
+
+def _agree_outcome(
+    store: dist.Store, rank: int, size: int, group_id: str, failure: str, timeout: timedelta
+) -> str:
+    """The first failure (by rank) of any rank's join, the same on every rank; '' when all joined."""
+    prefix = f"p4reduce/joined/{group_id}/"
+    store.set(f"{prefix}{rank}", failure or "ok")
+    keys = [f"{prefix}{r}" for r in range(size)]
+    store.wait(keys, timeout)
+    outcomes = [store.get(key).decode() for key in keys]
+    return next((o for o in outcomes if o != "ok"), "")
 
 
 def _agree_job_name(store: dist.Store, rank: int, settings: Settings, group_id: str) -> str:

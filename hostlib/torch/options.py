@@ -24,6 +24,7 @@ ENV_PROGRESS_TIMEOUT = "P4REDUCE_PROGRESS_TIMEOUT"
 ENV_JOIN_TIMEOUT = "P4REDUCE_JOIN_TIMEOUT"
 ENV_TOKEN = "P4REDUCE_TOKEN"
 ENV_REDUCE_SCATTER = "P4REDUCE_REDUCE_SCATTER"
+ENV_STRICT = "P4REDUCE_STRICT"
 
 ReduceScatterRoute = Literal["switch", "gloo"]
 
@@ -45,6 +46,9 @@ class P4ReduceOptions:
     token: the controller's bearer token, if it wants one (P4REDUCE_TOKEN).
     reduce_scatter: "switch" sums reduce_scatter through the switch (an all-reduce of which each rank
         keeps its part), "gloo" delegates it (P4REDUCE_REDUCE_SCATTER, default "switch").
+    strict: when the ranks cannot all join the job (no controller, a refused join), raise instead of
+        sending every collective through Gloo with one warning naming why (P4REDUCE_STRICT=1; default
+        off).
     """
 
     controller: str | None = None
@@ -54,6 +58,7 @@ class P4ReduceOptions:
     join_timeout: float | None = None
     token: str | None = None
     reduce_scatter: ReduceScatterRoute | None = None
+    strict: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,7 @@ class Settings:
     join_timeout: float
     token: str
     reduce_scatter: ReduceScatterRoute
+    strict: bool = False
 
 
 DEFAULT_PROGRESS_TIMEOUT = 10.0
@@ -104,6 +110,7 @@ def resolve(
     if route not in ("switch", "gloo"):
         raise ValueError(f"reduce_scatter ({ENV_REDUCE_SCATTER}) must be 'switch' or 'gloo', not {route!r}")
     address = pick("address", ENV_ADDRESS)
+    strict = given["strict"] if given["strict"] is not None else _flag(env.get(ENV_STRICT, ""), ENV_STRICT)
     return Settings(
         controller=f"{host}:{port}",
         job=_optional_str(pick("job", ENV_JOB)),
@@ -112,7 +119,17 @@ def resolve(
         join_timeout=join or min(torch_timeout, MAX_JOIN_TIMEOUT),
         token=str(pick("token", ENV_TOKEN) or ""),
         reduce_scatter=route,  # type: ignore[arg-type]
+        strict=bool(strict),
     )
+
+
+def _flag(value: str, name: str) -> bool:
+    text = value.strip().lower()
+    if text in ("", "0", "false", "no", "off"):
+        return False
+    if text in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(f"{name} must be 1 or 0 (true or false), not {value!r}")
 
 
 def source_address_towards(host: str, port: int) -> str:

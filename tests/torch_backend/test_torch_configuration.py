@@ -97,7 +97,7 @@ def test_torch_finds_the_backend_by_its_entry_point_without_hostlib_being_import
         except Exception as error:
             print(type(error).__name__, error)
     """
-    out = _python(script, P4REDUCE_CONTROLLER=f"127.0.0.1:{dead}")
+    out = _python(script, P4REDUCE_CONTROLLER=f"127.0.0.1:{dead}", P4REDUCE_STRICT="1")
     assert "registered True False" in out, "registered at import torch, the process group's code not loaded"
     assert "DistBackendError p4reduce: rank 0 could not join job" in out, out
     assert f"controller at 127.0.0.1:{dead} is unreachable" in out, out
@@ -116,3 +116,43 @@ def test_without_a_controller_init_process_group_says_what_to_set() -> None:
         """
     )
     assert "ValueError the p4reduce backend needs the controller's job API address" in out, out
+
+
+def _fallback_rank(rank: int, world: int, port: int, dead: int) -> tuple[list[float], str, str]:
+    """One rank of a job whose controller is down: what its all_reduce gives, its warning, its route."""
+    import warnings
+
+    import torch
+    import torch.distributed as dist
+
+    from tests.torch_backend.ranks import init
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        init("p4reduce", rank, world, port, controller=f"127.0.0.1:{dead}", join_timeout=5.0)
+    tensor = torch.full((4,), float(rank + 1))
+    dist.all_reduce(tensor)
+    group = dist.distributed_c10d._get_default_group()
+    routes = ",".join(sorted(f"{route}:{what}" for route, what in group.collectives))
+    dist.destroy_process_group()
+    said = [str(w.message) for w in caught if "p4reduce" in str(w.message)]
+    return tensor.tolist(), " | ".join(said), routes
+
+
+def test_without_a_controller_every_rank_falls_back_to_gloo_with_one_warning_naming_why() -> None:
+    """Not strict (the default): the ranks agree through torch's store that a join failed, each warns
+    once with the same reason, and every collective goes through Gloo, exact."""
+    from tests.torch_backend.ranks import run_ranks
+
+    dead = free_port()
+    answers = run_ranks(_fallback_rank, 2, dead)
+    assert all(ok for ok, _ in answers.values()), answers
+    results = {rank: value for rank, (_, value) in answers.items()}
+    assert [r[0] for r in results.values()] == [[3.0] * 4, [3.0] * 4]
+    warnings_said = {r[1] for r in results.values()}
+    assert len(warnings_said) == 1, warnings_said  # the same reason on every rank
+    [said] = warnings_said
+    assert "every collective of this group goes through Gloo: rank 0 could not join job" in said, said
+    assert f"controller at 127.0.0.1:{dead} is unreachable" in said and "P4REDUCE_STRICT=1" in said
+    assert all(r[2] == "gloo:all_reduce" for r in results.values())
+
