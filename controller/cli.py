@@ -291,6 +291,14 @@ def parser() -> argparse.ArgumentParser:
         "--count", type=_positive(int), metavar="N", help="with --watch: stop after N rounds"
     )
 
+    tree = sub.add_parser(
+        "tree", parents=[common], help="the aggregation tree a job over these switches would use",
+        description="From the config file's switches and links: the smallest subtree of the fabric that "
+        "joins the given switches (those with ranks of a job), its root, and which switch aggregates "
+        "for which through which ports (docs/protocol.md, Aggregation trees). Needs no switch or daemon.",
+    )  # fmt: skip
+    tree.add_argument("--config", type=Path, required=True, metavar="FILE", help="topology/config file")
+    tree.add_argument("switches", nargs="+", metavar="SWITCH", help="switches with ranks of the job")
     sub.add_parser(
         "tenants", parents=[common, daemon], help="tenants: their quotas and what they hold",
         description="Each tenant of the daemon (config file `tenants:`): its jobs and slots per switch "
@@ -558,6 +566,19 @@ def cmd_counters(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tree(args: argparse.Namespace) -> int:
+    from controller.fabric import tree_for
+
+    tree = tree_for(cfg.load(args.config), args.switches)
+    if args.json:
+        uplinks = {child: {"parent": up.parent, "child_port": up.child_port, "parent_port": up.parent_port}
+                   for child, up in tree.uplinks.items()}  # fmt: skip
+        print(as_json({"root": tree.root, "uplinks": uplinks, "switches": tree.switches}))
+    else:
+        print("\n".join(tree.describe()))
+    return 0
+
+
 def cmd_tenants(args: argparse.Namespace) -> int:
     with _client(args) as client:
         tenants = client.tenants()
@@ -627,5 +648,6 @@ COMMANDS: dict[tuple[str, str | None], Callable[[argparse.Namespace], int]] = {
     ("counters", None): cmd_counters,
     ("top", None): cmd_top,
     ("tenants", None): cmd_tenants,
+    ("tree", None): cmd_tree,
     ("shell", None): cmd_shell,
 }

@@ -80,6 +80,19 @@ class ControllerSettings:
 
 
 @dataclass(frozen=True)
+class LinkConfig:
+    """A cable between two switches' ports (the fabric an aggregation tree is built over)."""
+
+    a: str
+    a_port: int
+    b: str
+    b_port: int
+
+    def __str__(self) -> str:
+        return f"{self.a}:{self.a_port} - {self.b}:{self.b_port}"
+
+
+@dataclass(frozen=True)
 class TenantConfig:
     """A team sharing the daemon: its access token, and its quotas (None: no limit)."""
 
@@ -98,6 +111,7 @@ class Topology:
     hosts: tuple[HostConfig, ...] = ()
     controller: ControllerSettings = field(default_factory=ControllerSettings)
     tenants: tuple[TenantConfig, ...] = ()
+    links: tuple[LinkConfig, ...] = ()
 
     def switch(self, name: str = "") -> SwitchConfig:
         """The named switch; with no name, the only (or first) one."""
@@ -138,7 +152,9 @@ def load(path: str | Path) -> Topology:
 
 def parse(data: object, base_dir: Path) -> Topology:
     """Build a Topology from already-decoded YAML/JSON data; paths resolve against base_dir."""
-    top = _mapping(data, "the file", required={"switches"}, optional={"hosts", "controller", "tenants"})
+    top = _mapping(
+        data, "the file", required={"switches"}, optional={"hosts", "controller", "tenants", "links"}
+    )
     switch_list = _list(top["switches"], "switches")
     if not switch_list:
         raise ConfigError("switches: at least one switch is needed")
@@ -159,7 +175,33 @@ def parse(data: object, base_dir: Path) -> Topology:
     _unique([t.name for t in tenants], "tenant name")
     if len({t.token for t in tenants}) != len(tenants):
         raise ConfigError("tenants: two tenants have the same token (each needs its own)")
-    return Topology(switches=switches, hosts=hosts, controller=controller, tenants=tenants)
+    link_list = _list(top.get("links", []), "links")
+    links = tuple(_link(item, f"links[{i}]", names) for i, item in enumerate(link_list))
+    ends = [f"{sw}:{port}" for link in links for sw, port in ((link.a, link.a_port), (link.b, link.b_port))]
+    _unique(ends, "link end (a port carries one cable)")
+    for host in hosts:
+        if f"{host.switch}:{host.port}" in ends:
+            raise ConfigError(f"host {host.name!r} is on port {host.port} of {host.switch}, where a link is")
+    return Topology(switches=switches, hosts=hosts, controller=controller, tenants=tenants, links=links)
+
+
+def _link(item: object, where: str, switches: AbstractSet[str]) -> LinkConfig:
+    """`[s1:PORT, s2:PORT]`: both ends a known switch's port, not the same switch."""
+    ends = _list(item, where)
+    if len(ends) != 2:
+        raise ConfigError(f"{where}: expected two ends like [leaf1:9, spine:1], got {len(ends)}")
+    parsed = []
+    for end in ends:
+        switch, sep, port = str(end).rpartition(":")
+        if not sep or not port.isdigit():
+            raise ConfigError(f"{where}: {end!r} is not SWITCH:PORT")
+        if switch not in switches:
+            raise ConfigError(f"{where}: unknown switch {switch!r}")
+        parsed.append((switch, parse_port_number(int(port), f"{where}: {end!r} port")))
+    (a, a_port), (b, b_port) = parsed
+    if a == b:
+        raise ConfigError(f"{where}: both ends are on switch {a!r}")
+    return LinkConfig(a, a_port, b, b_port)
 
 
 MIN_TENANT_TOKEN = 16

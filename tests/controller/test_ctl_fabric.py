@@ -1,0 +1,120 @@
+"""A job's aggregation tree over the config's fabric (controller/fabric.py): which switch aggregates for
+which, as `job show` will print it. Pure functions of the config file: no switch is needed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from controller import config
+from controller.errors import ConfigError
+from controller.fabric import Uplink, tree_for
+
+
+def topology(names: list[str], links: list[list[str]]) -> config.Topology:
+    switches = [
+        {"name": n, "grpc": f"127.0.0.1:{9000 + i}", "p4info": "p", "device_config": "d",
+         "aggregation": {"ipv4": f"10.0.{i}.254", "mac": f"02:00:00:00:{i:02x}:fe"}}
+        for i, n in enumerate(names)
+    ]  # fmt: skip
+    return config.parse({"switches": switches, "links": links}, Path("."))
+
+
+def fabric(leaves: int, spines: int = 1, links: list[list[str]] | None = None) -> config.Topology:
+    """Leaves leaf0.. with uplink ports 9 (to spine0), 10 (to spine1), ...; spine s has leaf i on port i+1."""
+    names = [f"leaf{i}" for i in range(leaves)] + [f"spine{s}" for s in range(spines)]
+    cables = links if links is not None else [
+        [f"leaf{i}:{9 + s}", f"spine{s}:{i + 1}"] for i in range(leaves) for s in range(spines)
+    ]  # fmt: skip
+    return topology(names, cables)
+
+
+def test_ranks_on_two_leaves_are_joined_at_the_spine() -> None:
+    tree = tree_for(fabric(2), {"leaf0", "leaf1"})
+    assert tree.root == "spine0"
+    assert tree.uplinks == {"leaf0": Uplink("spine0", 9, 1), "leaf1": Uplink("spine0", 9, 2)}
+    assert tree.switches == ["spine0", "leaf0", "leaf1"]
+    assert tree.describe() == [
+        "spine0: root; aggregates leaf0 (port 1), leaf1 (port 2)",
+        "leaf0: for spine0 via port 9; aggregates its ranks",
+        "leaf1: for spine0 via port 9; aggregates its ranks",
+    ]
+
+
+def test_ranks_on_one_leaf_never_leave_it_and_unused_leaves_are_not_in_the_tree() -> None:
+    tree = tree_for(fabric(3), {"leaf2"})
+    assert tree.root == "leaf2" and tree.uplinks == {} and tree.switches == ["leaf2"]
+    two_of_three = tree_for(fabric(3), {"leaf0", "leaf2"})
+    assert two_of_three.root == "spine0" and set(two_of_three.uplinks) == {"leaf0", "leaf2"}
+
+
+def test_ranks_on_a_leaf_and_on_the_spine_itself_tie_and_the_name_decides() -> None:
+    tree = tree_for(fabric(2), {"leaf1", "spine0"})
+    assert tree.root == "leaf1" and tree.uplinks == {"spine0": Uplink("leaf1", 2, 9)}
+    assert tree.describe() == [
+        "leaf1: root; aggregates its ranks, spine0 (port 9)",
+        "spine0: for leaf1 via port 2; aggregates its ranks",
+    ]
+
+
+def test_with_two_spines_one_is_chosen_the_same_way_every_time() -> None:
+    trees = [tree_for(fabric(4, spines=2), {"leaf0", "leaf1", "leaf3"}) for _ in range(3)]
+    assert trees[0] == trees[1] == trees[2]
+    assert trees[0].root == "spine0"  # the two spines are equally good: the name decides
+    assert {up.parent for up in trees[0].uplinks.values()} == {"spine0"}
+
+
+def test_a_chain_is_joined_in_its_middle() -> None:
+    cables = [["a:1", "b:1"], ["b:2", "c:1"], ["c:2", "d:1"], ["d:2", "e:1"]]
+    chain = topology(["a", "b", "c", "d", "e"], cables)
+    tree = tree_for(chain, {"a", "e"})
+    assert tree.root == "c"
+    assert tree.uplinks == {"a": Uplink("b", 1, 1), "b": Uplink("c", 2, 1), "d": Uplink("c", 1, 2),
+                            "e": Uplink("d", 1, 2)}  # fmt: skip
+
+
+def test_switches_the_links_do_not_join_are_an_error_naming_them() -> None:
+    split = fabric(2, links=[["leaf0:9", "spine0:1"]])
+    with pytest.raises(ConfigError, match="switches 'leaf0' and 'leaf1' are not connected"):
+        tree_for(split, {"leaf0", "leaf1"})
+    with pytest.raises(ConfigError, match="unknown switch 'leaf7'"):
+        tree_for(split, {"leaf7"})
+
+
+@pytest.mark.parametrize(
+    ("links", "message"),
+    [
+        ([["leaf0:9"]], "links[0]: expected two ends like [leaf1:9, spine:1], got 1"),
+        ([["leaf0:9", "spine9:1"]], "links[0]: unknown switch 'spine9'"),
+        ([["leaf0:x", "spine0:1"]], "links[0]: 'leaf0:x' is not SWITCH:PORT"),
+        ([["leaf0:9", "leaf0:10"]], "links[0]: both ends are on switch 'leaf0'"),
+        ([["leaf0:9", "spine0:1"], ["leaf1:9", "spine0:1"]], "duplicate link end (a port carries one cable)"),
+        ([["leaf0:600", "spine0:1"]], "links[0]: 'leaf0:600' port: 600 is not an integer in 0..511"),
+    ],
+)
+def test_link_mistakes_are_one_line(links: list[list[str]], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        fabric(2, links=links)
+
+
+def test_the_tree_command_prints_it_from_the_config_file(tmp_path: Path) -> None:
+    import yaml
+    from ctl_support import cli
+
+    names = ["leaf0", "leaf1", "spine0"]
+    data = {
+        "switches": [{"name": n, "grpc": f"127.0.0.1:{9000 + i}", "p4info": "p", "device_config": "d",
+                      "aggregation": {"ipv4": f"10.0.{i}.254", "mac": f"02:00:00:00:{i:02x}:fe"}}
+                     for i, n in enumerate(names)],
+        "links": [["leaf0:9", "spine0:1"], ["leaf1:9", "spine0:2"]],
+    }  # fmt: skip
+    path = tmp_path / "fabric.yaml"
+    path.write_text(yaml.safe_dump(data))
+    shown = cli("tree", "--config", str(path), "leaf0", "leaf1")
+    assert shown.code == 0
+    assert shown.out.splitlines()[0] == "spine0: root; aggregates leaf0 (port 1), leaf1 (port 2)"
+    split = cli("tree", "--config", str(path), "leaf0", "nowhere")
+    assert split.code == 1
+    assert split.err.strip() == "p4reduce-ctl: error: unknown switch 'nowhere' in the job's ranks"
