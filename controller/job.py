@@ -59,6 +59,7 @@ class Job:
     watchers: set[asyncio.Queue[JobEvent]] = field(default_factory=set)
     disconnected: dict[int, float] = field(default_factory=dict)  # rank -> when its watch stream closed
     tenant: str = ""  # whose quota it counts against ('' : created without a tenant's token)
+    departures: dict[int, JobEvent] = field(default_factory=dict)  # rank -> its rank_left, for late watchers
 
     @property
     def state(self) -> str:

@@ -410,7 +410,9 @@ class JobRegistry:
             # The others cannot finish a later call without it: they hear it at once, with its name,
             # instead of timing out 10 s later.
             reason = f"rank {rank} left job {job.name!r}: its peers' calls cannot finish without it"
-            job.publish(JobEvent("rank_left", reason, job.generation, rank, calls_begun))
+            event = JobEvent("rank_left", reason, job.generation, rank, calls_begun)
+            job.departures[rank] = event  # a rank whose WatchJob opens later hears it too
+            job.publish(event)
         if len(job.left) == job.world_size:
             # Ranks that left together each saw the others present when they began; the last
             # removal is what empties the job.
@@ -492,6 +494,11 @@ class JobRegistry:
         job.disconnected.pop(rank, None)
         try:
             yield JobEvent("watching", f"watching job {job.name!r}", job.generation)
+            # Ranks that left before this stream opened (it opens after the join returns, and a peer may
+            # leave at once): told now, or this rank's next call would wait for them until its timeout.
+            for event in list(job.departures.values()):
+                if event.rank != rank:
+                    yield event
             while True:
                 event = await queue.get()
                 if event.kind == "closing":

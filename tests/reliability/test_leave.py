@@ -76,3 +76,32 @@ def test_peers_of_a_rank_that_leaves_mid_call_raise_within_a_second_naming_it(
         f"leave-{leave.__name__}",
         seconds_to_error=round(max(at for _, at in outcomes.values()) - left_at[0], 3),
     )
+
+
+def test_a_watch_opened_after_a_peer_left_still_hears_it(daemon: Callable[..., Daemon]) -> None:
+    """A rank's WatchJob opens after its join returns, and a peer may leave at once (CI saw it): the
+    stream starts with the departures it missed, or that rank's next call would wait out its timeout."""
+    d = daemon()
+    job = "left-early"
+    credential = os.environ[CREDENTIAL_ENV]
+    with channel_to(d) as stub:
+        addresses = [pb.WorkerAddress(ipv4=f"127.0.0.{190 + r}", udp_port=41000 + r) for r in range(2)]
+
+        def join(r: int) -> None:
+            request = pb.JoinJobRequest(
+                name=job, rank=r, world_size=2, address=addresses[r], timeout_seconds=10
+            )
+            stub.JoinJob(request, timeout=20, metadata=call_metadata(credential=credential))
+
+        joins = [threading.Thread(target=join, args=(r,)) for r in range(2)]
+        for thread in joins:
+            thread.start()
+        for thread in joins:
+            thread.join(timeout=30)
+        stub.LeaveJob(pb.LeaveJobRequest(name=job, rank=1, calls_begun=4), timeout=5)
+        events = stub.WatchJob(pb.WatchJobRequest(name=job, rank=0), timeout=5)
+        first, second = next(events), next(events)
+        events.cancel()
+    assert first.kind != pb.JobEvent.RANK_LEFT  # the stream's opening event
+    assert second.kind == pb.JobEvent.RANK_LEFT and second.rank == 1 and second.calls_begun == 4
+    assert second.message == f"rank 1 left job {job!r}: its peers' calls cannot finish without it"
