@@ -185,7 +185,9 @@ def test_the_links_stats_follow_writes_mastership_and_reconnects(
     ]
 
 
-async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Wait for `condition`; the bound is generous: a reconnect under `reclaim` may back off (0.1 s doubling
+    to 5 s) while the switch still counts the old stream, and CI once took longer than 10 s."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not condition():
