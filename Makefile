@@ -5,13 +5,13 @@
 #   make switch    the embedded switch that controller/examples/loopback.yaml names, in the foreground
 #   make torch-ddp  DDP training under torchrun on the p4reduce backend (own switch + controller); torch-fsdp: FSDP2
 #   make test      the test suite
-#   make lab       Mininet lab (root): WORKERS=4 SWITCH=soft|bmv2
+#   make lab       Mininet lab (root): WORKERS=4 SWITCH=soft|bmv2, or TOPO=mininet/topos/leafspine8.json [AGGREGATE_AT=root]
 #   make bench     benchmarks
 #   make asan      native code's tests under AddressSanitizer: the host engine's (asan-host) and the switch's C backend (asan-switch)
 #   make fuzz      fuzz every native parser: the host engine's receive path (fuzz-host) and the switch's data plane (fuzz-switch);
 #                  FUZZ_SECONDS per target (default 20)
 #   make experiments  the performance report's experiments (root): CSV, PNG, TXT in $(OUT)
-#                  one at a time: make exp-gloo | exp-workers | exp-loss | exp-switch; QUICK=1 for tiny sizes
+#                  one at a time: make exp-gloo | exp-workers | exp-loss | exp-switch | exp-hierarchy; QUICK=1 for tiny sizes
 #   make reliability  the reliability suite's long variants; figures in $(OUT)/reliability.jsonl
 #   make test-python-backend  the switch, lab and protocol tests again with the Python backend
 #   make stop      (root) remove what this checkout's interrupted labs or experiments left (.lab-state.json)
@@ -29,7 +29,7 @@ P4_SOURCES := $(shell find p4src -name '*.p4' 2>/dev/null)
 WORKERS ?= 4
 SWITCH ?= soft
 OUT ?= results
-EXPERIMENTS := gloo workers loss switch
+EXPERIMENTS := gloo workers loss switch hierarchy
 EXP_FLAGS := --out $(OUT) $(if $(QUICK),--quick)
 NATIVE_SOURCES := $(wildcard hostlib/csrc/*.c hostlib/csrc/*.h)
 PIP_LOG := $(VENV)/install.log
@@ -129,8 +129,11 @@ experiments: $(addprefix exp-,$(EXPERIMENTS))
 $(addprefix exp-,$(EXPERIMENTS)): exp-%: install
 	$(PY) -m experiments.$* $(EXP_FLAGS)
 
+# TOPO=mininet/topos/leafspine8.json runs a topology file (WORKERS is then the file's);
+# AGGREGATE_AT=root|SWITCH aggregates at one switch only (default: a tree of the switches).
 lab: install
-	$(PY) mininet/lab.py --workers $(WORKERS) --switch $(SWITCH)
+	$(PY) mininet/lab.py $(if $(TOPO),--topo $(TOPO),--workers $(WORKERS)) --switch $(SWITCH) \
+	  $(if $(AGGREGATE_AT),--aggregate-at $(AGGREGATE_AT))
 
 asan: asan-host asan-switch
 

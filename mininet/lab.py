@@ -35,6 +35,7 @@ from contracts import jobapi_pb2 as pb  # noqa: E402
 from contracts import jobapi_pb2_grpc as pb_grpc  # noqa: E402
 from contracts.jobapi_metadata import call_metadata  # noqa: E402
 from contracts.protocol import DEFAULT_VALUES_PER_PACKET, SUPPORTED_VALUES_PER_PACKET, payload_bytes  # noqa: E402
+from controller.errors import ControllerError  # noqa: E402
 from hostlib import JobSpec  # noqa: E402
 from hostlib.launch import (  # noqa: E402
     LaunchError,
@@ -46,6 +47,7 @@ from hostlib.launch import (  # noqa: E402
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lab_config import TREE, aggregation_choice, controller_config, provision_fabric  # noqa: E402
 from lab_state import LabState, clean  # noqa: E402
 from switches import SWITCH_CLASSES  # noqa: E402
 from targets import SWITCH_LOGS, p4c_bmv2  # noqa: E402
@@ -53,44 +55,6 @@ from topology import Topology, TopologyError, generate, load  # noqa: E402
 
 JOB = "lab"
 WORKER_PORT = 40000
-
-
-TARGET_NAMES = {"soft": "p4reduce-switch", "bmv2": "bmv2"}  # the controller config's `target`
-
-
-def controller_config(
-    topo: Topology,
-    grpc_ports: dict[str, int],
-    program: Path,
-    p4info: Path,
-    pool_size: int = 32,
-    kind: str = "soft",
-) -> str:
-    """The controller's config: every host is a host of the aggregating switch (over the link if remote)."""
-    agg = topo.aggregator
-    lines = ["controller:", "  lease_seconds: 60", f"  default_pool_size: {pool_size}", "switches:"]
-    for index, switch in enumerate(topo.switches):
-        lines += [
-            f"  - name: {switch.name}",
-            f"    target: {TARGET_NAMES[kind]}",
-            f"    grpc: 127.0.0.1:{grpc_ports[switch.name]}",
-            f"    device_id: {index + 1}",
-            f"    p4info: {p4info}",
-            f"    device_config: {program}",
-            "    aggregation:",
-            f"      ipv4: {switch.agg_ipv4}",
-            f'      mac: "{switch.agg_mac}"',
-        ]
-        if switch.name != agg.name:  # a bridging switch floods everything, over every port
-            lines.append(f"    flood_ports: {topo.ports(switch.name)}")
-    lines.append("hosts:")
-    for host in topo.hosts:
-        port = topo.port_towards(agg.name, host)
-        lines.append(
-            f'  - {{name: {host.name}, ipv4: {host.ipv4}, mac: "{host.mac}", switch: {agg.name}, '
-            f"port: {port}}}"
-        )
-    return "\n".join(lines) + "\n"
 
 
 LINK_BURST_KB = 15  # Mininet's own htb burst, also as the ceiling's (build_network)
@@ -128,6 +92,8 @@ def build_network(
     out: Path = ROOT,
     burst: int = LINK_BURST_KB,
     values_per_packet: int | None = None,
+    switch_link_bw: float | None = None,
+    switch_link_loss: float = 0.0,
 ) -> Mininet:
     """The lab's network, not started; `bw` limits links with htb, `queue` (packets) bounds htb's queue.
 
@@ -141,6 +107,10 @@ def build_network(
 
     `values_per_packet` is the K of the switch's program: every link gets the MTU its DATA needs
     (link_mtu), so that a K of 512 or 1024 crosses the lab in one frame.
+
+    `switch_link_bw` gives the links between switches another rate than `bw` (a fabric whose spine
+    links are not oversubscribed); `switch_link_loss` (a fraction) makes them lose frames each way,
+    with netem in place of the pfifo under htb: the link loses them, whichever switch runs.
     """
     net = Mininet(topo=None, build=False, controller=None, link=TCLink if bw else Link, autoSetMacs=False)
     cls = SWITCH_CLASSES[kind]
@@ -148,6 +118,7 @@ def build_network(
         net.addSwitch(
             s.name,
             cls=cls,
+            dpid=f"{index + 1:016x}",  # Mininet derives it from the digits of a name like s1, not `spine`
             grpc_port=grpc_ports[s.name],
             device_id=index + 1,
             log_dir=str(out / "logs"),
@@ -156,25 +127,30 @@ def build_network(
             drop_rate_out=drop_rate_out,
             switch_log=switch_log,
         )
-    link_opts = {"bw": bw} if bw else {}
-    links = []
+    fabric_bw = switch_link_bw or bw
+    links = []  # (link, its rate, its loss)
     for h in topo.hosts:
         host = net.addHost(h.name, ip=f"{h.ipv4}/24", mac=h.mac)
-        links.append(net.addLink(host, net.get(h.switch), port2=h.port, **link_opts))
+        link = net.addLink(host, net.get(h.switch), port2=h.port, **({"bw": bw} if bw else {}))
+        links.append((link, bw, 0.0))
     for a, pa, b, pb_ in topo.links:
-        links.append(net.addLink(net.get(a), net.get(b), port1=pa, port2=pb_, **link_opts))
-    # TCLink's htb class 5:1, with the burst at its ceiling too (quantum: htb warns of the one it
-    # derives from the rate; one class shares nothing), and a pfifo of `queue` packets under it
-    shape = f"htb rate {bw}Mbit burst {burst}k cburst {burst}k quantum 1514"
+        link = net.addLink(net.get(a), net.get(b), port1=pa, port2=pb_, **({"bw": fabric_bw} if bw else {}))
+        links.append((link, fabric_bw, switch_link_loss))
     mtu = link_mtu(values_per_packet)
-    for link in links if mtu > ETHERNET_MTU else []:
+    for link, _, _ in links if mtu > ETHERNET_MTU else []:
         for intf in (link.intf1, link.intf2):
             intf.cmd(f"ip link set dev {intf.name} mtu {mtu}")
-    for link in links if bw else []:
+    for link, rate, loss in links:
         for intf in (link.intf1, link.intf2):
-            if burst:
+            # TCLink's htb class 5:1, with the burst at its ceiling too (quantum: htb warns of the one it
+            # derives from the rate; one class shares nothing), and a pfifo of `queue` packets under it
+            if bw and burst:
+                shape = f"htb rate {rate}Mbit burst {burst}k cburst {burst}k quantum 1514"
                 intf.tc(f"%s class change dev %s parent 5:0 classid 5:1 {shape}")
-            if queue:
+            if loss:
+                where = "parent 5:1 handle 10:" if bw else "root handle 10:"
+                intf.tc(f"%s qdisc add dev %s {where} netem loss {loss * 100:g}% limit {queue or 1000}")
+            elif bw and queue:
                 intf.tc(f"%s qdisc add dev %s parent 5:1 handle 10: pfifo limit {queue}")
     return net
 
@@ -261,10 +237,12 @@ def run(args: argparse.Namespace) -> int:
         program, p4info = build_bmv2()
     else:
         program, p4info = build_program(ROOT / "build", args.values_per_packet)
+    aggregate_at = aggregation_choice(topo, args.aggregate_at)
     grpc_ports = {s.name: free_port() for s in topo.switches}
     job_port = free_port()
     config = out / "logs" / "lab-controller.yaml"
-    config.write_text(controller_config(topo, grpc_ports, program, p4info, kind=args.switch))
+    config.write_text(controller_config(topo, grpc_ports, program, p4info, kind=args.switch,
+                                        aggregate_at=aggregate_at))  # fmt: skip
     net = build_network(
         topo,
         args.switch,
@@ -286,6 +264,11 @@ def run(args: argparse.Namespace) -> int:
         record_network(state, net)
         configure_hosts(net, topo)
         print(f"*** network up: {len(topo.switches)} switch(es) ({args.switch}), {len(topo.hosts)} hosts")
+        if len(topo.switches) > 1:
+            entries = provision_fabric(config, topo)
+            where = "a tree of the switches" if aggregate_at == TREE else f"{aggregate_at} only"
+            links = len(topo.links)
+            print(f"*** fabric: {entries} L2 entries over {links} switch link(s); aggregation at {where}")
         controller = start_controller(config, job_port, controller_log)
         state.add([controller.pid])
         check_running(net, controller, controller_log)
@@ -304,16 +287,12 @@ def run(args: argparse.Namespace) -> int:
         except RuntimeError:
             check_running(net, controller, controller_log)  # a dead daemon explains a refused join best
             raise
-        desc = descs[0]
         threading.Thread(
             target=heartbeat,
             args=(f"127.0.0.1:{job_port}", len(topo.hosts), 60.0, stop, credential),
             daemon=True,
         ).start()
-        print(
-            f"*** job {desc.name!r}: id {desc.job_id}, slots {desc.base_slot}.."
-            f"{desc.base_slot + desc.pool_size - 1}, switch {desc.switch_ipv4}:{desc.switch_udp_port}"
-        )
+        print_job(descs)
         reports = run_workers(net, topo, descs, args)
         rows = counters(f"127.0.0.1:{job_port}")
     finally:
@@ -335,6 +314,8 @@ def run(args: argparse.Namespace) -> int:
                 "ok": ok,
                 "switch": args.switch,
                 "workers": len(topo.hosts),
+                "topology": str(args.topo) if args.topo else args.topology,
+                "aggregate_at": aggregate_at,
                 "size": args.size,
                 "ping_loss": loss,
                 "seconds": time.time() - started,
@@ -349,6 +330,20 @@ def run(args: argparse.Namespace) -> int:
         f"pcaps in {out / 'pcaps'}"
     )
     return 0 if ok else 1
+
+
+def print_job(descs: dict[int, pb.JobDescription]) -> None:
+    """One line per switch a rank was given: in a tree each rank's description is its own switch's."""
+    by_switch: dict[tuple[str, int], list[int]] = {}
+    for rank, desc in sorted(descs.items()):
+        by_switch.setdefault((desc.switch_ipv4, desc.switch_udp_port), []).append(rank)
+    for ranks in by_switch.values():
+        desc = descs[ranks[0]]
+        print(
+            f"*** job {desc.name!r}: id {desc.job_id}, slots {desc.base_slot}.."
+            f"{desc.base_slot + desc.pool_size - 1}, switch {desc.switch_ipv4}:{desc.switch_udp_port}"
+            + (f", ranks {ranks[0]}..{ranks[-1]}" if len(by_switch) > 1 else "")
+        )
 
 
 def run_workers(
@@ -418,6 +413,14 @@ def main() -> int:
     )
     parser.add_argument("--topology", choices=("star", "line"), default="star", help="generated topology")
     parser.add_argument("--topo", type=Path, help="topology JSON file (overrides --topology/--workers)")
+    parser.add_argument(
+        "--aggregate-at",
+        default=TREE,
+        metavar="tree|root|SWITCH",
+        help="tree (default): each switch aggregates its own hosts and the controller joins the switches "
+        "into a tree; root: only the switch the tree would be rooted at aggregates (a leaf-spine's spine), "
+        "the others bridge; SWITCH: only that switch aggregates",
+    )
     parser.add_argument("--size", type=int, default=65536, help="elements per all-reduce (default 65536)")
     parser.add_argument(
         "--dtype",
@@ -471,7 +474,13 @@ def main() -> int:
     setLogLevel(os.environ.get("LAB_LOG", "warning"))
     try:
         return run(args)
-    except (TopologyError, LaunchError, RuntimeError, subprocess.CalledProcessError) as error:
+    except (
+        TopologyError,
+        ControllerError,
+        LaunchError,
+        RuntimeError,
+        subprocess.CalledProcessError,
+    ) as error:
         print(f"lab: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -93,9 +93,51 @@ def test_a_lab_of_jumbo_packets_gives_its_links_the_mtu_they_need() -> None:
 @pytest.mark.root
 def test_line_lab_crosses_two_switches() -> None:
     """Hosts on the second switch reach the aggregator over the L2 path: pings and sums both work."""
-    done, results, _ = run_lab("--topology", "line", "--workers", "4", "--size", "2048", "--dtype", "int32")
+    done, results, _ = run_lab(
+        "--topology", "line", "--workers", "4", "--size", "2048", "--dtype", "int32", "--aggregate-at", "s1"
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    assert results["ok"] and results["ping_loss"] == 0
+    assert results["ok"] and results["ping_loss"] == 0 and results["aggregate_at"] == "s1"
+
+
+LEAFSPINE8 = str(ROOT / "mininet" / "topos" / "leafspine8.json")
+
+
+@needs_mininet
+@pytest.mark.root
+def test_leaf_spine_lab_aggregates_in_a_tree_of_leaves_and_spine() -> None:
+    """`make lab TOPO=mininet/topos/leafspine8.json`: each leaf aggregates its four hosts, the spine the
+    two leaves; every rank's description is its own leaf's, and every sum is right."""
+    done, results, errors = run_lab("--topo", LEAFSPINE8, "--size", "4096", "--switch-log", "info")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert errors == [], "a clean run and teardown log no errors"
+    assert "*** PASS" in done.stdout and results["aggregate_at"] == "tree"
+    assert results["ok"] and results["workers"] == 8 and results["ping_loss"] == 0
+    assert "10.0.0.253:20562, ranks 0..3" in done.stdout and "10.0.0.252:20562, ranks 4..7" in done.stdout
+
+
+@needs_mininet
+@pytest.mark.root
+def test_leaf_spine_lab_aggregating_only_at_the_spine_bridges_at_the_leaves() -> None:
+    """--aggregate-at root: the spine aggregates all eight hosts, the leaves forward (the baseline)."""
+    done, results, errors = run_lab(
+        "--topo", LEAFSPINE8, "--aggregate-at", "root", "--size", "4096", "--dtype", "int32"
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert errors == [] and results["ok"] and results["aggregate_at"] == "spine"
+    assert "switch 10.0.0.254:20562" in done.stdout  # every rank sends to the spine's address
+    assert "L2 entries over 2 switch link(s); aggregation at spine only" in done.stdout
+
+
+@needs_mininet
+@pytest.mark.root
+def test_three_leaf_lab_aggregates_twelve_workers() -> None:
+    done, results, _ = run_lab(
+        "--topo", str(ROOT / "mininet" / "topos" / "leafspine12.json"), "--size", "2048", "--dtype", "int32",
+        "--switch-log", "off",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert results["ok"] and results["workers"] == 12
 
 
 @needs_mininet
