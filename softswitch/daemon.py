@@ -139,6 +139,11 @@ def parser() -> argparse.ArgumentParser:
         metavar="P",
         help="fault injection: drop each egress frame with probability P (default 0)",
     )
+    p.add_argument(
+        "--drop-ports",
+        metavar="N,N",
+        help="fault injection only on these ports: frames in from them and out to them (default every port)",
+    )
     p.add_argument("--seed", type=int, help="seed of the fault injection generator (reproducible drops)")
     p.add_argument(
         "--stats-file",
@@ -295,6 +300,19 @@ def setup_logging(args: argparse.Namespace) -> None:
         root.addHandler(handler)
 
 
+def drop_ports(text: str | None) -> frozenset[int]:
+    """`--drop-ports 5,6` -> {5, 6}; none: every port (an empty set)."""
+    if not text:
+        return frozenset()
+    try:
+        ports = frozenset(int(item) for item in text.split(","))
+    except ValueError:
+        raise ValueError(f"{text!r} is not a list of port numbers like 5,6") from None
+    if any(not 0 <= port < 1 << 32 for port in ports):
+        raise ValueError(f"{text!r} has a port number outside 0..2^32-1")
+    return ports
+
+
 def run(args: argparse.Namespace) -> int:
     """Start everything, serve until SIGINT/SIGTERM, stop everything."""
     from softswitch.backends.common import UnsupportedError
@@ -304,9 +322,9 @@ def run(args: argparse.Namespace) -> int:
     from softswitch.p4runtime.server import P4RuntimeService, serve
 
     try:
-        faults = Faults(args.drop_rate, args.drop_rate_out, args.seed)
+        faults = Faults(args.drop_rate, args.drop_rate_out, args.seed, drop_ports(args.drop_ports))
     except ValueError as error:
-        raise UsageError(f"--drop-rate/--drop-rate-out: {error}") from None
+        raise UsageError(f"--drop-rate/--drop-rate-out/--drop-ports: {error}") from None
     if args.device_id < 0:
         raise UsageError("--device-id must be >= 0")
     if args.max_streams < 1:

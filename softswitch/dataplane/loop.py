@@ -11,7 +11,9 @@ released. Frames the pipeline emits on the CPU port go to `packet_in`
 
 Fault injection (`--drop-rate`, `--drop-rate-out`) draws from one seeded
 generator under the same lock, so a run with the same seed and the same
-packet sequence drops the same packets.
+packet sequence drops the same packets. `--drop-ports` limits it to some
+ports (frames in from them, frames out to them), e.g. the links between
+switches of a fabric; a frame of another port draws nothing.
 """
 
 from __future__ import annotations
@@ -39,12 +41,17 @@ log = logging.getLogger("softswitch.dataplane")
 
 @dataclass
 class Faults:
-    """Seeded random drops on ingress and egress."""
+    """Seeded random drops on ingress and egress, on every port or only on `ports`."""
 
     drop_in: float = 0.0
     drop_out: float = 0.0
     seed: int | None = None
+    ports: frozenset[int] = frozenset()  # empty: every port
     rng: random.Random = field(init=False)
+
+    def applies(self, port: int) -> bool:
+        """Whether frames in from, or out to, `port` may be dropped."""
+        return not self.ports or port in self.ports
 
     def __post_init__(self) -> None:
         for rate in (self.drop_in, self.drop_out):
@@ -175,7 +182,7 @@ class Dataplane:
                 return
             faults = self.faults
             for packet_id, frame in enumerate(frames, start=first_id):
-                if faults.drop_in and faults.rng.random() < faults.drop_in:
+                if faults.drop_in and faults.applies(ingress) and faults.rng.random() < faults.drop_in:
                     stats["dropped_fault_in"] += 1
                     if debug:
                         log.debug(
@@ -200,7 +207,11 @@ class Dataplane:
                     if debug:
                         log.debug("pkt %d: no output (dropped or consumed by the program)", packet_id)
                 for port_number, out in produced:
-                    if faults.drop_out and faults.rng.random() < faults.drop_out:
+                    if (
+                        faults.drop_out
+                        and faults.applies(port_number)
+                        and faults.rng.random() < faults.drop_out
+                    ):
                         stats["dropped_fault_out"] += 1
                         if debug:
                             log.debug(

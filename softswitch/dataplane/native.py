@@ -57,6 +57,7 @@ log = logging.getLogger("softswitch.dataplane")
 _U64, _U32, _VP = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_void_p
 PROCESS = ctypes.CFUNCTYPE(ctypes.c_int, _VP, _U64, _VP, _U32)
 POINTER_OF = ctypes.CFUNCTYPE(_VP, _VP)
+MAX_FAULT_PORTS = 256  # loop.c's MAX_PORTS
 _library_lock = threading.Lock()
 _library: ctypes.CDLL | None = None
 
@@ -74,6 +75,7 @@ def library() -> ctypes.CDLL:
                 _VP,
             ),
             "dp_add_port": ([_VP, _U32, ctypes.c_int, ctypes.c_int, _U32, ctypes.c_uint16], ctypes.c_int),
+            "dp_fault_port": ([_VP, _U32], ctypes.c_int),
             "dp_lock": ([_VP], None),
             "dp_unlock": ([_VP], None),
             "dp_set_pipeline": ([_VP, _VP, _VP, _VP, _VP, _VP], None),
@@ -215,6 +217,9 @@ class NativeDataplane:
         )
         if not self._dp:
             raise MemoryError("the native packet loop could not be created")
+        for number in sorted(faults.ports):
+            if self._lib.dp_fault_port(self._dp, number) != 0:
+                raise ValueError(f"fault injection can be limited to at most {MAX_FAULT_PORTS} ports")
         for port in ports:
             if isinstance(port, UdpPort):
                 address = int.from_bytes(port._local_ip, "little")  # network order, as the C side stores it

@@ -151,6 +151,29 @@ def test_fault_injection_is_reproducible_with_a_seed(dataplane_class: type) -> N
         Faults(-0.1)
 
 
+def test_fault_injection_limited_to_some_ports_leaves_the_others_untouched(dataplane_class: type) -> None:
+    """--drop-ports: a lossy link between two switches, the switch's other ports lossless (both loops)."""
+    dataplane = dataplane_class([], cpu_port=200, faults=Faults(0.5, 0.0, 7, frozenset({2})))
+    dataplane.pipeline = Echo()
+    seen: list[tuple[int, int]] = []
+    dataplane.packet_in = lambda frame: seen.append((frame[1], frame[2]))
+    for i in range(200):
+        for port in (1, 2):
+            dataplane.inject(port, bytes([200, port, i]))
+    from_1 = [i for port, i in seen if port == 1]
+    from_2 = [i for port, i in seen if port == 2]
+    assert from_1 == list(range(200)), "port 1 is not lossy"
+    assert 60 < len(from_2) < 140 and dataplane.stats["dropped_fault_in"] == 200 - len(from_2)
+    # Out to a lossy port too: every frame goes out to the CPU port, which is the only lossy one here.
+    out = dataplane_class([], cpu_port=200, faults=Faults(0.0, 0.5, 7, frozenset({200})))
+    out.pipeline = Echo()
+    kept: list[int] = []
+    out.packet_in = lambda frame: kept.append(frame[1])
+    for i in range(200):
+        out.inject(1, bytes([200, i]))
+    assert 60 < len(kept) < 140 and out.stats["dropped_fault_out"] == 200 - len(kept)
+
+
 def test_captures_hold_every_frame_per_port_and_direction(
     tmp_path: Path, udp_port: UdpPort, dataplane_class: type
 ) -> None:

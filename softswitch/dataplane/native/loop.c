@@ -286,6 +286,8 @@ typedef struct {
     /* faults */
     double drop_in, drop_out;
     mt_t rng;
+    uint32_t fault_ports[MAX_PORTS]; /* nfault_ports == 0: faults apply to every port */
+    uint32_t nfault_ports;
     /* counters (written under the lock, or by the loop thread alone) */
     volatile uint64_t stats[S_COUNT];
     char last_error[256];
@@ -313,6 +315,14 @@ static void count_port(port_t *p, int which, uint64_t n) {
 static void count_sent(port_t *p, uint64_t frames, uint64_t bytes) {
     count_port(p, P_FRAMES_OUT, frames);
     count_port(p, P_BYTES_OUT, bytes + (p->udp ? frames * UDP_HEADERS : 0));
+}
+
+/* Whether fault injection applies to frames in from, or out to, port `number`. */
+static int faulty(const dp_t *d, uint64_t number) {
+    if (d->nfault_ports == 0) return 1;
+    for (uint32_t i = 0; i < d->nfault_ports; i++)
+        if (d->fault_ports[i] == number) return 1;
+    return 0;
 }
 
 static port_t *find_port(dp_t *d, uint64_t number) {
@@ -375,6 +385,13 @@ EXPORT int dp_add_port(dp_t *d, uint32_t number, int fd, int udp, uint32_t local
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = d->nports};
     if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return -1;
     d->nports++;
+    return 0;
+}
+
+/* Limit fault injection to the ports named so far (call before dp_start); -1 when the list is full. */
+EXPORT int dp_fault_port(dp_t *d, uint32_t number) {
+    if (d->nfault_ports >= MAX_PORTS) return -1;
+    d->fault_ports[d->nfault_ports++] = number;
     return 0;
 }
 
@@ -679,7 +696,7 @@ static void forward(dp_t *d, sender_t *s, uint32_t ingress, uint8_t *const *fram
         return;
     }
     for (uint32_t i = 0; i < n; i++) {
-        if (d->drop_in > 0 && mt_random(&d->rng) < d->drop_in) {
+        if (d->drop_in > 0 && faulty(d, ingress) && mt_random(&d->rng) < d->drop_in) {
             count(d, S_FAULT_IN, 1);
             continue;
         }
@@ -697,7 +714,7 @@ static void forward(dp_t *d, sender_t *s, uint32_t ingress, uint8_t *const *fram
         const out_t *outs = d->outputs(d->ctx);
         const uint8_t *arena = d->arena(d->ctx);
         for (int k = 0; k < produced; k++) {
-            if (d->drop_out > 0 && mt_random(&d->rng) < d->drop_out) {
+            if (d->drop_out > 0 && faulty(d, outs[k].port) && mt_random(&d->rng) < d->drop_out) {
                 count(d, S_FAULT_OUT, 1);
                 continue;
             }
