@@ -1,14 +1,18 @@
-"""A Mininet star of N workers around one P4 switch, driven one all-reduce at a time.
+"""A Mininet network of N workers around P4 switches, driven one all-reduce at a time.
 
-`StarCluster` builds the lab's network (mininet/lab.py: hosts, the switch,
-links optionally limited with htb, the controller provisioning the switch
-over P4Runtime, one job joined for every host), starts one agent per host
+`Cluster` builds the lab's network for a topology (mininet/lab.py: hosts,
+the switches, links optionally limited with htb, the controller
+provisioning the switches over P4Runtime, one job joined for every host;
+in a fabric of several switches, aggregated by a tree of them or at one
+switch, --aggregate-at as in the lab), starts one agent per host
 (experiments/agent.py: a p4reduce communicator and, if asked, a Gloo
 process group over the same links) and then runs steps. A step sends the
 same order to every agent at once and is bracketed by two readings of
-the switch's port counters and of the switch process's CPU time, so each
-result carries the bytes each worker put on and took off the wire and how
-busy the switch was. Needs root and Debian's mininet, like the lab.
+every switch port's counters and of the switch processes' CPU time, so
+each result carries the bytes each worker put on and took off the wire,
+what crossed every switch port (`last_ports`) and how busy the switches
+were. `StarCluster` is the star of N workers around one switch that most
+experiments use. Needs root and Debian's mininet, like the lab.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Self
+from typing import IO, Any, Self
 
 from mininet.log import setLogLevel
 
@@ -40,15 +44,15 @@ from lab import (  # noqa: E402
     build_network,
     check_running,
     configure_hosts,
-    controller_config,
     heartbeat,
     join_all,
     new_credential,
     record_network,
     stop_network,
 )
+from lab_config import TREE, aggregation_choice, controller_config, provision_fabric  # noqa: E402
 from lab_state import LabState  # noqa: E402
-from topology import generate  # noqa: E402
+from topology import Topology, generate  # noqa: E402
 
 GLOO_PORT = 29500
 SYSTEMS = ("p4reduce", "gloo")
@@ -65,11 +69,14 @@ class _Agent:
     log_path: Path
 
 
-class StarCluster:
+class Cluster:
     def __init__(
         self,
-        workers: int,
+        topo: Topology,
         *,
+        aggregate_at: str = TREE,
+        switch_link_bw: float | None = None,
+        switch_link_loss: float = 0.0,
         switch: str = "soft",
         bw: float | None = None,
         drop_rate: float = 0.0,
@@ -84,12 +91,15 @@ class StarCluster:
     ) -> None:
         if os.geteuid() != 0:
             raise ExperimentError("experiments run in Mininet, which needs root: use sudo")
-        self.workers, self.switch_kind, self.bw, self.drop_rate = workers, switch, bw, drop_rate
+        self.topo, self.workers = topo, len(topo.hosts)
+        self.aggregate_at = aggregation_choice(topo, aggregate_at)  # `root` -> the switch's name
+        self.switch_link_bw, self.switch_link_loss = switch_link_bw, switch_link_loss
+        self.switch_kind, self.bw, self.drop_rate = switch, bw, drop_rate
         self.queue, self.burst = queue, LINK_BURST_KB if burst is None else burst
         self.switch_log = switch_log  # off: bmv2's trace log would cost it a factor of 1.6 (docs/lab.md)
         self.gloo, self.pool_size, self.logs, self.step_timeout = gloo, pool_size, logs, step_timeout
         self.values_per_packet = values_per_packet  # the embedded switch's K (None: the program's, 64)
-        self.topo = generate("star", workers)
+        self.last_ports: dict[str, tuple[int, int]] = {}  # the last step's (rx, tx) bytes per switch port
         self._agents: list[_Agent] = []
         self._stop = threading.Event()
         self._controller: subprocess.Popen[bytes] | None = None
@@ -120,7 +130,9 @@ class StarCluster:
         grpc_ports = {s.name: free_port() for s in self.topo.switches}
         config = self.logs / "controller.yaml"
         config.write_text(
-            controller_config(self.topo, grpc_ports, program, p4info, self.pool_size, kind=self.switch_kind)
+            controller_config(
+                self.topo, grpc_ports, program, p4info, self.pool_size, self.switch_kind, self.aggregate_at
+            )
         )
         self.net = net = build_network(
             self.topo,
@@ -133,19 +145,23 @@ class StarCluster:
             switch_log=self.switch_log,
             burst=self.burst,
             values_per_packet=self.values_per_packet,
+            switch_link_bw=self.switch_link_bw,
+            switch_link_loss=self.switch_link_loss,
         )
         for switch in net.switches:
             switch.log_dir, switch.pcap_dir = self.logs, None  # no pcaps: runs move hundreds of MB
         net.start()
         record_network(self._state, net)
         configure_hosts(net, self.topo)
+        if len(self.topo.switches) > 1:
+            provision_fabric(config, self.topo)
         job_port = free_port()
         self._controller = start_controller(config, job_port, self.logs / "controller.log")
         self._state.add([self._controller.pid])
         check_running(net, self._controller, self.logs / "controller.log")
         controller = f"127.0.0.1:{job_port}"
         # The first round may lose a ping (docs/lab.md); under injected loss some always do.
-        tolerated = 0.0 if not self.drop_rate else 50.0
+        tolerated = 0.0 if not (self.drop_rate or self.switch_link_loss) else 50.0
         for _ in range(3):
             if (dropped := net.pingAll(timeout=1)) <= tolerated:
                 break
@@ -206,6 +222,7 @@ class StarCluster:
         order = json.dumps(
             {"system": system, "elements": elements, "dtype": dtype, "iteration": iteration}
         ).encode()
+        ports_before = self._all_ports()
         before, cpu_before, wall_before = self._port_counters(), self._switch_cpu(), time.monotonic()
         for agent in self._agents:
             assert agent.process.stdin is not None
@@ -214,6 +231,11 @@ class StarCluster:
         replies = [self._read(agent, self.step_timeout) for agent in self._agents]
         wall = time.monotonic() - wall_before
         after, cpu = self._port_counters(), self._switch_cpu() - cpu_before
+        ports_after = self._all_ports()
+        self.last_ports = {
+            name: (rx - ports_before[name][0], tx - ports_before[name][1])
+            for name, (rx, tx) in ports_after.items()
+        }
         delta = [[a - b for a, b in zip(x, y)] for x, y in zip(after, before)]
         itemsize = 2 if dtype == "float16" else 4
         return Step(
@@ -247,25 +269,50 @@ class StarCluster:
 
     def _port_counters(self) -> list[tuple[int, int, int]]:
         """(rx bytes, tx bytes, rx packets) of the switch port facing each worker, from the kernel."""
-        agg = self.topo.aggregator.name
         readings = []
         for host in self.topo.hosts:
-            stats = Path(f"/sys/class/net/{agg}-eth{self.topo.port_towards(agg, host)}/statistics")
+            stats = Path(f"/sys/class/net/{host.switch}-eth{host.port}/statistics")
             readings.append(
                 tuple(int((stats / name).read_text()) for name in ("rx_bytes", "tx_bytes", "rx_packets"))
             )
         return readings  # type: ignore[return-value]
 
+    def _all_ports(self) -> dict[str, tuple[int, int]]:
+        """(rx bytes, tx bytes) of every switch port, by interface name (`spine-eth1`), from the kernel.
+
+        rx is what the switch received on the port, tx what it sent: for a
+        spine link, the spine port's rx is the leaf's traffic up, its tx the
+        traffic down. A frame a lossy link drops is dropped by the switch that
+        would send it, before the kernel counts it as sent (tx) or received (rx).
+        """
+        readings = {}
+        for switch in self.topo.switches:
+            for port in self.topo.ports(switch.name):
+                stats = Path(f"/sys/class/net/{switch.name}-eth{port}/statistics")
+                rx, tx = (int((stats / name).read_text()) for name in ("rx_bytes", "tx_bytes"))
+                readings[f"{switch.name}-eth{port}"] = (rx, tx)
+        return readings
+
     def _switch_cpu(self) -> float:
-        """CPU seconds (user + system, all threads) the switch process has used so far."""
+        """CPU seconds (user + system, all threads) the switch processes have used so far, together."""
         assert self.net is not None
-        process = self.net.get(self.topo.aggregator.name).process
-        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        total = 0.0
+        for switch in self.topo.switches:
+            process = self.net.get(switch.name).process
+            fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
+
+class StarCluster(Cluster):
+    """N workers on one switch: the star most experiments measure."""
+
+    def __init__(self, workers: int, **options: Any) -> None:
+        super().__init__(generate("star", workers), **options)
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-__all__ = ["ExperimentError", "LaunchError", "StarCluster", "Step", "SYSTEMS"]
+__all__ = ["Cluster", "ExperimentError", "LaunchError", "StarCluster", "Step", "SYSTEMS"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import secrets
 import subprocess
@@ -28,7 +29,7 @@ sys.path.insert(0, str(ROOT))  # run as a script: make the project importable ah
 
 import grpc  # noqa: E402
 from mininet.link import Link, TCLink  # noqa: E402
-from mininet.log import setLogLevel  # noqa: E402
+from mininet.log import lg, setLogLevel  # noqa: E402
 from mininet.net import Mininet  # noqa: E402
 
 from contracts import jobapi_pb2 as pb  # noqa: E402
@@ -109,50 +110,66 @@ def build_network(
     (link_mtu), so that a K of 512 or 1024 crosses the lab in one frame.
 
     `switch_link_bw` gives the links between switches another rate than `bw` (a fabric whose spine
-    links are not oversubscribed); `switch_link_loss` (a fraction) makes them lose frames each way,
-    with netem in place of the pfifo under htb: the link loses them, whichever switch runs.
+    links are not oversubscribed); `switch_link_loss` (a fraction) makes them lose frames each way:
+    each switch drops that fraction of what it sends out of its link ports (p4reduce-switch
+    --drop-ports; this kernel has no netem), so either direction of a link loses it once.
     """
+    if switch_link_loss and (drop_rate or drop_rate_out):
+        raise LaunchError("loss on the switch links and loss at the switches cannot be combined")
+    if not any(isinstance(f, _QuietHtbQuantum) for f in lg.filters):
+        lg.addFilter(_QuietHtbQuantum())
     net = Mininet(topo=None, build=False, controller=None, link=TCLink if bw else Link, autoSetMacs=False)
-    cls = SWITCH_CLASSES[kind]
-    for index, s in enumerate(topo.switches):
-        net.addSwitch(
-            s.name,
-            cls=cls,
-            dpid=f"{index + 1:016x}",  # Mininet derives it from the digits of a name like s1, not `spine`
-            grpc_port=grpc_ports[s.name],
-            device_id=index + 1,
-            log_dir=str(out / "logs"),
-            pcap_dir=str(out / "pcaps"),
-            drop_rate=drop_rate,
-            drop_rate_out=drop_rate_out,
-            switch_log=switch_log,
-        )
-    fabric_bw = switch_link_bw or bw
-    links = []  # (link, its rate, its loss)
-    for h in topo.hosts:
-        host = net.addHost(h.name, ip=f"{h.ipv4}/24", mac=h.mac)
-        link = net.addLink(host, net.get(h.switch), port2=h.port, **({"bw": bw} if bw else {}))
-        links.append((link, bw, 0.0))
-    for a, pa, b, pb_ in topo.links:
-        link = net.addLink(net.get(a), net.get(b), port1=pa, port2=pb_, **({"bw": fabric_bw} if bw else {}))
-        links.append((link, fabric_bw, switch_link_loss))
-    mtu = link_mtu(values_per_packet)
-    for link, _, _ in links if mtu > ETHERNET_MTU else []:
-        for intf in (link.intf1, link.intf2):
-            intf.cmd(f"ip link set dev {intf.name} mtu {mtu}")
-    for link, rate, loss in links:
-        for intf in (link.intf1, link.intf2):
-            # TCLink's htb class 5:1, with the burst at its ceiling too (quantum: htb warns of the one it
-            # derives from the rate; one class shares nothing), and a pfifo of `queue` packets under it
-            if bw and burst:
-                shape = f"htb rate {rate}Mbit burst {burst}k cburst {burst}k quantum 1514"
-                intf.tc(f"%s class change dev %s parent 5:0 classid 5:1 {shape}")
-            if loss:
-                where = "parent 5:1 handle 10:" if bw else "root handle 10:"
-                intf.tc(f"%s qdisc add dev %s {where} netem loss {loss * 100:g}% limit {queue or 1000}")
-            elif bw and queue:
-                intf.tc(f"%s qdisc add dev %s parent 5:1 handle 10: pfifo limit {queue}")
+    try:
+        cls = SWITCH_CLASSES[kind]
+        for index, s in enumerate(topo.switches):
+            net.addSwitch(
+                s.name,
+                cls=cls,
+                dpid=f"{index + 1:016x}",  # Mininet derives it from the digits of a name like s1, not `spine`
+                grpc_port=grpc_ports[s.name],
+                device_id=index + 1,
+                log_dir=str(out / "logs"),
+                pcap_dir=str(out / "pcaps"),
+                drop_rate=drop_rate,
+                drop_rate_out=drop_rate_out or (switch_link_loss if topo.link_ports(s.name) else 0.0),
+                drop_ports=tuple(topo.link_ports(s.name)) if switch_link_loss else (),
+                switch_log=switch_log,
+            )
+        fabric_bw = switch_link_bw or bw
+        links = []  # (link, its rate)
+        for h in topo.hosts:
+            host = net.addHost(h.name, ip=f"{h.ipv4}/24", mac=h.mac)
+            links.append(
+                (net.addLink(host, net.get(h.switch), port2=h.port, **({"bw": bw} if bw else {})), bw)
+            )
+        for a, pa, b, pb_ in topo.links:
+            options = {"bw": fabric_bw} if bw else {}
+            links.append((net.addLink(net.get(a), net.get(b), port1=pa, port2=pb_, **options), fabric_bw))
+        mtu = link_mtu(values_per_packet)
+        for link, _ in links if mtu > ETHERNET_MTU else []:
+            for intf in (link.intf1, link.intf2):
+                intf.cmd(f"ip link set dev {intf.name} mtu {mtu}")
+        # TCLink's htb class 5:1, with the burst at its ceiling too (quantum: htb warns of the one it
+        # derives from the rate; one class shares nothing), and a pfifo of `queue` packets under it
+        for link, rate in links if bw else []:
+            for intf in (link.intf1, link.intf2):
+                if burst:
+                    shape = f"htb rate {rate}Mbit burst {burst}k cburst {burst}k quantum 1514"
+                    intf.tc(f"%s class change dev %s parent 5:0 classid 5:1 {shape}")
+                if queue:
+                    intf.tc(f"%s qdisc add dev %s parent 5:1 handle 10: pfifo limit {queue}")
+    except BaseException:  # links made so far would outlive the lab: no record of them yet
+        net.stop()
+        raise
     return net
+
+
+class _QuietHtbQuantum(logging.Filter):
+    """Mininet prints tc's warning that the quantum it derives from a rate above 16 Mbit/s is big, as an
+    error, once per link end; build_network sets the quantum itself right after, so the line says nothing."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "quantum of class" not in record.getMessage()
 
 
 def configure_hosts(net: Mininet, topo: Topology) -> None:

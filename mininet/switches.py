@@ -36,6 +36,7 @@ class P4RuntimeSwitch(Switch):
         pcap_dir: str | None = "pcaps",
         drop_rate: float = 0.0,
         drop_rate_out: float = 0.0,
+        drop_ports: tuple[int, ...] = (),
         switch_log: str = "info",
         **params: object,
     ) -> None:
@@ -47,6 +48,7 @@ class P4RuntimeSwitch(Switch):
         self.pcap_dir = Path(pcap_dir) if pcap_dir else None
         self.drop_rate = drop_rate
         self.drop_rate_out = drop_rate_out
+        self.drop_ports = drop_ports
         self.switch_log = switch_log
         self.process: subprocess.Popen[bytes] | None = None
         self.launch: SwitchLaunch | None = None
@@ -66,6 +68,7 @@ class P4RuntimeSwitch(Switch):
             switch_log=self.switch_log,
             drop_rate=self.drop_rate,
             drop_rate_out=self.drop_rate_out,
+            drop_ports=self.drop_ports,
         )
 
     def start(self, controllers: list[object]) -> None:

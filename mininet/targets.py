@@ -64,6 +64,7 @@ class SwitchSpec:
     switch_log: str = "info"
     drop_rate: float = 0.0
     drop_rate_out: float = 0.0
+    drop_ports: tuple[int, ...] = ()  # p4reduce-switch only: the drop rates apply to these ports (none: all)
     conformance: str = "spec"  # p4reduce-switch only: "bmv2" reproduces bmv2's answers everywhere
 
 
@@ -91,6 +92,8 @@ def soft_launch(spec: SwitchSpec) -> SwitchLaunch:
             "--seed",
             "1",
         ]
+        if spec.drop_ports:
+            command += ["--drop-ports", ",".join(map(str, spec.drop_ports))]
     return SwitchLaunch(command, log, log)
 
 

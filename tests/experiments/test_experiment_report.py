@@ -141,3 +141,17 @@ def test_progress_in_a_log_is_one_line_per_step(capsys: pytest.CaptureFixture[st
         advance()
     lines = capsys.readouterr().err.splitlines()
     assert [line.split(" after ")[0] for line in lines] == ["unit: 1/2", "unit: 2/2"]
+
+
+def test_the_hierarchy_experiment_counts_each_leafs_spine_link_at_the_spine_end() -> None:
+    """rx of the spine's port is what the leaf sent up, tx what came down: one port per leaf."""
+    hierarchy = pytest.importorskip("experiments.hierarchy", reason="the cluster needs Debian's mininet")
+    from topology import load
+
+    topos = Path(__file__).resolve().parents[2] / "mininet" / "topos"
+    assert hierarchy.spine_links(load(topos / "leafspine8.json")) == [
+        ("leaf1", "spine-eth1"),
+        ("leaf2", "spine-eth2"),
+    ]
+    three = hierarchy.spine_links(load(topos / "leafspine12.json"))
+    assert [port for _, port in three] == ["spine-eth1", "spine-eth2", "spine-eth3"]

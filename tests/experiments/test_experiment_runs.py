@@ -39,6 +39,8 @@ CASES = {
     "workers": (["--workers", "2,3"], 2 * 2 * 2),  # 2 job sizes x (limited, unlimited links) x both systems
     "loss": ([], 2 * 2),  # rates 0 and 5 % x both systems
     "switch": ([], 1),
+    # leafspine8: tree (p4reduce and Gloo), spine only, spine links at 4R, a star of 8, 1 % loss on the spine
+    "hierarchy": ([], 2 + 1 + 1 + 1 + 1),
 }
 
 
@@ -74,6 +76,10 @@ def test_quick_run_writes_verified_results(name: str, tmp_path: Path) -> None:
     if name == "loss":  # 5% of 512 packets each way: p4reduce must have resent some, and counted them
         lossy = [row for row in rows if row["system"] == "p4reduce" and float(row["loss"]) > 0]
         assert lossy and all(int(row["retransmissions"]) > 0 for row in lossy)
+    if name == "hierarchy":  # a leaf sends the spine one partial where, aggregating at the spine, it sends 4
+        up = {(row["series"], row["system"]): float(row["spine_up_bytes"]) for row in rows}
+        assert up["spine", "p4reduce"] > 3 * up["tree", "p4reduce"] > 0, up
+        assert {row["aggregate_at"] for row in rows if row["series"] == "spine"} == {"spine"}
     assert (tmp_path / f"{name}.png").read_bytes().startswith(b"\x89PNG")
     summary = (tmp_path / f"{name}.txt").read_text()
     assert f"-m experiments.{name} --quick" in summary
