@@ -489,7 +489,29 @@ def _job_dict(job: pb.JobDescription) -> dict[str, Any]:
         "generation": job.generation, "ranks_joined": job.ranks_joined, "tenant": job.tenant,
         "workers": [{"rank": r, "ipv4": w.ipv4, "udp_port": w.udp_port, "mac": w.mac,
                      "switch_port": w.switch_port} for r, w in enumerate(job.workers)],
+        "tree": [{"switch": p.switch_name, "parent": p.parent, "job_id": p.job_id, "base_slot": p.base_slot,
+                  "pool_size": p.pool_size, "multicast_group": p.multicast_group,
+                  "uplink_port": p.uplink_port, "parent_port": p.parent_port,
+                  "rank_in_parent": p.rank_in_parent, "ranks": list(p.ranks)}
+                 for p in job.tree],
     }  # fmt: skip
+
+
+def _tree_rows(job: pb.JobDescription) -> list[list[Any]]:
+    """One row per switch of the job's tree: what it aggregates, for whom, in which slots."""
+    rows = []
+    for part in job.tree:
+        children = [c for c in job.tree if c.parent == part.switch_name]
+        below = [f"ranks {','.join(map(str, part.ranks))}"] if part.ranks else []
+        below += [f"{c.switch_name} (port {c.parent_port})" for c in children]
+        up = (
+            "root"
+            if not part.parent
+            else (f"{part.parent} as rank {part.rank_in_parent} via port {part.uplink_port}")
+        )
+        slots = f"{part.base_slot}..{part.base_slot + part.pool_size - 1}"
+        rows.append([part.switch_name, up, "; ".join(below), part.job_id, slots, part.multicast_group])
+    return rows
 
 
 JOB_HEADERS = ["name", "id", "state", "ranks", "slots", "group", "switch"]
@@ -525,6 +547,9 @@ def cmd_job_show(args: argparse.Namespace) -> int:
     print(table(JOB_HEADERS, [_job_row(job)]))
     print(f"aggregation address {job.switch_ipv4}:{job.switch_udp_port}, K = {job.values_per_packet}, "
           f"lease {job.lease_seconds:g} s; {job.ranks_joined} of {job.world_size} ranks joined")  # fmt: skip
+    if job.tree:
+        print(f"aggregation tree: {len(job.tree)} switches, root {job.tree[0].switch_name}")
+        print(table(["switch", "sends to", "aggregates", "id", "slots", "group"], _tree_rows(job)))
     if job.workers:
         rows = [[r, f"{w.ipv4}:{w.udp_port}", w.mac, w.switch_port] for r, w in enumerate(job.workers)]
         print(table(["rank", "address", "mac", "switch_port"], rows))

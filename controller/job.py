@@ -24,20 +24,42 @@ class Worker:
     mac: int
     switch_port: int
     key: int = 0
+    switch: str = ""  # the switch it is attached to ('' : the job's own)
 
     def __str__(self) -> str:
         return f"{format_ipv4(self.ipv4)}:{self.udp_port} (port {self.switch_port})"
 
     def same_place(self, other: Worker) -> bool:
         """The same rank at the same addresses (a retried join), whatever the keys."""
-        return (self.rank, self.ipv4, self.udp_port, self.mac, self.switch_port) == (
-            other.rank, other.ipv4, other.udp_port, other.mac, other.switch_port,
+        return (self.rank, self.ipv4, self.udp_port, self.mac, self.switch_port, self.switch) == (
+            other.rank, other.ipv4, other.udp_port, other.mac, other.switch_port, other.switch,
         )  # fmt: skip
 
 
 def new_secret() -> int:
     """A random non-zero 32-bit number: a rank's key or a job's epoch."""
     return secrets.randbelow(2**32 - 1) + 1
+
+
+@dataclass(frozen=True)
+class Part:
+    """The job on one switch of its aggregation tree (docs/protocol.md, *Aggregation trees*).
+
+    Each switch of the tree has the job under an id, slot range and group of its own; its members
+    are the ranks attached to it and its child switches. A switch with a parent is, in the parent's
+    part, a member of rank `up_rank` (the lowest rank below it, so never a rank attached to the
+    parent) with key `up_key`, reached through `parent_port`; it sends up out of `child_port`.
+    """
+
+    switch: str
+    job_id: int
+    slots: SlotRange
+    group: int
+    parent: str = ""  # '' at the root
+    child_port: int = 0  # this switch's port towards its parent
+    parent_port: int = 0  # the parent's port towards this switch
+    up_rank: int = 0
+    up_key: int = 0
 
 
 @dataclass
@@ -60,6 +82,44 @@ class Job:
     disconnected: dict[int, float] = field(default_factory=dict)  # rank -> when its watch stream closed
     tenant: str = ""  # whose quota it counts against ('' : created without a tenant's token)
     departures: dict[int, JobEvent] = field(default_factory=dict)  # rank -> its rank_left, for late watchers
+    # The aggregation tree, once installed over several switches: switch -> the job there (the
+    # job's own switch included when the tree reaches it). Empty: the job aggregates on its switch.
+    parts: dict[str, Part] = field(default_factory=dict)
+    ended: str = ""  # why it was deleted (told to ranks still waiting to join)
+
+    @property
+    def root(self) -> str:
+        """The switch that completes every use: the tree's root, or the job's switch."""
+        return next((p.switch for p in self.parts.values() if not p.parent), self.switch)
+
+    def home(self) -> Part:
+        """The job on its own switch, as a part (the record's id, slots and group)."""
+        return Part(self.switch, self.job_id, self.slots, self.group)
+
+    def part(self, switch: str) -> Part:
+        """The job on `switch`: a part of its tree, or (no tree) the job itself."""
+        if not self.parts:
+            return self.home()
+        return self.parts[switch]
+
+    def held(self) -> dict[str, int]:
+        """Slots the job holds per switch: its own range, and its tree's parts on other switches."""
+        held = {self.switch: self.slots.size}
+        for part in self.parts.values():
+            held.setdefault(part.switch, part.slots.size)
+        return held
+
+    def id_on(self, switch: str) -> int:
+        """The job's id on `switch` (its tree's part there, else its own id)."""
+        part = self.parts.get(switch)
+        return part.job_id if part is not None else self.job_id
+
+    def ranks_on(self, switch: str) -> list[Worker]:
+        """The present ranks attached to `switch`, by rank."""
+        return [w for w in self.present() if (w.switch or self.switch) == switch]
+
+    def children(self, switch: str) -> list[Part]:
+        return sorted((p for p in self.parts.values() if p.parent == switch), key=lambda p: p.switch)
 
     @property
     def state(self) -> str:

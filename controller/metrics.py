@@ -75,12 +75,12 @@ def job_families(switches: list[SwitchSnapshot]) -> Iterator[Metric]:
                 state.add_metric([*labels, name], int(job.state == name))
             gauges["world_size"].add_metric(labels, job.world_size)
             gauges["ranks_joined"].add_metric(labels, len(job.present()))
-            gauges["slots"].add_metric(labels, job.slots.size)
+            gauges["slots"].add_metric(labels, job.held()[switch.name])
             gauges["generation"].add_metric(labels, job.generation)
             if switch.error:
                 continue
             for name in JOB_COUNTERS:
-                count, size = switch.job_counters.get(name, {}).get(job.job_id, (0, 0))
+                count, size = switch.job_counters.get(name, {}).get(job.id_on(switch.name), (0, 0))
                 packets[name].add_metric(labels, count)
                 octets[name].add_metric(labels, size)
     yield state

@@ -16,12 +16,14 @@ import finsy as fy
 from contracts.protocol import P4INFO_SLOTS_ANNOTATION, P4INFO_VALUES_ANNOTATION, SUPPORTED_VALUES_PER_PACKET
 from controller.errors import SwitchError
 from controller.tables.job_table import JobTable
+from controller.tables.p4names import INGRESS
 
 
 @dataclass(frozen=True)
 class ProgramFacts:
     values_per_packet: int
     slot_count: int
+    trees: bool = False  # has the child role of aggregation trees (table upstream: v1model, not TNA yet)
 
 
 def program_facts(schema: fy.P4Schema, where: str) -> ProgramFacts:
@@ -49,4 +51,8 @@ def program_facts(schema: fy.P4Schema, where: str) -> ProgramFacts:
         )
     if not 2 <= slots <= 1 << 15:
         raise SwitchError(f"{where}: the pipeline's slot count {slots} is outside 2..32768")
-    return ProgramFacts(values_per_packet=k, slot_count=slots)
+    try:
+        trees = bool(schema.tables[f"{INGRESS}.upstream"])
+    except (KeyError, ValueError):
+        trees = False
+    return ProgramFacts(values_per_packet=k, slot_count=slots, trees=trees)

@@ -59,7 +59,14 @@ class Quotas:
                 f"(max_jobs; it holds {len(mine)})",
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
             )
-        held = sum(j.slots.size for j in mine if j.switch == switch)
+        self.check_slots(tenant, mine, switch, slots)
+
+    def check_slots(self, tenant: str, jobs: Iterable[Job], switch: str, slots: int) -> None:
+        """Refuse `slots` more slots on `switch` (for a job or its tree's part) past the tenant's quota."""
+        quota = self.tenants.get(tenant)
+        if quota is None:
+            return
+        held = sum(j.held().get(switch, 0) for j in jobs if j.tenant == tenant)
         if quota.max_slots is not None and held + slots > quota.max_slots:
             raise JobError(
                 f"tenant {tenant!r} would hold {held + slots} slots on switch {switch}, past its quota of "
@@ -76,6 +83,6 @@ class Quotas:
             slots: Counter[str] = Counter()
             for job in jobs:
                 if job.tenant == name:
-                    slots[job.switch] += job.slots.size
+                    slots.update(job.held())
             out.append(TenantUsage(tenant, counts[name], dict(sorted(slots.items()))))
         return out

@@ -21,7 +21,9 @@ interleave.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import ipaddress
 import logging
 import re
 import time
@@ -35,16 +37,18 @@ from controller.addresses import format_ipv4
 from controller.allocator import SlotAllocator, SlotRange
 from controller.auth import Caller, check_credential, credential_hash, new_credential
 from controller.config import MIN_POOL_SIZE, SwitchConfig, Topology, check_world_size
-from controller.errors import ConfigError, ControllerError, JobError
-from controller.job import Job, JobEvent, Worker, job_group, new_secret
+from controller.errors import ConfigError, ControllerError, JobError, PoolExhausted
+from controller.fabric import tree_for
+from controller.job import Job, JobEvent, Part, Worker, job_group, new_secret
 from controller.job_ids import JobIds
 from controller.p4switch import SwitchSession, Update
 from controller.program import ProgramFacts, program_facts
 from controller.quotas import Quotas
 from controller.tables.counters import Counters, CounterValue
 from controller.tables.job_groups import JobGroups
-from controller.tables.job_table import RECORD_RANK, JobRow, JobTable, record_slots
+from controller.tables.job_table import RECORD_RANK, JobRow, JobTable, record_slots, tree_parts
 from controller.tables.result_dest import ResultDest, ResultDestRow
+from controller.trees import TreeEntries, check_same_program, plan_parts
 from controller.workers import resolve_worker
 
 log = logging.getLogger("controller.registry")
@@ -60,6 +64,13 @@ def shown(name: str, limit: int = 64) -> str:
     if len(name) <= limit:
         return repr(name)
     return f"{name[:limit]!r}... ({len(name)} characters)"
+
+
+# What a switch holds of jobs: job_table rows by job and rank, result_dest rows by (job, rank),
+# and the groups' replicas
+_Read = tuple[
+    dict[int, dict[int, JobRow]], dict[tuple[int, int], ResultDestRow], dict[int, list[tuple[int, int]]]
+]
 
 
 @dataclass
@@ -122,6 +133,7 @@ class JobRegistry:
         self.result_dest = ResultDest()
         self.groups = JobGroups()
         self.counters = Counters()
+        self.trees = TreeEntries({name: state.config for name, state in self._switches.items()})
 
     # ---- queries -------------------------------------------------------------------------------
 
@@ -159,7 +171,13 @@ class JobRegistry:
     # ---- create / delete -----------------------------------------------------------------------
 
     async def create(
-        self, name: str, world_size: int, pool_size: int = 0, switch: str = "", *, credential: str = "",
+        self,
+        name: str,
+        world_size: int,
+        pool_size: int = 0,
+        switch: str = "",
+        *,
+        credential: str = "",
         tenant: str = "",
     ) -> tuple[Job, str]:
         """A new job of `tenant` (its quota checked: controller/quotas.py); with the credential its creator
@@ -226,6 +244,10 @@ class JobRegistry:
 
     async def _delete(self, job: Job, reason: str, silent_rank: int = 0) -> None:
         """Remove the job from the switch and the registry; its ranks hear `reason` at once."""
+        if job.parts:
+            await self._delete_tree(job, reason, silent_rank)
+            return
+        job.ended = reason
         state = self._switches[job.switch]
         async with state.lock:
             if self._jobs.get(job.name) is not job:
@@ -245,6 +267,32 @@ class JobRegistry:
             self._changed.pop(job.job_id).set()
         job.publish(JobEvent("deleted", reason, job.generation, silent_rank))
         log.info("%s: freed id %d and slots %s", reason, job.job_id, job.slots)
+
+    async def _delete_tree(self, job: Job, reason: str, silent_rank: int) -> None:
+        """Remove every part of a tree's job, children first, members before where their results go."""
+        job.ended = reason
+        async with self._locked({job.switch, *job.parts}):
+            if self._jobs.get(job.name) is not job:
+                return
+            for part in reversed(self.trees.order(job)):
+                for updates in self.trees.removal(job, part):
+                    await self._switches[part.switch].session.write(updates)
+            await self._switches[job.switch].session.write([self.job_table.record("-", job)])
+            del self._jobs[job.name]
+            for part in job.parts.values():
+                if part.switch != job.switch:
+                    self._switches[part.switch].allocator.release(part.slots)
+                    self._switches[part.switch].ids.release(part.job_id)
+            home = self._switches[job.switch]
+            home.allocator.release(job.slots)
+            home.ids.release(job.job_id)
+            self._changed.pop(job.job_id).set()
+        job.publish(JobEvent("deleted", reason, job.generation, silent_rank))
+        log.info(
+            "%s: freed its tree's ids and slots %s",
+            reason,
+            {p.switch: (p.job_id, str(p.slots)) for p in job.parts.values()},
+        )
 
     # ---- rendezvous ----------------------------------------------------------------------------
 
@@ -301,8 +349,22 @@ class JobRegistry:
         return await self._rendezvous(job, rank, timeout or self.join_timeout), drawn
 
     def _resolve(self, switch: str, rank: int, a: JoinAddress) -> Worker:
-        config = self._switches[switch].config
-        return resolve_worker(self.topology, config, rank, a.ipv4, a.udp_port, a.mac, a.switch_port)
+        """The worker as its switch sees it. A rank is attached to the job's switch unless the topology
+        lists its address as a host of exactly one other switch: then the job will be a tree."""
+        where = self._rank_switch(switch, a.ipv4)
+        config = self._switches[where].config
+        worker = resolve_worker(self.topology, config, rank, a.ipv4, a.udp_port, a.mac, a.switch_port)
+        return dataclasses.replace(worker, switch=where)
+
+    def _rank_switch(self, switch: str, ipv4: str) -> str:
+        try:
+            ip = int(ipaddress.IPv4Address(ipv4))
+        except ValueError:
+            return switch  # resolve_worker says what is wrong with it
+        if self.topology.host_by_ipv4(switch, ip) is not None:
+            return switch
+        others = {h.switch for h in self.topology.hosts if h.ipv4 == ip}
+        return others.pop() if len(others) == 1 else switch
 
     def _admit(self, job: Job, worker: Worker) -> None:
         if worker.rank in job.left:
@@ -331,6 +393,9 @@ class JobRegistry:
                  job.name, worker.rank, worker, len(job.workers), job.world_size)  # fmt: skip
 
     async def _install(self, job: Job) -> None:
+        if {w.switch or job.switch for w in job.present()} != {job.switch}:
+            await self._install_tree(job)
+            return
         state = self._switches[job.switch]
         async with state.lock:
             if job.installed or self._jobs.get(job.name) is not job:
@@ -340,6 +405,119 @@ class JobRegistry:
             self._changed[job.job_id].set()
         log.info("job %r (id %d) installed: %d ranks, slots %s, group %d",
                  job.name, job.job_id, job.world_size, job.slots, job.group)  # fmt: skip
+
+    @contextlib.asynccontextmanager
+    async def _locked(self, switches: set[str]) -> AsyncIterator[None]:
+        """Several switches' locks, always taken in name order (no two tasks can wait for each other)."""
+        async with contextlib.AsyncExitStack() as stack:
+            for name in sorted(switches):
+                await stack.enter_async_context(self._switches[name].lock)
+            yield
+
+    async def _install_tree(self, job: Job) -> None:
+        """Install a job whose ranks sit behind several switches as an aggregation tree
+        (docs/protocol.md, *Aggregation trees*): a part on every switch of the tree, parents first.
+        A tree that cannot be built or allocated deletes the job, and every waiting rank hears why."""
+        ranked = {w.switch or job.switch for w in job.present()}
+        try:
+            tree = tree_for(self.topology, ranked)
+        except ConfigError as exc:
+            await self._refuse(job, f"its ranks' switches cannot be joined: {exc}")
+            return
+        async with self._locked({job.switch, *tree.switches}):
+            if job.installed or self._jobs.get(job.name) is not job:
+                return
+            taken: list[tuple[SwitchState, int, SlotRange]] = []
+
+            def allocate(switch: str) -> tuple[int, SlotRange]:
+                state = self._switches[switch]
+                self.quotas.check_slots(job.tenant, self._jobs.values(), switch, job.slots.size)
+                try:
+                    slots = state.allocator.allocate(job.slots.size)
+                except PoolExhausted as exc:
+                    raise JobError(f"switch {switch} has no room for it: {exc}", exc.status) from None
+                try:
+                    job_id = state.ids.take()
+                except JobError as exc:
+                    state.allocator.release(slots)
+                    raise JobError(f"switch {switch} has no job id left: {exc}", exc.status) from None
+                taken.append((state, job_id, slots))
+                return job_id, slots
+
+            facts = {
+                s: (self._switches[s].facts.values_per_packet, self._switches[s].facts.trees)
+                for s in tree.switches
+            }
+            try:
+                check_same_program(job, tree.switches, facts)
+                job.parts = plan_parts(job, tree, allocate)
+                for part in self.trees.order(job):
+                    for updates in self.trees.install(job, part):
+                        await self._switches[part.switch].session.write(updates)
+                await self._switches[job.switch].session.write([self.job_table.record("~", job)])
+            except (JobError, ControllerError) as exc:
+                written, job.parts = job.parts, {}
+                await self._remove_parts(job, written)
+                for state, job_id, slots in taken:
+                    state.allocator.release(slots)
+                    state.ids.release(job_id)
+                reason = str(exc)
+            else:
+                reason = ""
+                job.installed = True
+                self._changed[job.job_id].set()
+        if reason:
+            await self._refuse(job, reason)
+            return
+        log.info(
+            "job %r (ids %s) installed as a tree rooted at %s: %s",
+            job.name,
+            {p.switch: p.job_id for p in job.parts.values()},
+            job.root,
+            "; ".join(tree.describe()),
+        )
+
+    async def _refuse(self, job: Job, why: str) -> None:
+        """The job cannot be installed: delete it, and raise `why` to the rank whose join completed it
+        (the waiting ranks hear it from the deletion)."""
+        reason = f"job {job.name!r} cannot be installed: {why}"
+        await self._delete(job, reason)
+        raise JobError(reason, grpc.StatusCode.RESOURCE_EXHAUSTED)
+
+    async def _remove_parts(self, job: Job, parts: dict[str, Part]) -> None:
+        """Best effort: take off the switches what of `parts` is there (an install that failed half way)."""
+        for part in reversed(sorted(parts.values(), key=lambda p: p.switch == job.root)):
+            state = self._switches[part.switch]
+            try:
+                await self._clear_ids(state, {part.job_id}, keep_record=part.switch == job.switch)
+            except ControllerError as exc:
+                log.warning("job %r: could not clear its part on %s: %s", job.name, part.switch, exc)
+
+    async def _clear_ids(self, state: SwitchState, job_ids: set[int], keep_record: bool = False) -> None:
+        """Remove every entry of the job ids `job_ids` the switch holds: members first, then the rest."""
+        session = state.session
+        by_job, dests, groups = await self._read_jobs(session)
+        members = [
+            self.job_table.delete_key(j, r)
+            for j in sorted(job_ids)
+            for r in by_job.get(j, {})
+            if not (keep_record and r == RECORD_RANK)
+        ]
+        rest = [self.result_dest.delete_key(j, r) for (j, r) in sorted(dests) if j in job_ids]
+        if state.facts.trees:
+            rest += [
+                self.trees.upstream.delete_key(j)
+                for j in await self.trees.upstream.read(session)
+                if j in job_ids
+            ]
+            rest += [
+                self.trees.from_parent.delete_key(row.parent_job, row.parent_ip)
+                for row in await self.trees.from_parent.read(session)
+                if row.job_id in job_ids
+            ]
+        rest += [self.groups.delete(g) for g in sorted(groups) if g in {job_group(j) for j in job_ids}]
+        await session.write(members)
+        await session.write(rest)
 
     def _install_updates(self, job: Job) -> list[Update]:
         """Everything an active job has on the switch, in install order: record, group, result_dest,
@@ -367,8 +545,9 @@ class JobRegistry:
             joining[rank] -= 1
             job.heartbeats[rank] = time.monotonic()  # waiting in a join is a sign of life
         if self._jobs.get(job.name) is not job:
+            why = f": {job.ended}" if job.ended else ""
             raise JobError(
-                f"job {job.name!r} was deleted while rank(s) waited to join", grpc.StatusCode.ABORTED
+                f"job {job.name!r} was deleted while rank(s) waited to join{why}", grpc.StatusCode.ABORTED
             )
         return job
 
@@ -420,6 +599,22 @@ class JobRegistry:
 
     async def _remove_rank(self, job: Job, rank: int) -> None:
         """A departed rank's address and key are never trusted again: its entries go at once."""
+        if job.parts:
+            worker = job.workers[rank]
+            part = job.parts[worker.switch]
+            async with self._switches[part.switch].lock:
+                if self._jobs.get(job.name) is not job or rank in job.left:
+                    return
+                job.left.add(rank)
+                members = self.trees.members(job, part)
+                await self._switches[part.switch].session.write(
+                    [
+                        self.job_table.rank_entry("-", job, worker, part),
+                        self.result_dest.entry("-", job, worker, part),
+                        self.groups.part_group("~", job, part, members),
+                    ]
+                )
+            return
         state = self._switches[job.switch]
         async with state.lock:
             if self._jobs.get(job.name) is not job or rank in job.left:
@@ -540,10 +735,14 @@ class JobRegistry:
     # ---- counters ------------------------------------------------------------------------------
 
     async def read_counters(self, caller: Caller, job_name: str = "", switch: str = "") -> list[CounterValue]:
+        """A job's counters (on `switch`, else where its uses complete: its tree's root), or a switch's."""
         job = self.get(job_name, caller) if job_name else None
-        state = self._switches[job.switch] if job else self._switch(switch)
-        names = {j.job_id: j.name for j in self._jobs.values() if j.switch == state.config.name}
-        counts = await self.counters.job_counters(state.session, job.job_id if job else None)
+        state = self._switch(switch or (job.root if job else ""))
+        here = state.config.name
+        if job is not None and here not in job.held():
+            raise JobError(f"job {job.name!r} has nothing on switch {here}", grpc.StatusCode.NOT_FOUND)
+        names = {j.id_on(here): j.name for j in self._jobs.values() if here in j.held()}
+        counts = await self.counters.job_counters(state.session, job.id_on(here) if job else None)
         values = []
         for counter, per_job in counts.items():
             for job_id, (packets, octets) in sorted(per_job.items()):
@@ -558,7 +757,7 @@ class JobRegistry:
         """Every switch with its jobs and all their counters, as the operator sees them (metrics, top)."""
         out = []
         for name, state in self._switches.items():
-            jobs = [j for j in self.jobs() if j.switch == name]
+            jobs = [j for j in self.jobs() if name in j.held()]
             try:
                 counts = await self.counters.job_counters(state.session)
                 drops = await self.counters.drop_counters(state.session)
@@ -573,24 +772,99 @@ class JobRegistry:
 
     async def recover(self) -> None:
         """Rebuild the jobs from the switches' tables; remove what half-finished writes left behind."""
-        for state in self._switches.values():
-            async with state.lock:
-                await self._recover_switch(state)
+        async with self._locked(set(self._switches)):
+            reads = {name: await self._read_jobs(state.session) for name, state in self._switches.items()}
+            away: dict[str, set[int]] = {name: set() for name in self._switches}  # tree parts off home
+            for home, (by_job, _, _) in reads.items():
+                for ranks in by_job.values():
+                    record = ranks.get(RECORD_RANK)
+                    parts = tree_parts(record.metadata, record_slots(record).size) if record else None
+                    for part in (parts or {}).values():
+                        if part.switch != home and part.switch in away:
+                            away[part.switch].add(part.job_id)
+            for name, state in self._switches.items():
+                await self._recover_switch(state, reads[name], away[name])
+            for job in [j for j in self._jobs.values() if j.parts]:
+                await self._recover_tree(job, reads)
         log.info("recovered %d job(s)", len(self._jobs))
 
-    async def _recover_switch(self, state: SwitchState) -> None:
+    async def _recover_tree(self, job: Job, reads: dict[str, _Read]) -> None:
+        """A job whose record names a tree: active again if every part is whole on its switch, else
+        cleared everywhere but its record (its ranks join again)."""
+        now = time.monotonic()
+        workers: dict[int, Worker] = {}
+        whole = set(job.parts) <= set(self._switches)
+        for part in job.parts.values() if whole else ():
+            if part.switch != job.switch:
+                state = self._switches[part.switch]
+                try:
+                    state.allocator.reserve(part.slots)
+                    state.ids.claim(part.job_id)
+                except JobError as exc:
+                    log.error("job %r: its part on %s cannot be recovered: %s", job.name, part.switch, exc)
+                    whole = False
+                    continue
+            by_job, dests, groups = reads[part.switch]
+            rows = by_job.get(part.job_id, {})
+            children = {c.up_rank for c in job.children(part.switch)}
+            for rank, row in rows.items():
+                dest = dests.get((part.job_id, rank))
+                if rank in children or rank == RECORD_RANK or dest is None:
+                    continue
+                workers[rank] = Worker(
+                    rank, row.sender_ip, row.sender_udp_port, dest.mac, row.sender_port, row.key, part.switch
+                )
+            expected = {r for r in rows if r != RECORD_RANK} == children | {
+                r for r, w in workers.items() if w.switch == part.switch
+            } and children <= set(rows)
+            replicas = sorted(r for _, r in groups.get(part.group, []))
+            whole = (
+                whole and expected and bool(rows) and replicas == sorted(r for r in rows if r != RECORD_RANK)
+            )
+        if whole and workers:
+            job.workers, job.installed = workers, True
+            job.left = set(range(job.world_size)) - set(workers)
+            job.heartbeats = dict.fromkeys(workers, now)
+            log.info("recovered job %r as a tree rooted at %s", job.name, job.root)
+            return
+        log.warning("job %r: its tree is not whole on the switches; cleared (its ranks join again)", job.name)
+        for part in job.parts.values():
+            state = self._switches.get(part.switch)
+            if state is None:
+                continue
+            with contextlib.suppress(JobError):
+                if part.switch != job.switch:
+                    state.allocator.release(part.slots)
+                    state.ids.release(part.job_id)
+            await self._clear_ids(state, {part.job_id}, keep_record=part.switch == job.switch)
+        job.parts, job.workers, job.installed = {}, {}, False
+        await self._switches[job.switch].session.write([self.job_table.record("~", job)])
+
+    async def _recover_switch(self, state: SwitchState, read: _Read, away: set[int]) -> None:
+        """Rebuild the jobs recorded on one switch; `away` are ids of other switches' trees' parts here."""
         session = state.session
-        by_job, dests, groups = await self._read_jobs(session)
+        by_job, dests, groups = read
+        protected = set(away)
         for job_id in await self.counters.used_job_ids(session):
             state.ids.rest(job_id)  # a past job's packets may still be about: not at once
         cleanup: list[Update] = []
         now = time.monotonic()
         for job_id, ranks in sorted(by_job.items()):
+            if job_id in away:
+                continue
             job = self._job_from_rows(state, job_id, ranks)
             if job is None:
                 cleanup += [self.job_table.delete_key(job_id, r) for r in ranks]
                 continue
             state.ids.claim(job_id)
+            record = ranks.get(RECORD_RANK)
+            parts = tree_parts(record.metadata, job.slots.size) if record else None
+            if parts:  # recovered with the other switches' parts (_recover_tree)
+                job.parts = parts
+                protected.add(job_id)
+                self._jobs[job.name] = job
+                self._changed[job_id] = asyncio.Event()
+                continue
             workers = _workers(job, ranks, dests)
             expected = sorted((w.switch_port, w.rank) for w in workers.values())
             if workers and sorted(groups.get(job.group, [])) == expected:
@@ -606,18 +880,20 @@ class JobRegistry:
             self._changed[job_id] = asyncio.Event()
             log.info("recovered job %r (id %d, %s, slots %s)", job.name, job_id, job.state, job.slots)
         live = {(j.job_id, r) for j in self._jobs.values() if j.installed for r in j.workers}
-        cleanup += [self.result_dest.delete_key(*key) for key in sorted(dests) if key not in live]
-        live_groups = {j.group for j in self._jobs.values() if j.installed}
+        cleanup += [
+            self.result_dest.delete_key(*key)
+            for key in sorted(dests)
+            if key not in live and key[0] not in protected
+        ]
+        live_groups = {j.group for j in self._jobs.values() if j.installed} | {
+            job_group(j) for j in protected
+        }
         cleanup += [self.groups.delete(g) for g in sorted(groups) if g not in live_groups]
         if cleanup:
             log.info("switch %s: removing %d stale entries", state.config.name, len(cleanup))
             await session.write(cleanup)
 
-    async def _read_jobs(
-        self, session: SwitchSession
-    ) -> tuple[
-        dict[int, dict[int, JobRow]], dict[tuple[int, int], ResultDestRow], dict[int, list[tuple[int, int]]]
-    ]:
+    async def _read_jobs(self, session: SwitchSession) -> _Read:
         """What the switch holds of jobs: job_table rows by job and rank, result_dest rows by (job, rank),
         the job groups' replicas."""
         by_job: dict[int, dict[int, JobRow]] = {}
@@ -667,13 +943,20 @@ class JobRegistry:
         """
         state = self._switches[switch]
         restarted = []
+        trees = [j for j in self.jobs() if j.parts and (switch in j.parts or j.switch == switch)]
         async with state.lock:
             state.session = session
             by_job, dests, groups = await self._read_jobs(session)
             removals: list[Update] = []
             installs: list[Update] = []
+            tree_ids = {p.job_id for j in trees for p in j.parts.values() if p.switch == switch}
+            tree_ids |= {j.job_id for j in trees if j.switch == switch}
+            for job_id in tree_ids:  # healed below, with the rest of their trees
+                by_job.pop(job_id, None)
+            dests = {k: v for k, v in dests.items() if k[0] not in tree_ids}
+            groups = {g: r for g, r in groups.items() if g not in {job_group(j) for j in tree_ids}}
             for job in self.jobs():
-                if job.switch != switch:
+                if job.switch != switch or job.parts:
                     continue
                 have = by_job.pop(job.job_id, {})
                 if self._intact(job, have, dests, groups):
@@ -696,6 +979,9 @@ class JobRegistry:
             removals += [self.groups.delete(g) for g in sorted(groups) if g not in live_groups]
             await session.write(removals)
             await session.write(installs)
+        for job in trees:
+            if await self._heal_tree(job, switch):
+                restarted.append(job)
         for job in restarted:
             log.warning("job %r (id %d): the switch lost its state; reinstalled as generation %d",
                         job.name, job.job_id, job.generation)  # fmt: skip
@@ -722,19 +1008,45 @@ class JobRegistry:
             return False
         if not job.installed:
             return set(have) == {RECORD_RANK}
-        present = job.present()
-        if set(have) != {RECORD_RANK} | {w.rank for w in present}:
-            return False
-        for w in present:
-            dest = dests.get((job.job_id, w.rank))
-            if (
-                have[w.rank].key != w.key
-                or have[w.rank].epoch != job.epoch
-                or dest is None
-                or dest.key != w.key
-            ):
+        return _members_intact(job.home(), job.epoch, job.present(), have, dests, groups)
+
+    async def _heal_tree(self, job: Job, switch: str) -> bool:
+        """After `switch` restarted: if it lost any of a tree job's entries, reinstall the whole tree
+        with a new epoch and keys (every rank's call in flight then fails, on every switch, and the
+        next call is exact). True when it did."""
+        async with self._locked({job.switch, *job.parts}):
+            if self._jobs.get(job.name) is not job or not job.parts:
                 return False
-        return sorted(groups.get(job.group, [])) == sorted((w.switch_port, w.rank) for w in present)
+            state = self._switches[switch]
+            if await self._tree_intact(job, switch, state.session):
+                return False
+            self._renew(job)
+            job.parts = {
+                s: dataclasses.replace(p, up_key=new_secret()) if p.parent else p
+                for s, p in job.parts.items()
+            }
+            for part in reversed(self.trees.order(job)):
+                await self._clear_ids(self._switches[part.switch], {part.job_id})
+            if job.switch not in job.parts:
+                await self._clear_ids(self._switches[job.switch], {job.job_id})
+            for part in self.trees.order(job):
+                for updates in self.trees.install(job, part):
+                    await self._switches[part.switch].session.write(updates)
+            await self._switches[job.switch].session.write([self.job_table.record("+", job)])
+        return True
+
+    async def _tree_intact(self, job: Job, switch: str, session: SwitchSession) -> bool:
+        """Whether `switch` holds exactly its part of the job (at home, the record too), epoch and keys."""
+        by_job, dests, groups = await self._read_jobs(session)
+        if switch == job.switch:
+            record = by_job.get(job.job_id, {}).get(RECORD_RANK)
+            if record is None or record.epoch != job.epoch:
+                return False
+        part = job.parts.get(switch)
+        if part is None:
+            return True
+        members = self.trees.members(job, part)
+        return _members_intact(part, job.epoch, members, by_job.get(part.job_id, {}), dests, groups)
 
     @staticmethod
     def _renew(job: Job) -> None:
@@ -747,6 +1059,24 @@ class JobRegistry:
                 job.workers[rank] = dataclasses.replace(worker, key=new_secret())
 
 
+def _members_intact(
+    part: Part,
+    epoch: int,
+    members: list[Worker],
+    have: dict[int, JobRow],
+    dests: dict[tuple[int, int], ResultDestRow],
+    groups: dict[int, list[tuple[int, int]]],
+) -> bool:
+    """Whether a switch holds exactly `members`' entries of the job's `part`, with `epoch` and their keys."""
+    if {r for r in have if r != RECORD_RANK} != {m.rank for m in members}:
+        return False
+    for m in members:
+        dest = dests.get((part.job_id, m.rank))
+        if have[m.rank].key != m.key or have[m.rank].epoch != epoch or dest is None or dest.key != m.key:
+            return False
+    return sorted(groups.get(part.group, [])) == sorted((m.switch_port, m.rank) for m in members)
+
+
 def _workers(
     job: Job, ranks: dict[int, JobRow], dests: dict[tuple[int, int], ResultDestRow]
 ) -> dict[int, Worker]:
@@ -756,6 +1086,6 @@ def _workers(
         row, dest = ranks.get(rank), dests.get((job.job_id, rank))
         if row is not None and dest is not None:
             workers[rank] = Worker(
-                rank, row.sender_ip, row.sender_udp_port, dest.mac, row.sender_port, row.key
+                rank, row.sender_ip, row.sender_udp_port, dest.mac, row.sender_port, row.key, job.switch
             )
     return workers

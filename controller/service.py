@@ -42,19 +42,21 @@ def describe(
     job: Job, registry: JobRegistry, rank: int | None = None, credential: str = "", workers: bool = True
 ) -> pb.JobDescription:
     """The job as workers and operators see it; with `rank`, the reply to that rank's JoinJob (its key)."""
-    switch = registry.switch_config(job.switch)
     worker = job.workers.get(rank) if rank is not None else None
+    # A rank of a tree sees the job on its own switch; anyone else, on the switch that completes it.
+    part = job.part((worker.switch or job.switch) if worker is not None and job.parts else job.root)
+    switch = registry.switch_config(part.switch)
     return pb.JobDescription(
         name=job.name,
-        job_id=job.job_id,
+        job_id=part.job_id,
         world_size=job.world_size,
-        base_slot=job.slots.base,
-        pool_size=job.slots.size,
-        values_per_packet=registry.program(job.switch).values_per_packet,
+        base_slot=part.slots.base,
+        pool_size=part.slots.size,
+        values_per_packet=registry.program(part.switch).values_per_packet,
         switch_ipv4=format_ipv4(switch.agg_ipv4),
         switch_udp_port=switch.agg_udp_port,
-        multicast_group=job.group,
-        switch_name=job.switch,
+        multicast_group=part.group,
+        switch_name=part.switch,
         workers=[
             pb.WorkerAddress(
                 ipv4=format_ipv4(w.ipv4),
@@ -74,6 +76,21 @@ def describe(
         generation=job.generation,
         ranks_joined=len(job.present()),
         tenant=job.tenant,
+        tree=[
+            pb.TreePart(
+                switch_name=p.switch,
+                parent=p.parent,
+                job_id=p.job_id,
+                base_slot=p.slots.base,
+                pool_size=p.slots.size,
+                multicast_group=p.group,
+                uplink_port=p.child_port,
+                parent_port=p.parent_port,
+                rank_in_parent=p.up_rank,
+                ranks=sorted(r for r, w in job.workers.items() if w.switch == p.switch),
+            )
+            for p in sorted(job.parts.values(), key=lambda p: (p.parent != "", p.switch))
+        ],
     )
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import finsy as fy
 
 from controller.allocator import SlotRange
-from controller.job import Job, Worker
+from controller.job import Job, Part, Worker, job_group
 from controller.p4switch import SwitchSession, Update
 from controller.tables.p4names import INGRESS
 from controller.tables.values import field
@@ -68,6 +68,8 @@ class JobTable:
             data["credential"] = job.credential_hash
         if job.tenant:
             data["tenant"] = job.tenant
+        if job.parts:  # the tree, so that a restarted daemon finds the job's parts on the other switches
+            data["tree"] = {s: tree_fields(p) for s, p in job.parts.items()}
         return json.dumps(data, sort_keys=True).encode()
 
     def record(self, op: str, job: Job) -> Update:
@@ -91,16 +93,21 @@ class JobTable:
         )
         return Update(op, entity, f"job_table record of job {job.name!r} (id {job.job_id})")
 
-    def rank_entry(self, op: str, job: Job, worker: Worker) -> Update:
+    def rank_entry(
+        self, op: str, job: Job, worker: Worker, part: Part | None = None, num_workers: int = 0
+    ) -> Update:
+        """A member's entry: a rank of a job on its switch, or (with `part`) a member of a tree's part
+        of `num_workers` members (a rank attached there or a child switch)."""
+        part = part or job.home()
         action = None
         if op != "-":
             action = fy.P4TableAction(
                 self.ACTION,
-                base=job.slots.base,
-                pool_size=job.slots.size,
-                num_workers=job.world_size,
+                base=part.slots.base,
+                pool_size=part.slots.size,
+                num_workers=num_workers or job.world_size,
                 worker_bit=1 << worker.rank,
-                mcast_grp=job.group,
+                mcast_grp=part.group,
                 sender_port=worker.switch_port,
                 sender_ip=worker.ipv4,
                 sender_udp_port=worker.udp_port,
@@ -108,9 +115,12 @@ class JobTable:
                 epoch=job.epoch,
             )
         entity = fy.P4TableEntry(
-            self.TABLE, match=self._match(job.job_id, worker.rank), action=action, metadata=self.metadata(job)
+            self.TABLE,
+            match=self._match(part.job_id, worker.rank),
+            action=action,
+            metadata=self.metadata(job),
         )
-        return Update(op, entity, f"job_table job {job.name!r} (id {job.job_id}) rank {worker.rank}")
+        return Update(op, entity, f"job_table job {job.name!r} (id {part.job_id}) rank {worker.rank}")
 
     def delete_key(self, job_id: int, rank: int) -> Update:
         return Update(
@@ -148,3 +158,46 @@ def record_slots(row: JobRow) -> SlotRange:
     """The slot range a record entry describes (pool size from metadata, else from sender_udp_port)."""
     size = row.metadata.get("pool_size", row.sender_udp_port)
     return SlotRange(row.base, int(size) if isinstance(size, int) else row.sender_udp_port)
+
+
+TREE_FIELDS = ("id", "base", "parent", "child_port", "parent_port", "up_rank", "up_key")
+
+
+def tree_fields(part: Part) -> list[object]:
+    """A part as the record's metadata keeps it (TREE_FIELDS order; size and group follow from the job)."""
+    return [
+        part.job_id,
+        part.slots.base,
+        part.parent,
+        part.child_port,
+        part.parent_port,
+        part.up_rank,
+        part.up_key,
+    ]
+
+
+def tree_parts(meta: dict[str, object], pool_size: int) -> dict[str, Part] | None:
+    """The parts a record's metadata names; None when it names none or is malformed."""
+    tree = meta.get("tree")
+    if not isinstance(tree, dict) or not tree:
+        return None
+    parts = {}
+    for switch, values in tree.items():
+        if not isinstance(values, list) or len(values) != len(TREE_FIELDS):
+            return None
+        job_id, base, parent, child_port, parent_port, up_rank, up_key = values
+        ints = (job_id, base, child_port, parent_port, up_rank, up_key)
+        if not all(isinstance(v, int) for v in ints) or not isinstance(parent, str):
+            return None
+        parts[switch] = Part(
+            switch,
+            job_id,
+            SlotRange(base, pool_size),
+            job_group(job_id),
+            parent,
+            child_port,
+            parent_port,
+            up_rank,
+            up_key,
+        )
+    return parts

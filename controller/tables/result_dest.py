@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import finsy as fy
 
-from controller.job import Job, Worker
+from controller.job import Job, Part, Worker
 from controller.p4switch import SwitchSession, Update
 from controller.tables.p4names import EGRESS
 from controller.tables.values import field
@@ -30,7 +30,8 @@ class ResultDest:
     def _match(self, job_id: int, rank: int) -> fy.P4TableMatch:
         return fy.P4TableMatch({self.KEYS[0]: job_id, self.KEYS[1]: rank})
 
-    def entry(self, op: str, job: Job, worker: Worker) -> Update:
+    def entry(self, op: str, job: Job, worker: Worker, part: Part | None = None) -> Update:
+        job_id = (part or job.home()).job_id
         action = None
         if op != "-":
             action = fy.P4TableAction(
@@ -40,8 +41,8 @@ class ResultDest:
                 dst_udp_port=worker.udp_port,
                 key=worker.key,
             )
-        entity = fy.P4TableEntry(self.TABLE, match=self._match(job.job_id, worker.rank), action=action)
-        return Update(op, entity, f"result_dest job {job.name!r} (id {job.job_id}) rank {worker.rank}")
+        entity = fy.P4TableEntry(self.TABLE, match=self._match(job_id, worker.rank), action=action)
+        return Update(op, entity, f"result_dest job {job.name!r} (id {job_id}) rank {worker.rank}")
 
     def delete_key(self, job_id: int, rank: int) -> Update:
         entity = fy.P4TableEntry(self.TABLE, match=self._match(job_id, rank))

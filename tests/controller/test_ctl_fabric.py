@@ -4,13 +4,18 @@ which, as `job show` will print it. Pure functions of the config file: no switch
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from controller import config
-from controller.errors import ConfigError
-from controller.fabric import Uplink, tree_for
+from controller.allocator import SlotRange
+from controller.errors import ConfigError, JobError
+from controller.fabric import AggregationTree, Uplink, tree_for
+from controller.job import Job, job_group
+from controller.job import Worker as JobWorker
+from controller.trees import TreeEntries, check_same_program, plan_parts
 
 
 def topology(names: list[str], links: list[list[str]]) -> config.Topology:
@@ -118,3 +123,79 @@ def test_the_tree_command_prints_it_from_the_config_file(tmp_path: Path) -> None
     split = cli("tree", "--config", str(path), "leaf0", "nowhere")
     assert split.code == 1
     assert split.err.strip() == "p4reduce-ctl: error: unknown switch 'nowhere' in the job's ranks"
+
+
+# ---- the job's parts and their entries (controller/trees.py) ----------------------------------
+
+
+def tree_job(fab: config.Topology, ranks_on: dict[int, str]) -> tuple[Job, AggregationTree]:
+    """A job of leaf0 whose ranks sit where `ranks_on` says (rank -> switch)."""
+    job = Job("wide", 7, "leaf0", len(ranks_on), SlotRange(100, 8), job_group(7))
+    for rank, switch in ranks_on.items():
+        ip, mac = 0x0A000001 + rank, 0x020000000001 + rank
+        job.workers[rank] = JobWorker(rank, ip, 40000 + rank, mac, 1 + rank % 4, 0x1000 + rank, switch)
+    return job, tree_for(fab, set(ranks_on.values()))
+
+
+def allocator_of(fresh: list[tuple[str, int, SlotRange]]) -> Callable[[str], tuple[int, SlotRange]]:
+    def allocate(switch: str) -> tuple[int, SlotRange]:
+        taken = (50 + len(fresh), SlotRange(8 * len(fresh), 8))
+        fresh.append((switch, *taken))
+        return taken
+
+    return allocate
+
+
+def test_each_switch_of_the_tree_gets_a_part_and_a_child_is_the_lowest_rank_below_it() -> None:
+    fab = fabric(2)
+    job, tree = tree_job(fab, {0: "leaf1", 1: "leaf0", 2: "leaf1", 3: "leaf0"})
+    fresh: list[tuple[str, int, SlotRange]] = []
+    parts = plan_parts(job, tree, allocator_of(fresh))
+    assert [s for s, _, _ in fresh] == ["spine0", "leaf1"]  # leaf0 is the job's own switch: its id and slots
+    assert parts["leaf0"].job_id == 7 and parts["leaf0"].slots == SlotRange(100, 8)
+    assert parts["spine0"].parent == "" and parts["leaf0"].parent == parts["leaf1"].parent == "spine0"
+    assert (parts["leaf0"].up_rank, parts["leaf1"].up_rank) == (1, 0)
+    assert (parts["leaf0"].child_port, parts["leaf0"].parent_port) == (9, 1)
+    assert parts["leaf0"].up_key != parts["leaf1"].up_key and parts["leaf0"].up_key
+
+
+def test_a_parent_knows_each_child_as_a_member_at_its_aggregation_address() -> None:
+    fab = fabric(2)
+    job, tree = tree_job(fab, {0: "leaf0", 1: "leaf0", 2: "leaf1"})
+    job.parts = plan_parts(job, tree, allocator_of([]))
+    entries = TreeEntries({s.name: s for s in fab.switches})
+    spine = entries.members(job, job.parts["spine0"])
+    assert [(m.rank, m.ipv4, m.udp_port, m.switch_port) for m in spine] == [
+        (0, 0x0A0000FE, 20562, 1), (2, 0x0A0001FE, 20562, 2),  # leaf0 and leaf1's aggregation addresses
+    ]  # fmt: skip
+    assert [m.key for m in spine] == [job.parts["leaf0"].up_key, job.parts["leaf1"].up_key]
+    assert entries.size(job, job.parts["spine0"]) == 2 and entries.size(job, job.parts["leaf0"]) == 2
+
+
+def test_results_have_somewhere_to_go_before_any_member_may_send() -> None:
+    """A child whose members were accepted before its upstream entry would multicast a partial sum as the
+    result: every switch gets its group, result_dest, upstream and from_parent in a first write and its
+    members' job_table entries in a second, parents first; removal runs the other way."""
+    fab = fabric(2)
+    job, tree = tree_job(fab, {0: "leaf0", 1: "leaf1"})
+    job.parts = plan_parts(job, tree, allocator_of([]))
+    entries = TreeEntries({s.name: s for s in fab.switches})
+    assert [p.switch for p in entries.order(job)] == ["spine0", "leaf0", "leaf1"]
+    first, members = entries.install(job, job.parts["leaf1"])
+    assert [u.label.split()[0] for u in first] == ["multicast", "result_dest", "upstream", "from_parent"]
+    assert [u.label.split()[0] for u in members] == ["job_table"]
+    gone_first, rest = entries.removal(job, job.parts["leaf1"])
+    assert [u.label.split()[0] for u in gone_first] == ["job_table"]
+    assert "upstream" in {u.label.split()[0] for u in rest}
+
+
+def test_a_tree_needs_every_switch_to_run_the_tree_roles_and_the_same_k() -> None:
+    job, _ = tree_job(fabric(2), {0: "leaf0", 1: "leaf1"})
+    switches = ["spine0", "leaf0", "leaf1"]
+    check_same_program(job, switches, dict.fromkeys(switches, (64, True)))
+    with pytest.raises(
+        JobError, match=r"needs switch leaf1 in its aggregation tree, but its program has no "
+    ):
+        check_same_program(job, switches, {"spine0": (64, True), "leaf0": (64, True), "leaf1": (64, False)})
+    with pytest.raises(JobError, match=r"different values per packet \(spine0: 64, leaf0: 64, leaf1: 256\)"):
+        check_same_program(job, switches, {"spine0": (64, True), "leaf0": (64, True), "leaf1": (256, True)})
