@@ -239,10 +239,18 @@ def heartbeat(controller: str, ranks: int, lease: float, stop: threading.Event, 
                     pass
 
 
-def counters(controller: str) -> list[tuple[str, str, int, int]]:
+Counter = tuple[str, str, str, int, int]  # switch, counter, label, packets, bytes
+
+
+def counters(controller: str, switches: list[str]) -> list[Counter]:
+    """Every switch's non-zero counters: in a tree each switch counts its own part of the job."""
+    rows = []
     with grpc.insecure_channel(controller) as channel:
-        reply = pb_grpc.JobServiceStub(channel).GetCounters(pb.GetCountersRequest(), timeout=10)
-    return [(c.counter, c.label, c.packets, c.bytes) for c in reply.counters if c.packets]
+        stub = pb_grpc.JobServiceStub(channel)
+        for switch in switches:
+            reply = stub.GetCounters(pb.GetCountersRequest(switch_name=switch), timeout=10)
+            rows += [(switch, c.counter, c.label, c.packets, c.bytes) for c in reply.counters if c.packets]
+    return rows
 
 
 def run(args: argparse.Namespace) -> int:
@@ -311,7 +319,7 @@ def run(args: argparse.Namespace) -> int:
         ).start()
         print_job(descs)
         reports = run_workers(net, topo, descs, args)
-        rows = counters(f"127.0.0.1:{job_port}")
+        rows = counters(f"127.0.0.1:{job_port}", topo.names)
     finally:
         stop.set()
         if controller is not None:
@@ -337,7 +345,10 @@ def run(args: argparse.Namespace) -> int:
                 "ping_loss": loss,
                 "seconds": time.time() - started,
                 "reports": reports,
-                "counters": [{"counter": c, "label": lbl, "packets": p, "bytes": b} for c, lbl, p, b in rows],
+                "counters": [
+                    {"switch": sw, "counter": c, "label": lbl, "packets": p, "bytes": b}
+                    for sw, c, lbl, p, b in rows
+                ],
             },
             indent=2,
         )
@@ -350,7 +361,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_job(descs: dict[int, pb.JobDescription]) -> None:
-    """One line per switch a rank was given: in a tree each rank's description is its own switch's."""
+    """One line per switch a rank was given (in a tree each rank's description is its own switch's),
+    then the tree: which switch aggregates for which."""
     by_switch: dict[tuple[str, int], list[int]] = {}
     for rank, desc in sorted(descs.items()):
         by_switch.setdefault((desc.switch_ipv4, desc.switch_udp_port), []).append(rank)
@@ -360,6 +372,13 @@ def print_job(descs: dict[int, pb.JobDescription]) -> None:
             f"*** job {desc.name!r}: id {desc.job_id}, slots {desc.base_slot}.."
             f"{desc.base_slot + desc.pool_size - 1}, switch {desc.switch_ipv4}:{desc.switch_udp_port}"
             + (f", ranks {ranks[0]}..{ranks[-1]}" if len(by_switch) > 1 else "")
+        )
+    for part in descs[0].tree:
+        where = f"for {part.parent} via port {part.uplink_port}" if part.parent else "root"
+        ranks = f", its ranks {','.join(map(str, part.ranks))}" if part.ranks else ""
+        print(
+            f"***   {part.switch_name}: {where}; id {part.job_id}, slots {part.base_slot}.."
+            f"{part.base_slot + part.pool_size - 1}{ranks}"
         )
 
 
@@ -397,7 +416,7 @@ def run_workers(
     return reports
 
 
-def print_results(reports: list[dict], rows: list[tuple[str, str, int, int]]) -> bool:
+def print_results(reports: list[dict], rows: list[Counter]) -> bool:
     ok = True
     print(f"\n{'rank':>4} {'dtype':>8} {'seconds':>8} {'goodput':>12}  check")
     for report in reports:
@@ -412,8 +431,8 @@ def print_results(reports: list[dict], rows: list[tuple[str, str, int, int]]) ->
                 f"{r['goodput'] / 1e6:>8.2f} MB/s  {check}"
             )
     print("\ncounters (non-zero):")
-    for counter, label, packets, size in rows:
-        print(f"  {counter:<22} {label:<18} {packets:>9} packets {size:>11} bytes")
+    for switch, counter, label, packets, size in rows:
+        print(f"  {switch:<6} {counter:<22} {label:<18} {packets:>9} packets {size:>11} bytes")
     return ok
 
 

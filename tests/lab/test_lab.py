@@ -114,6 +114,10 @@ def test_leaf_spine_lab_aggregates_in_a_tree_of_leaves_and_spine() -> None:
     assert "*** PASS" in done.stdout and results["aggregate_at"] == "tree"
     assert results["ok"] and results["workers"] == 8 and results["ping_loss"] == 0
     assert "10.0.0.253:20562, ranks 0..3" in done.stdout and "10.0.0.252:20562, ranks 4..7" in done.stdout
+    assert "leaf1: for spine via port 5" in done.stdout and "spine: root" in done.stdout
+    data_in = {c["switch"]: c["packets"] for c in results["counters"] if c["counter"] == "job_data_in"}
+    # each leaf takes one DATA per rank, the spine one partial per leaf: the leaves did aggregate
+    assert data_in["leaf1"] == data_in["leaf2"] == 2 * data_in["spine"] > 0, data_in
 
 
 @needs_mininet
