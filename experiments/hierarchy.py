@@ -217,15 +217,17 @@ def summarize(
     )
     if {"wide", "star", "lossy"} & set(chosen):
         wide, star, lossy = ("wide", "p4reduce"), ("star", "p4reduce"), ("lossy", "p4reduce")
-        resent = report.medians("retransmissions", *key)
+        resent, queries = report.medians("retransmissions", *key), report.medians("queries", *key)
         report.table(
             f"variants: spine links at {4 * bw:g} Mbit/s against one switch of 8 workers at {bw:g} Mbit/s;"
             f" {SPINE_LOSS:.0%} loss each way on the spine links only",
             ["size", "hier., spine 4R s", "star of 8 s", "ratio", f"hier., {SPINE_LOSS:.0%} loss s",
-             "goodput of lossless", "DATA resent"],
+             "goodput of lossless", "workers' DATA resent / QUERYs", "spine link / S"],
             [
                 [human(s), t(wide, s), t(star, s), ratio(wide, star, s), t(lossy, s),
-                 f"{seconds[(*hier, s)] / seconds[(*lossy, s)]:.0%}", f"{resent[(*lossy, s)]:.0f}"]
+                 f"{seconds[(*hier, s)] / seconds[(*lossy, s)]:.0%}",
+                 f"{resent[(*lossy, s)]:.0f} / {queries[(*lossy, s)]:.0f}",
+                 f"{per_s(up, lossy, s)} / {per_s(down, lossy, s)}"]
                 for s in sizes
             ],
         )  # fmt: skip
@@ -235,7 +237,9 @@ def summarize(
         f" at the spine only 4·S, x{1 / efficiency:.3f}; a ring {ideal_ring:.2f}·S,"
         f" x{1 / TCP_EFFICIENCY:.3f} in TCP frames, plus ACKs."
         " Spread: min-max of the verified runs. Loss: each switch drops 1 % of what it sends on a spine"
-        " link (p4reduce-switch --drop-ports)."
+        " link (p4reduce-switch --drop-ports). What a spine link loses is recovered between leaf and spine"
+        " (a worker's QUERY goes up; the spine replays its result or says MISSING and the leaf resends its"
+        " partial), so workers resend no DATA for it."
     )
 
     fig, (times, spine_bytes) = figure(2, f"leaf-spine, 2 x 4 workers, {bw:g} Mbit/s links")
