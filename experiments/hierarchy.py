@@ -70,7 +70,7 @@ SERIES = {
         # Gloo's ring here: its links and L2 path are the same as the tree's (mininet/lab_config.py)
         Series("spine", "spine only", aggregate_at="root", systems=("p4reduce", "gloo")),
         Series("wide", "hierarchical, spine links 4R", spine_rate=4.0),
-        Series("star", "one switch, 8 workers", star=True),
+        Series("star", "one switch, every worker", star=True),
         Series("lossy", f"hierarchical, {SPINE_LOSS:.0%} loss on spine links", spine_loss=SPINE_LOSS),
     )
 }
@@ -165,14 +165,16 @@ def main(argv: list[str] | None = None) -> int:
                                 advance()
     except (ExperimentError, LaunchError, RuntimeError) as error:
         return report.abort(error)
-    return summarize(report, args, sizes, iters, chosen)
+    return summarize(report, args, sizes, iters, chosen, topo)
 
 
 def summarize(
-    report: Report, args: argparse.Namespace, sizes: list[int], iters: int, chosen: list[str]
+    report: Report, args: argparse.Namespace, sizes: list[int], iters: int, chosen: list[str], topo: Topology
 ) -> int:
     """The tables and the figure, from the verified rows."""
     bw: float = args.bw
+    n, leaves = len(topo.hosts), len(topo.links)
+    fabric = f"{leaves} leaves x {n // leaves} workers"
     key = ("series", "system", "tensor_bytes")
     seconds, up, down = (report.medians(v, *key) for v in ("seconds", "spine_up_bytes", "spine_down_bytes"))
     worker_up = report.medians("up_bytes", *key)
@@ -192,11 +194,11 @@ def summarize(
     def busy(point: tuple[str, str], size: int) -> str:
         """How much of the all-reduce the busiest spine link (up) and a worker's uplink were sending."""
         rate, time = bw * 1e6 / 8, seconds[(*point, size)]
-        spine_rate = rate * (4.0 if point[0] == "wide" else 1.0)
+        spine_rate = rate * SERIES[point[0]].spine_rate
         return f"{up[(*point, size)] / time / spine_rate:.0%} / {worker_up[(*point, size)] / time / rate:.0%}"
 
     report.table(
-        f"leaf-spine, 2 leaves x 4 workers, every link {bw:g} Mbit/s (spine links 4:1 oversubscribed),"
+        f"leaf-spine, {fabric}, every link {bw:g} Mbit/s (spine links {n // leaves}:1 oversubscribed),"
         f" float32, {args.pool} slots, median of {iters} (min-max); seconds per all-reduce",
         ["size", "hierarchical s", "spine only s", "Gloo ring s", "hier. vs Gloo", "hier. vs spine only"],
         [
@@ -219,9 +221,9 @@ def summarize(
         wide, star, lossy = ("wide", "p4reduce"), ("star", "p4reduce"), ("lossy", "p4reduce")
         resent, queries = report.medians("retransmissions", *key), report.medians("queries", *key)
         report.table(
-            f"variants: spine links at {4 * bw:g} Mbit/s against one switch of 8 workers at {bw:g} Mbit/s;"
+            f"variants: spine links at {4 * bw:g} Mbit/s against one switch of {n} workers at {bw:g} Mbit/s;"
             f" {SPINE_LOSS:.0%} loss each way on the spine links only",
-            ["size", "hier., spine 4R s", "star of 8 s", "ratio", f"hier., {SPINE_LOSS:.0%} loss s",
+            ["size", "hier., spine 4R s", f"star of {n} s", "ratio", f"hier., {SPINE_LOSS:.0%} loss s",
              "goodput of lossless", "workers' DATA resent / QUERYs", "spine link / S"],
             [
                 [human(s), t(wide, s), t(star, s), ratio(wide, star, s), t(lossy, s),
@@ -231,10 +233,10 @@ def summarize(
                 for s in sizes
             ],
         )  # fmt: skip
-    ideal_ring = 2 * 7 / 8
+    ideal_ring = 2 * (n - 1) / n
     report.note(
         f"expected on a spine link each way: a tree S, x{1 / efficiency:.3f} in p4reduce frames;"
-        f" at the spine only 4·S, x{1 / efficiency:.3f}; a ring {ideal_ring:.2f}·S,"
+        f" at the spine only {n // leaves}·S, x{1 / efficiency:.3f}; a ring {ideal_ring:.2f}·S,"
         f" x{1 / TCP_EFFICIENCY:.3f} in TCP frames, plus ACKs."
         " Spread: min-max of the verified runs. Loss: each switch drops 1 % of what it sends on a spine"
         " link (p4reduce-switch --drop-ports). What a spine link loses is recovered between leaf and spine"
@@ -242,7 +244,7 @@ def summarize(
         " partial), so workers resend no DATA for it."
     )
 
-    fig, (times, spine_bytes) = figure(2, f"leaf-spine, 2 x 4 workers, {bw:g} Mbit/s links")
+    fig, (times, spine_bytes) = figure(2, f"leaf-spine, {fabric}, {bw:g} Mbit/s links")
     styles = {"tree": "o-", "spine": "s-", "wide": "^--", "star": "v:", "lossy": "x-."}
     for name in chosen:
         for system in SERIES[name].systems:

@@ -166,6 +166,19 @@ def test_star_lab_on_bmv2() -> None:
     assert results["ok"]
 
 
+@pytest.mark.skipif(
+    shutil.which("simple_switch_grpc") is None or shutil.which("p4c") is None,
+    reason="bmv2 (simple_switch_grpc) and p4c are not installed here",
+)
+@needs_mininet
+@pytest.mark.root
+def test_leaf_spine_lab_on_bmv2() -> None:
+    """The same tree of three bmv2 switches: the program's child and parent roles on p4c's build."""
+    done, results, _ = run_lab("--switch", "bmv2", "--topo", LEAFSPINE8, "--size", "4096")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert results["ok"] and results["aggregate_at"] == "tree"
+
+
 @needs_mininet
 @pytest.mark.root
 def test_clean_removes_what_this_checkouts_labs_recorded_and_nothing_else(tmp_path: Path) -> None:
