@@ -28,6 +28,11 @@ needs_mininet = pytest.mark.skipif(
     reason="the Mininet lab needs root and Debian's mininet package",
 )
 
+needs_bmv2 = pytest.mark.skipif(
+    shutil.which("simple_switch_grpc") is None or shutil.which("p4c") is None,
+    reason="bmv2 (simple_switch_grpc) and p4c are not installed here",
+)
+
 
 def run_lab(*args: str) -> tuple[subprocess.CompletedProcess[str], dict, list[str]]:
     """mininet/lab.py with its logs, pcaps, results and state file in a temporary folder (never the
@@ -154,10 +159,7 @@ def test_bad_topology_file_is_one_clear_error(tmp_path: Path) -> None:
     assert done.stderr.strip().startswith("lab:") and "Traceback" not in done.stderr
 
 
-@pytest.mark.skipif(
-    shutil.which("simple_switch_grpc") is None or shutil.which("p4c") is None,
-    reason="bmv2 (simple_switch_grpc) and p4c are not installed here",
-)
+@needs_bmv2
 @needs_mininet
 @pytest.mark.root
 def test_star_lab_on_bmv2() -> None:
@@ -166,10 +168,7 @@ def test_star_lab_on_bmv2() -> None:
     assert results["ok"]
 
 
-@pytest.mark.skipif(
-    shutil.which("simple_switch_grpc") is None or shutil.which("p4c") is None,
-    reason="bmv2 (simple_switch_grpc) and p4c are not installed here",
-)
+@needs_bmv2
 @needs_mininet
 @pytest.mark.root
 def test_leaf_spine_lab_on_bmv2() -> None:
