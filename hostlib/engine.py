@@ -409,7 +409,8 @@ class Engine:
                     call.deadline[slot] = now + self.rto
                 else:
                     self.stats.timeouts += 1
-                    self._decrease(call.serial[slot])
+                    if not hold:  # a timeout is a loss only after a loss (LOSS_MEMORY), as for holding
+                        self._decrease(call.serial[slot])
                     self._suspect(slot, now, fast=False)
         if now >= self._last_progress + self.progress_timeout:  # the very sum next_deadline gives
             call.error = AllreduceTimeout(self._stall_message(now - self._last_progress))

@@ -637,7 +637,7 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
                     c->deadline[s] = now + e->rto;
                 } else {
                     e->stats.timeouts += 1;
-                    decrease(e, c->serial[s]);
+                    if (!hold) decrease(e, c->serial[s]); /* a loss only after a loss, as for holding */
                     suspect(e, s, now, 0);
                 }
             }
