@@ -65,6 +65,9 @@ class SwitchConfig:
     # An aggregation node of last resort: a host running p4reduce-switch that takes a job when the switch
     # it was asked for is full or down; never the default switch, never part of the fabric's links.
     last_resort: bool = False
+    # Queue depth (packets) at which its ports mark aggregation traffic CE (None: no marking entries);
+    # only targets that report queue depths mark (docs/protocol.md, *Congestion*).
+    ecn_threshold: int | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,9 @@ class LinkConfig:
     a_port: int
     b: str
     b_port: int
+
+    def ends(self) -> tuple[tuple[str, int], tuple[str, int]]:
+        return (self.a, self.a_port), (self.b, self.b_port)
 
     def __str__(self) -> str:
         return f"{self.a}:{self.a_port} - {self.b}:{self.b_port}"
@@ -244,7 +250,7 @@ def _switch(item: object, where: str, base_dir: Path) -> SwitchConfig:
         item,
         where,
         required={"name", "grpc", "p4info", "device_config", "aggregation"},
-        optional={"device_id", "flood_ports", "default_host_port", "target", "last_resort"},
+        optional={"device_id", "flood_ports", "default_host_port", "target", "last_resort", "ecn_threshold"},
     )
     agg = _mapping(m["aggregation"], f"{where}.aggregation", required={"ipv4", "mac"}, optional={"udp_port"})
     p4info = _path(m["p4info"], f"{where}.p4info", base_dir)
@@ -264,6 +270,9 @@ def _switch(item: object, where: str, base_dir: Path) -> SwitchConfig:
         raise ConfigError(
             f"{where}: an aggregation node of last resort needs default_host_port (ranks reach it over IP)"
         )
+    ecn = m.get("ecn_threshold")
+    if ecn is not None and (isinstance(ecn, bool) or not isinstance(ecn, int) or not 0 <= ecn < 1 << 19):
+        raise ConfigError(f"{where}.ecn_threshold: {ecn!r} is not a queue depth in packets (0..524287)")
     target = m.get("target")
     if target is not None and target not in {t.value for t in Target}:
         choices = " or ".join(t.value for t in Target)
@@ -283,6 +292,7 @@ def _switch(item: object, where: str, base_dir: Path) -> SwitchConfig:
         else parse_port_number(default_port, f"{where}.default_host_port"),
         target=None if target is None else Target(target),
         last_resort=last_resort,
+        ecn_threshold=ecn,
     )
 
 
