@@ -297,8 +297,10 @@ class PacketEngine:
         self.switch = switch_address
         # Connected: the kernel then delivers only the switch's datagrams, and reports ICMP port
         # unreachable (no switch listening) as ECONNREFUSED instead of dropping it silently.
-        sock.connect(switch_address)
+        # The TOS first: setting it drops the route the socket cached at connect, and a socket without one
+        # cannot tell its path MTU (IP_MTU: ENOTCONN), which the communicator checks next.
         use_ecn(sock, congestion_control)
+        sock.connect(switch_address)
         self.engine = NativeEngine(member, progress_timeout, congestion_control)
 
     @property
