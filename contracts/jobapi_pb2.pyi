@@ -20,7 +20,7 @@ class WorkerAddress(_message.Message):
     def __init__(self, ipv4: _Optional[str] = ..., udp_port: _Optional[int] = ..., mac: _Optional[str] = ..., switch_port: _Optional[int] = ...) -> None: ...
 
 class JobDescription(_message.Message):
-    __slots__ = ("name", "job_id", "world_size", "base_slot", "pool_size", "values_per_packet", "switch_ipv4", "switch_udp_port", "multicast_group", "switch_name", "workers", "state", "lease_seconds", "key", "protocol_version", "credential", "generation", "ranks_joined", "tenant", "tree")
+    __slots__ = ("name", "job_id", "world_size", "base_slot", "pool_size", "values_per_packet", "switch_ipv4", "switch_udp_port", "multicast_group", "switch_name", "workers", "state", "lease_seconds", "key", "protocol_version", "credential", "generation", "ranks_joined", "tenant", "tree", "placement")
     NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -41,6 +41,7 @@ class JobDescription(_message.Message):
     RANKS_JOINED_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     TREE_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
     name: str
     job_id: int
     world_size: int
@@ -61,7 +62,8 @@ class JobDescription(_message.Message):
     ranks_joined: int
     tenant: str
     tree: _containers.RepeatedCompositeFieldContainer[TreePart]
-    def __init__(self, name: _Optional[str] = ..., job_id: _Optional[int] = ..., world_size: _Optional[int] = ..., base_slot: _Optional[int] = ..., pool_size: _Optional[int] = ..., values_per_packet: _Optional[int] = ..., switch_ipv4: _Optional[str] = ..., switch_udp_port: _Optional[int] = ..., multicast_group: _Optional[int] = ..., switch_name: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerAddress, _Mapping]]] = ..., state: _Optional[str] = ..., lease_seconds: _Optional[float] = ..., key: _Optional[int] = ..., protocol_version: _Optional[int] = ..., credential: _Optional[str] = ..., generation: _Optional[int] = ..., ranks_joined: _Optional[int] = ..., tenant: _Optional[str] = ..., tree: _Optional[_Iterable[_Union[TreePart, _Mapping]]] = ...) -> None: ...
+    placement: str
+    def __init__(self, name: _Optional[str] = ..., job_id: _Optional[int] = ..., world_size: _Optional[int] = ..., base_slot: _Optional[int] = ..., pool_size: _Optional[int] = ..., values_per_packet: _Optional[int] = ..., switch_ipv4: _Optional[str] = ..., switch_udp_port: _Optional[int] = ..., multicast_group: _Optional[int] = ..., switch_name: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerAddress, _Mapping]]] = ..., state: _Optional[str] = ..., lease_seconds: _Optional[float] = ..., key: _Optional[int] = ..., protocol_version: _Optional[int] = ..., credential: _Optional[str] = ..., generation: _Optional[int] = ..., ranks_joined: _Optional[int] = ..., tenant: _Optional[str] = ..., tree: _Optional[_Iterable[_Union[TreePart, _Mapping]]] = ..., placement: _Optional[str] = ...) -> None: ...
 
 class TreePart(_message.Message):
     __slots__ = ("switch_name", "parent", "job_id", "base_slot", "pool_size", "multicast_group", "uplink_port", "parent_port", "rank_in_parent", "ranks")

@@ -41,6 +41,14 @@ USE_BITS = 16  # seq = call number (high 16 bits) : use within the call (low 16 
 MAX_USES_PER_CALL = 1 << USE_BITS
 CALL_NUMBERS = 1 << (32 - USE_BITS)  # call numbers wrap here
 
+# ECN (RFC 3168): the low two bits of the IPv4 DSCP/ECN byte (docs/protocol.md, *Congestion*). Hosts send
+# DATA and QUERY with ECT(0) while congestion control is on; the switch carries CE to the results.
+ECN_MASK = 0x03
+ECN_NOT_ECT = 0x00
+ECN_ECT1 = 0x01
+ECN_ECT0 = 0x02
+ECN_CE = 0x03
+
 SET_BIT = 0x8000  # the set bit in the 16-bit set/slot word
 SLOT_MASK = 0x7FFF
 

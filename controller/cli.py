@@ -487,6 +487,7 @@ def _job_dict(job: pb.JobDescription) -> dict[str, Any]:
         "switch": job.switch_name, "switch_ipv4": job.switch_ipv4, "switch_udp_port": job.switch_udp_port,
         "values_per_packet": job.values_per_packet, "lease_seconds": job.lease_seconds,
         "generation": job.generation, "ranks_joined": job.ranks_joined, "tenant": job.tenant,
+        "placement": job.placement,
         "workers": [{"rank": r, "ipv4": w.ipv4, "udp_port": w.udp_port, "mac": w.mac,
                      "switch_port": w.switch_port} for r, w in enumerate(job.workers)],
         "tree": [{"switch": p.switch_name, "parent": p.parent, "job_id": p.job_id, "base_slot": p.base_slot,
@@ -547,6 +548,8 @@ def cmd_job_show(args: argparse.Namespace) -> int:
     print(table(JOB_HEADERS, [_job_row(job)]))
     print(f"aggregation address {job.switch_ipv4}:{job.switch_udp_port}, K = {job.values_per_packet}, "
           f"lease {job.lease_seconds:g} s; {job.ranks_joined} of {job.world_size} ranks joined")  # fmt: skip
+    if job.placement:
+        print(f"placed {job.placement}")
     if job.tree:
         print(f"aggregation tree: {len(job.tree)} switches, root {job.tree[0].switch_name}")
         print(table(["switch", "sends to", "aggregates", "id", "slots", "group"], _tree_rows(job)))

@@ -62,6 +62,12 @@ class SwitchConfig:
     flood_ports: tuple[int, ...] = ()
     default_host_port: int | None = None
     target: Target | None = None  # None: any; the device config's kind is then confirmed by the push
+    # An aggregation node of last resort: a host running p4reduce-switch that takes a job when the switch
+    # it was asked for is full or down; never the default switch, never part of the fabric's links.
+    last_resort: bool = False
+    # Queue depth (packets) at which its ports mark aggregation traffic CE (None: no marking entries);
+    # only targets that report queue depths mark (docs/protocol.md, *Congestion*).
+    ecn_threshold: int | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,9 @@ class LinkConfig:
     a_port: int
     b: str
     b_port: int
+
+    def ends(self) -> tuple[tuple[str, int], tuple[str, int]]:
+        return (self.a, self.a_port), (self.b, self.b_port)
 
     def __str__(self) -> str:
         return f"{self.a}:{self.a_port} - {self.b}:{self.b_port}"
@@ -114,9 +123,9 @@ class Topology:
     links: tuple[LinkConfig, ...] = ()
 
     def switch(self, name: str = "") -> SwitchConfig:
-        """The named switch; with no name, the only (or first) one."""
+        """The named switch; with no name, the first that is not an aggregation node of last resort."""
         if not name:
-            return self.switches[0]
+            return next((s for s in self.switches if not s.last_resort), self.switches[0])
         for sw in self.switches:
             if sw.name == name:
                 return sw
@@ -179,6 +188,12 @@ def parse(data: object, base_dir: Path) -> Topology:
     links = tuple(_link(item, f"links[{i}]", names) for i, item in enumerate(link_list))
     ends = [f"{sw}:{port}" for link in links for sw, port in ((link.a, link.a_port), (link.b, link.b_port))]
     _unique(ends, "link end (a port carries one cable)")
+    for link in links:
+        for end in (link.a, link.b):
+            if next(s for s in switches if s.name == end).last_resort:
+                raise ConfigError(
+                    f"links: {end} is an aggregation node of last resort (a host), not in the fabric"
+                )
     for host in hosts:
         if f"{host.switch}:{host.port}" in ends:
             raise ConfigError(f"host {host.name!r} is on port {host.port} of {host.switch}, where a link is")
@@ -235,7 +250,7 @@ def _switch(item: object, where: str, base_dir: Path) -> SwitchConfig:
         item,
         where,
         required={"name", "grpc", "p4info", "device_config", "aggregation"},
-        optional={"device_id", "flood_ports", "default_host_port", "target"},
+        optional={"device_id", "flood_ports", "default_host_port", "target", "last_resort", "ecn_threshold"},
     )
     agg = _mapping(m["aggregation"], f"{where}.aggregation", required={"ipv4", "mac"}, optional={"udp_port"})
     p4info = _path(m["p4info"], f"{where}.p4info", base_dir)
@@ -248,6 +263,16 @@ def _switch(item: object, where: str, base_dir: Path) -> SwitchConfig:
         for i, p in enumerate(_list(m.get("flood_ports", []), f"{where}.flood_ports"))
     )
     default_port = m.get("default_host_port")
+    last_resort = m.get("last_resort", False)
+    if not isinstance(last_resort, bool):
+        raise ConfigError(f"{where}.last_resort: {last_resort!r} is not true or false")
+    if last_resort and default_port is None:
+        raise ConfigError(
+            f"{where}: an aggregation node of last resort needs default_host_port (ranks reach it over IP)"
+        )
+    ecn = m.get("ecn_threshold")
+    if ecn is not None and (isinstance(ecn, bool) or not isinstance(ecn, int) or not 0 <= ecn < 1 << 19):
+        raise ConfigError(f"{where}.ecn_threshold: {ecn!r} is not a queue depth in packets (0..524287)")
     target = m.get("target")
     if target is not None and target not in {t.value for t in Target}:
         choices = " or ".join(t.value for t in Target)
@@ -266,6 +291,8 @@ def _switch(item: object, where: str, base_dir: Path) -> SwitchConfig:
         if default_port is None
         else parse_port_number(default_port, f"{where}.default_host_port"),
         target=None if target is None else Target(target),
+        last_resort=last_resort,
+        ecn_threshold=ecn,
     )
 
 

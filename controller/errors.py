@@ -42,3 +42,10 @@ class PoolExhausted(JobError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, grpc.StatusCode.RESOURCE_EXHAUSTED)
+
+
+class QuotaExceeded(JobError):
+    """A tenant's quota refuses the job: never a reason to place it elsewhere (controller/quotas.py)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, grpc.StatusCode.RESOURCE_EXHAUSTED)

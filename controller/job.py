@@ -86,6 +86,7 @@ class Job:
     # job's own switch included when the tree reaches it). Empty: the job aggregates on its switch.
     parts: dict[str, Part] = field(default_factory=dict)
     ended: str = ""  # why it was deleted (told to ranks still waiting to join)
+    placement: str = ""  # why it is not on the switch it was asked for ('' when it is)
 
     @property
     def root(self) -> str:

@@ -14,9 +14,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from controller.config import SwitchConfig, Topology
+from controller.errors import ConfigError
 from controller.mastership import LinkStats, MastershipSettings
 from controller.p4switch import SwitchSession
 from controller.tables.aggregation import AggregationAddresses
+from controller.tables.ecn import EcnThreshold
 from controller.tables.l2 import FloodGroup, L2Entry, L2Forwarding
 
 log = logging.getLogger("controller.provision")
@@ -45,6 +47,15 @@ async def provision(
     updates = l2.reconcile(await l2.read(session), wanted)
     updates += flood.reconcile(await flood.read_ports(session), ports)
     updates += await agg.reconcile(session, switch.agg_ipv4, switch.agg_mac)
+    if switch.ecn_threshold is not None:
+        links = [port for link in topology.links for sw, port in link.ends() if sw == switch.name]
+        ecn = EcnThreshold()
+        if not ecn.present(session):
+            raise ConfigError(
+                f"switch {switch.name}: ecn_threshold is set, but its program has no {ecn.TABLE} table "
+                "(an older program: rebuild it with `make build`)"
+            )
+        updates += ecn.reconcile(await ecn.read(session), [*ports, *links], switch.ecn_threshold)
     await session.write(updates)
     log.info("switch %s provisioned: %d host(s), flood ports %s, %d update(s)",
              switch.name, len(hosts), sorted(ports), len(updates))  # fmt: skip

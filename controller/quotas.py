@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import grpc
 
 from controller.config import TenantConfig
-from controller.errors import JobError
+from controller.errors import JobError, QuotaExceeded
 from controller.job import Job
 
 
@@ -54,10 +54,9 @@ class Quotas:
             return
         mine = [j for j in jobs if j.tenant == tenant]
         if quota.max_jobs is not None and len(mine) + 1 > quota.max_jobs:
-            raise JobError(
+            raise QuotaExceeded(
                 f"tenant {tenant!r} is at its quota of {quota.max_jobs} job(s) "
-                f"(max_jobs; it holds {len(mine)})",
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"(max_jobs; it holds {len(mine)})"
             )
         self.check_slots(tenant, mine, switch, slots)
 
@@ -68,10 +67,9 @@ class Quotas:
             return
         held = sum(j.held().get(switch, 0) for j in jobs if j.tenant == tenant)
         if quota.max_slots is not None and held + slots > quota.max_slots:
-            raise JobError(
+            raise QuotaExceeded(
                 f"tenant {tenant!r} would hold {held + slots} slots on switch {switch}, past its quota of "
-                f"{quota.max_slots} (max_slots; it holds {held} there)",
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{quota.max_slots} (max_slots; it holds {held} there)"
             )
 
     def usage(self, jobs: Iterable[Job]) -> list[TenantUsage]:

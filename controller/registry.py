@@ -37,7 +37,14 @@ from controller.addresses import format_ipv4
 from controller.allocator import SlotAllocator, SlotRange
 from controller.auth import Caller, check_credential, credential_hash, new_credential
 from controller.config import MIN_POOL_SIZE, SwitchConfig, Topology, check_world_size
-from controller.errors import ConfigError, ControllerError, JobError, PoolExhausted
+from controller.errors import (
+    ConfigError,
+    ControllerError,
+    JobError,
+    PoolExhausted,
+    QuotaExceeded,
+    SwitchError,
+)
 from controller.fabric import tree_for
 from controller.job import Job, JobEvent, Part, Worker, job_group, new_secret
 from controller.job_ids import JobIds
@@ -205,6 +212,50 @@ class JobRegistry:
         if name in self._jobs:
             raise JobError(f"job {name!r} already exists", grpc.StatusCode.ALREADY_EXISTS)
         state = self._switch(switch)
+        try:
+            job = await self._create_on(state, name, world_size, size, credential, tenant)
+        except (SwitchError, JobError) as exc:
+            if not _no_room_or_down(exc):
+                raise
+            job = await self._create_elsewhere(state, exc, name, world_size, size, credential, tenant)
+        return job, drawn
+
+    async def _create_elsewhere(
+        self,
+        asked: SwitchState,
+        why: ControllerError,
+        name: str,
+        world_size: int,
+        size: int,
+        credential: str,
+        tenant: str,
+    ) -> Job:
+        """The job's switch is full or down: on the first aggregation node of last resort (a host running
+        p4reduce-switch, config `last_resort: true`) that takes it, saying so; else `why` is raised."""
+        for state in self._switches.values():
+            if not state.config.last_resort or state is asked:
+                continue
+            try:
+                job = await self._create_on(state, name, world_size, size, credential, tenant)
+            except (SwitchError, JobError) as exc:
+                if not _no_room_or_down(exc):
+                    raise
+                log.warning(
+                    "job %r: aggregation node %s cannot take it either: %s", name, state.config.name, exc
+                )
+                continue
+            job.placement = (
+                f"on aggregation node {state.config.name} (last resort): switch {asked.config.name} "
+                f"could not take it: {why}"
+            )
+            log.warning("job %r placed %s", name, job.placement)
+            await state.session.write([self.job_table.record("~", job)])  # the placement survives restarts
+            return job
+        raise why
+
+    async def _create_on(
+        self, state: SwitchState, name: str, world_size: int, size: int, credential: str, tenant: str
+    ) -> Job:
         async with state.lock:
             if name in self._jobs:  # created while we waited for the lock
                 raise JobError(f"job {name!r} already exists", grpc.StatusCode.ALREADY_EXISTS)
@@ -229,7 +280,7 @@ class JobRegistry:
         await self._reset_counters(state, job)
         log.info("created job %r: id %d, %d ranks, slots %s, group %d on %s",
                  name, job_id, world_size, slots, job.group, job.switch)  # fmt: skip
-        return job, drawn
+        return job
 
     async def _reset_counters(self, state: SwitchState, job: Job) -> None:
         """A recycled id's counters start from zero (a target that cannot write counters keeps them)."""
@@ -357,6 +408,8 @@ class JobRegistry:
         return dataclasses.replace(worker, switch=where)
 
     def _rank_switch(self, switch: str, ipv4: str) -> str:
+        if self._switches[switch].config.last_resort:
+            return switch  # every rank reaches an aggregation node over IP, on its one port
         try:
             ip = int(ipaddress.IPv4Address(ipv4))
         except ValueError:
@@ -922,8 +975,9 @@ class JobRegistry:
         credential, generation = record.metadata.get("credential"), record.metadata.get("generation", 0)
         job.credential_hash = credential if isinstance(credential, str) else ""
         job.generation = generation if isinstance(generation, int) else 0
-        tenant = record.metadata.get("tenant", "")
+        tenant, placement = record.metadata.get("tenant", ""), record.metadata.get("placement", "")
         job.tenant = tenant if isinstance(tenant, str) else ""
+        job.placement = placement if isinstance(placement, str) else ""
         if not job.credential_hash:
             log.warning("job %r has no credential (made by an older daemon): any client may act on it", name)
         return job
@@ -1057,6 +1111,13 @@ class JobRegistry:
         for rank, worker in list(job.workers.items()):
             if rank not in job.left:
                 job.workers[rank] = dataclasses.replace(worker, key=new_secret())
+
+
+def _no_room_or_down(exc: ControllerError) -> bool:
+    """A switch that cannot take a job now (full, out of ids, unreachable), not a request that is wrong."""
+    if isinstance(exc, QuotaExceeded):
+        return False
+    return isinstance(exc, SwitchError) or getattr(exc, "status", None) == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
 def _members_intact(

@@ -76,6 +76,7 @@ def describe(
         generation=job.generation,
         ranks_joined=len(job.present()),
         tenant=job.tenant,
+        placement=job.placement,
         tree=[
             pb.TreePart(
                 switch_name=p.switch,

@@ -29,6 +29,7 @@ import argparse
 import dataclasses
 import json
 import multiprocessing
+import os
 import statistics
 import sys
 import threading
@@ -46,6 +47,7 @@ from hostlib.launch import (
     services,
     share_job_credential,
 )
+from hostlib.native import CONGESTION_CONTROL_VARIABLE
 from hostlib.verify import RELEASE, check, make_input
 
 DTYPES = ("float32", "float16", "int32")
@@ -343,7 +345,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="N busy processes at normal priority for the run (default 0)",
     )
+    parser.add_argument(
+        "--no-congestion-control",
+        action="store_true",
+        help="workers without ECN and the congestion window (docs/protocol.md, Congestion); on by default",
+    )
     args = parser.parse_args(argv)
+    if args.no_congestion_control:  # the spawned workers read it (hostlib.native.congestion_control_default)
+        os.environ[CONGESTION_CONTROL_VARIABLE] = "0"
     try:
         args.sizes = [parse_size(s) for s in args.sizes.split(",")]
     except argparse.ArgumentTypeError as error:

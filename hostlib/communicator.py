@@ -56,7 +56,7 @@ from hostlib.calls import (
 )
 from hostlib.controller_link import ControllerLink
 from hostlib.engine import EngineStats, Membership
-from hostlib.native import NativePlan, PacketEngine, native_plan, refused_plan
+from hostlib.native import NativePlan, PacketEngine, congestion_control_default, native_plan, refused_plan
 
 __all__ = ["Communicator", "Handle", "JobSpec", "JoinError"]
 
@@ -140,14 +140,22 @@ class Communicator:
         *,
         progress_timeout: float = 10.0,
         sock: socket.socket | None = None,
+        congestion_control: bool | None = None,
     ) -> None:
+        """`congestion_control`: ECN and the congestion window (docs/protocol.md, *Congestion*); None
+        follows $P4REDUCE_CONGESTION_CONTROL (on unless 0)."""
         if not 0 <= rank < job.world_size:
             raise ValueError(f"rank {rank} is outside 0..{job.world_size - 1}")
         self.job = job
         self.rank = rank
         member = Membership(job.job_id, rank, job.key, job.world_size, job.pool_size, job.values_per_packet)
         self.sock = sock if sock is not None else _bind(local_address)
-        self.engine = PacketEngine(self.sock, job.switch_address, member, progress_timeout)
+        self.congestion_control = (
+            congestion_control_default() if congestion_control is None else congestion_control
+        )
+        self.engine = PacketEngine(
+            self.sock, job.switch_address, member, progress_timeout, self.congestion_control
+        )
         check_path_mtu(self.sock, job.values_per_packet)
         self._progress_timeout = progress_timeout
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"p4reduce-rank{rank}")
@@ -375,7 +383,9 @@ class Communicator:
         member = Membership(
             job.job_id, self.rank, job.key, job.world_size, job.pool_size, job.values_per_packet
         )
-        engine = PacketEngine(self.sock, job.switch_address, member, self._progress_timeout)
+        engine = PacketEngine(
+            self.sock, job.switch_address, member, self._progress_timeout, self.congestion_control
+        )
         with self._lock:
             self._earlier_stats.append(self.engine.stats)
             self.job, self.engine, self._resume_at = job, engine, resumption.resume_call

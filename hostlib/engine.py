@@ -57,6 +57,8 @@ from dataclasses import dataclass, field
 
 from contracts.protocol import (
     CALL_NUMBERS,
+    ECN_CE,
+    ECN_MASK,
     HEADER_BYTES,
     MAX_USES_PER_CALL,
     SET_BIT,
@@ -86,6 +88,7 @@ QUESTION_BACKOFFS = 2  # an unanswered question's wait doubles this often, or up
 QUESTION_MEMORY = 4  # a use's latest QUERYs whose times are kept to time their answers
 RTT_SAMPLES = 10_000  # EngineStats keeps the first this many round-trip samples
 LOSS_MEMORY = 1.0  # seconds a lost DATA makes timeouts ask after every late use (not hold them back)
+CWND_MIN = FAST_RETRANSMIT_AFTER + 1  # the smallest congestion window: fast loss detection still works
 _USE_MASK = (1 << USE_BITS) - 1
 
 
@@ -129,6 +132,9 @@ class EngineStats:
     refused: int = 0  # ICMP port unreachable seen on the socket
     calls: int = 0
     aborted_calls: int = 0
+    ce_marks: int = 0  # RESULTs for outstanding uses that arrived with ECN CE
+    window_decreases: int = 0  # multiplicative decreases of the congestion window (CE or loss)
+    cwnd: int = 0  # the congestion window now, in uses (docs/protocol.md, *Congestion*)
     tensor_bytes: int = 0  # bytes of input reduced
     busy_seconds: float = 0.0
     rtt_samples: list[float] = field(default_factory=list, repr=False)
@@ -215,6 +221,12 @@ class _Call:
         self.questions = [0] * width  # QUERYs asked about the current use (the n-th: question_flags(n))
         self.asks = [0] * width  # QUERYs and resends about the current use since the switch last answered
         self.held = [False] * width  # its timer expired with an earlier use's, which alone was asked after
+        self.waiting = [False] * width  # its current use waits for the congestion window (not sent yet)
+        self.agreed = [0] * width  # the exponent a waiting use is to be sent with
+        self.serial = [0] * width  # the engine's number of the current use's first send
+        self.waiting_count = 0
+        self.lowest = 0  # L: the lowest use whose result this rank has not received
+        self.edge = 0  # uses below it are admitted by the window: sent once their slot is free
         self.buffers = [bytearray(payload_bytes(k)) for _ in range(width)]
         self.overtaking = Overtaking(width)
         self.outstanding = width
@@ -224,9 +236,16 @@ class _Call:
 class Engine:
     """The protocol state of one rank: calls in order, with no I/O (see the module's docstring)."""
 
-    def __init__(self, member: Membership, progress_timeout: float = 10.0) -> None:
+    def __init__(
+        self, member: Membership, progress_timeout: float = 10.0, congestion_control: bool = True
+    ) -> None:
         self.member = member
         self.progress_timeout = progress_timeout
+        self.congestion_control = congestion_control
+        self.cwnd = member.half  # docs/protocol.md, *Congestion*: in uses, within [CWND_MIN, H]
+        self._acked = 0  # results without CE since the window last grew or shrank
+        self._serial = 0  # the number the next first send of a use takes
+        self._recover = 0  # a loss or CE signal about a use numbered below this was answered already
         self.call_number = 0  # of the next (or current) call
         self.half = 0  # which half of the pool the next call uses
         self.stats = EngineStats()
@@ -243,6 +262,7 @@ class Engine:
         self._broken: str | None = None
         self._aborts: OrderedDict[int, _Abort] = OrderedDict()  # call number -> ABORT seen before it began
         self._out: list[bytes] = []
+        self.stats.cwnd = self.cwnd
 
     # ------------------------------------------------------------------ calls
     @property
@@ -278,7 +298,8 @@ class Engine:
             return []
         self._out = []
         for slot in range(width):
-            self._send(slot, slot, 0, now)
+            self._wait(slot, slot, 0)
+        self._fill(now, -1)
         return self._take()
 
     def fail(self, error: AllreduceError) -> None:
@@ -309,8 +330,9 @@ class Engine:
             raise error
 
     # ------------------------------------------------------------------ inputs
-    def receive(self, datagram: bytes | bytearray | memoryview, now: float) -> list[bytes]:
-        """One datagram from the switch's address; returns what to send in answer."""
+    def receive(self, datagram: bytes | bytearray | memoryview, now: float, tos: int = 0) -> list[bytes]:
+        """One datagram from the switch's address, with the DSCP/ECN byte it arrived with; returns what to
+        send in answer."""
         self.stats.packets_received += 1
         self.stats.bytes_received += len(datagram)
         if len(datagram) < HEADER_BYTES:
@@ -332,7 +354,7 @@ class Engine:
         if slot is None:
             self.stats.ignored += 1
         elif msg_type == MsgType.RESULT and size == payload_bytes(self.member.values_per_packet):
-            self._result(slot, memoryview(datagram)[HEADER_BYTES:], exp, echo, now)
+            self._result(slot, memoryview(datagram)[HEADER_BYTES:], exp, echo, now, tos & ECN_MASK == ECN_CE)
         elif msg_type == MsgType.MISSING and size == HEADER_BYTES:
             self._missing(slot, aux, echo, now)
         elif msg_type == MsgType.STALE and size == HEADER_BYTES:
@@ -387,6 +409,8 @@ class Engine:
                     call.deadline[slot] = now + self.rto
                 else:
                     self.stats.timeouts += 1
+                    if not hold:  # a timeout is a loss only after a loss (LOSS_MEMORY), as for holding
+                        self._decrease(call.serial[slot])
                     self._suspect(slot, now, fast=False)
         if now >= self._last_progress + self.progress_timeout:  # the very sum next_deadline gives
             call.error = AllreduceTimeout(self._stall_message(now - self._last_progress))
@@ -407,7 +431,7 @@ class Engine:
             return None
         use = seq & _USE_MASK
         slot = (set_slot & SLOT_MASK) - call.base
-        if not 0 <= slot < call.width or call.current[slot] != use:
+        if not 0 <= slot < call.width or call.current[slot] != use or call.waiting[slot]:
             return None
         if (set_slot >> 15) != (use // call.width) % 2:
             return None
@@ -425,6 +449,9 @@ class Engine:
         )  # fmt: skip
         buffer[HEADER_BYTES:] = values
         call.current[slot] = use
+        call.waiting[slot] = False
+        call.serial[slot] = self._serial
+        self._serial += 1
         call.sent_at[slot] = call.last_data[slot] = now
         call.retries[slot] = call.asks[slot] = call.questions[slot] = 0
         call.held[slot] = False
@@ -498,6 +525,7 @@ class Engine:
         for held in range(call.width):
             if call.held[held] and call.retries[held] == 0 and call.current[held] >= 0:
                 self.stats.timeouts += 1
+                self._decrease(call.serial[held])
                 self._suspect(held, now, fast=False)
 
     def _resend(self, slot: int, now: float) -> None:
@@ -531,14 +559,15 @@ class Engine:
         has something to do, so asking costs a header-only QUERY and nothing more."""
         call = self._call
         assert call is not None
-        if call.current[slot] >= 0:
+        if call.current[slot] >= 0 and not call.waiting[slot]:
             self.stats.fast_retransmissions += fast
             self._query(slot, now)
 
-    def _result(self, slot: int, values: memoryview, exp: int, echo: int, now: float) -> None:
+    def _result(self, slot: int, values: memoryview, exp: int, echo: int, now: float, ce: bool) -> None:
         call = self._call
         assert call is not None
         use = call.current[slot]
+        serial = call.serial[slot]
         first_send = call.retries[slot] == 0
         if first_send:  # Karn: only unambiguous samples
             # A call has W uses in flight and so W samples per round trip where TCP has one. While no loss
@@ -554,11 +583,18 @@ class Engine:
         self._last_progress = now
         following = use + call.width
         if following < call.uses:
-            self._send(slot, following, exp, now)
+            self._wait(slot, following, exp)
         else:
             call.current[slot] = -1
             call.deadline[slot] = math.inf
             call.outstanding -= 1
+        self._advance_lowest()
+        if ce:
+            self.stats.ce_marks += 1
+            self._decrease(serial)
+        else:
+            self._grow()
+        self._fill(now, slot)
         for lost in overtaken:
             self._suspect(lost, now, fast=True)
 
@@ -583,9 +619,91 @@ class Engine:
         elif call.last_data[slot] < asked:
             call.asks[slot] = 0
             self.stats.missing_resends += 1
+            self._decrease(call.serial[slot])
             self._resend(slot, now)
             self._loss_seen = now
             self._ask_held(now)
+
+    # ------------------------------------------------------------------ congestion window
+    def _limited(self) -> bool:
+        """Whether the window, not slot pacing alone, decides when a use is sent."""
+        call = self._call
+        assert call is not None
+        return self.congestion_control and self.cwnd < call.width
+
+    def _wait(self, slot: int, use: int, agreed_exp: int) -> None:
+        """The slot's next use, not sent until the window admits it (_fill)."""
+        call = self._call
+        assert call is not None
+        call.current[slot] = use
+        call.agreed[slot] = agreed_exp
+        call.held[slot] = False
+        call.waiting[slot] = True
+        call.waiting_count += 1
+        call.deadline[slot] = math.inf
+
+    def _advance_lowest(self) -> None:
+        """L moves past every use whose result is in: its slot has moved on, or is done. O(1) amortized."""
+        call = self._call
+        assert call is not None
+        while call.lowest < call.uses:
+            held = call.current[call.lowest % call.width]
+            if 0 <= held <= call.lowest:
+                break
+            call.lowest += 1
+
+    def _fill(self, now: float, freed: int) -> None:
+        """Send the waiting uses the window admits, lowest use first. Without a limit (cwnd >= W) a slot
+        sends as soon as it is free, as without congestion control; with one, use u goes when its slot is
+        free and u < L + cwnd (docs/protocol.md, *Congestion*): a window over the use sequence, so that
+        no two ranks can each hold a use the other has not sent."""
+        call = self._call
+        assert call is not None
+        if call.waiting_count == 0:
+            return
+        limited = self._limited()
+        if not limited and call.waiting_count == 1 and freed >= 0 and call.waiting[freed]:
+            call.waiting_count = 0
+            self._send(freed, call.current[freed], call.agreed[freed], now)
+            return
+        if limited:
+            if freed >= 0 and call.waiting[freed] and call.current[freed] < call.edge:
+                call.waiting_count -= 1
+                self._send(freed, call.current[freed], call.agreed[freed], now)
+            use, end = max(call.edge, call.lowest), min(call.lowest + self.cwnd, call.uses)
+            call.edge = max(call.edge, end)
+        else:
+            use, end = call.lowest, call.uses
+            call.edge = call.uses
+        while use < end and call.waiting_count:
+            slot = use % call.width
+            if call.waiting[slot] and call.current[slot] == use:
+                call.waiting_count -= 1
+                self._send(slot, use, call.agreed[slot], now)
+            use += 1
+
+    def _decrease(self, serial: int) -> None:
+        """CE or a loss about the use first sent as `serial`: halve the window in use, once per window (a
+        signal about a use sent before the last decrease is part of the same congestion event)."""
+        call = self._call
+        if not self.congestion_control or call is None or serial < self._recover:
+            return
+        self._recover = self._serial
+        self.cwnd = min(max(min(self.cwnd, call.width) // 2, CWND_MIN), self.member.half)
+        self._acked = 0
+        call.edge = min(call.edge, call.lowest + self.cwnd)
+        self.stats.window_decreases += 1
+        self.stats.cwnd = self.cwnd
+
+    def _grow(self) -> None:
+        """A result without CE: one use more per window of them, while the window limits the call."""
+        if not self._limited():
+            return
+        self._acked += 1
+        if self._acked >= self.cwnd:
+            self._acked = 0
+            self.cwnd += 1
+            self.stats.cwnd = self.cwnd
 
     def _stale(self, held: int) -> None:
         call = self._call

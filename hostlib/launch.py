@@ -113,9 +113,12 @@ def build_program(build: Path, values_per_packet: int | None = None) -> tuple[Pa
 
 
 def wait_for_port(
-    port: int, process: subprocess.Popen[bytes], log: Path, what: str, timeout: float = 30.0
+    port: int, process: subprocess.Popen[bytes], log: Path, what: str, timeout: float = 120.0
 ) -> None:
-    """Return once `process` accepts TCP connections on loopback `port`; LaunchError if it dies or stalls."""
+    """Return once `process` accepts TCP connections on loopback `port`; LaunchError if it dies or stalls.
+
+    The embedded switch compiles its program with the system compiler before it listens: seconds on an
+    idle machine, over 30 s on a busy one (a bench under --hog beside a build), hence the long bound."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -26,6 +26,7 @@ from types import ModuleType
 
 import numpy as np
 
+from contracts.protocol import ECN_ECT0, ECN_MASK
 from hostlib.calls import AllreduceAborted, AllreduceError, AllreduceTimeout, Descriptor, DType, NonFinite, Op
 from hostlib.engine import (
     EngineStats,
@@ -119,11 +120,14 @@ def refused_plan(k: int, world_size: int) -> NativePlan:
 class NativeEngine:
     """The native engine behind hostlib.engine.Engine's interface, plus `run` over a socket."""
 
-    def __init__(self, member: Membership, progress_timeout: float = 10.0) -> None:
+    def __init__(
+        self, member: Membership, progress_timeout: float = 10.0, congestion_control: bool = True
+    ) -> None:
         self.member = member
+        self.congestion_control = congestion_control
         self._core = _native.Engine(
             member.job_id, member.rank, member.key, member.world_size, member.pool_size,
-            member.values_per_packet, progress_timeout,
+            member.values_per_packet, progress_timeout, congestion_control,
         )  # fmt: skip
         self._stats = EngineStats()
         self._samples = 0  # round-trip samples copied into _stats so far
@@ -176,8 +180,8 @@ class NativeEngine:
         self._check_can_begin()
         return self._core.begin(plan, descriptor, now)
 
-    def receive(self, datagram: bytes | bytearray | memoryview, now: float) -> list[bytes]:
-        return self._core.receive(datagram, now)
+    def receive(self, datagram: bytes | bytearray | memoryview, now: float, tos: int = 0) -> list[bytes]:
+        return self._core.receive(datagram, now, tos)
 
     def poll(self, now: float) -> list[bytes]:
         return self._core.poll(now)
@@ -249,6 +253,35 @@ class NativeEngine:
         return MemoryError(f"the native engine ran out of memory in call #{number}")
 
 
+# The environment's switch for congestion control (docs/protocol.md, *Congestion*): "0" turns it off.
+CONGESTION_CONTROL_VARIABLE = "P4REDUCE_CONGESTION_CONTROL"
+
+
+def congestion_control_default() -> bool:
+    """On unless $P4REDUCE_CONGESTION_CONTROL is 0 (or false/off/no)."""
+    value = os.environ.get(CONGESTION_CONTROL_VARIABLE, "1").strip().lower()
+    return value not in ("0", "false", "off", "no")
+
+
+def use_ecn(sock: socket.socket, congestion_control: bool) -> None:
+    """Send with ECT(0) while congestion control is on, Not-ECT when off (the DSCP kept), and ask the kernel
+    for each received datagram's DSCP/ECN byte: the C receive path reads it from the ancillary data."""
+    dscp = sock.getsockopt(socket.IPPROTO_IP, socket.IP_TOS) & ~ECN_MASK
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, dscp | (ECN_ECT0 if congestion_control else 0))
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+
+
+def receive_with_tos(sock: socket.socket, size: int) -> tuple[bytes, int, tuple[str, int]]:
+    """One datagram, the DSCP/ECN byte it arrived with (0 when the kernel did not say: IP_RECVTOS off) and
+    its sender. Each control message is checked for its level, type and length before its byte is read."""
+    data, ancillary, _flags, sender = sock.recvmsg(size, socket.CMSG_SPACE(4))
+    tos = 0
+    for level, kind, payload in ancillary:
+        if level == socket.IPPROTO_IP and kind == socket.IP_TOS and len(payload) >= 1:
+            tos = payload[0]
+    return data, tos, sender
+
+
 class PacketEngine:
     """Runs calls natively over one UDP socket connected to the switch's aggregation address."""
 
@@ -258,13 +291,17 @@ class PacketEngine:
         switch_address: tuple[str, int],
         member: Membership,
         progress_timeout: float = 10.0,
+        congestion_control: bool = True,
     ) -> None:
         self.sock = sock
         self.switch = switch_address
         # Connected: the kernel then delivers only the switch's datagrams, and reports ICMP port
         # unreachable (no switch listening) as ECONNREFUSED instead of dropping it silently.
+        # The TOS first: setting it drops the route the socket cached at connect, and a socket without one
+        # cannot tell its path MTU (IP_MTU: ENOTCONN), which the communicator checks next.
+        use_ecn(sock, congestion_control)
         sock.connect(switch_address)
-        self.engine = NativeEngine(member, progress_timeout)
+        self.engine = NativeEngine(member, progress_timeout, congestion_control)
 
     @property
     def stats(self) -> EngineStats:

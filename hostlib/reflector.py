@@ -6,7 +6,9 @@ arrived, with a MISSING that names no contributor: that is all a 1-worker
 switch does (docs/protocol.md). It stands in for the switch where the
 switch must not be the bottleneck (benchmarks/) or where loss must be exact
 rather than random (the engine's unit tests): `drop_every=n` leaves every
-n-th DATA unanswered, `duplicate=True` answers twice.
+n-th DATA unanswered, `duplicate=True` answers twice, `mark_every=n` sends
+every n-th RESULT with ECN CE (as a congested link would mark it), and
+`tos_seen` records the DSCP/ECN byte each DATA arrived with.
 
 `NativeReflector` is the same in C (hostlib/csrc/reflector.c), without the
 GIL, for the benchmarks: with `workers=N` it sums the DATA of N ranks of one
@@ -23,21 +25,29 @@ import socket
 import threading
 from types import TracebackType
 
-from contracts.protocol import HEADER_BYTES, MsgType
+from contracts.protocol import ECN_CE, HEADER_BYTES, MsgType
 from hostlib import _reflector
+from hostlib.native import receive_with_tos
 
 
 class Reflector:
     def __init__(
-        self, bind: tuple[str, int] = ("127.0.0.1", 0), drop_every: int = 0, duplicate: bool = False
+        self,
+        bind: tuple[str, int] = ("127.0.0.1", 0),
+        drop_every: int = 0,
+        duplicate: bool = False,
+        mark_every: int = 0,
     ):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         self.sock.bind(bind)
         self.sock.settimeout(0.05)
         self.address: tuple[str, int] = self.sock.getsockname()
-        self.drop_every, self.duplicate = drop_every, duplicate
+        self.drop_every, self.duplicate, self.mark_every = drop_every, duplicate, mark_every
+        self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
         self.received = 0
+        self.results = 0
+        self.tos_seen: set[int] = set()
         self._answered: dict[bytes, bytes] = {}  # (set|slot, seq) -> the RESULT sent for it
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -65,18 +75,24 @@ class Reflector:
 
     def serve(self) -> None:
         """Answer until stopped."""
-        sock, buffer = self.sock, bytearray(2048)
+        sock = self.sock
         while not self._stop.is_set():
             try:
-                size, sender = sock.recvfrom_into(buffer)
+                datagram, tos, sender = receive_with_tos(sock, 2048)
             except TimeoutError:
                 continue
-            reply = self.answer(bytes(buffer[:size]))
+            if datagram[:1] == bytes([MsgType.DATA]):
+                self.tos_seen.add(tos)
+            reply = self.answer(datagram)
             if reply is None:
                 continue
-            sock.sendto(reply, sender)
-            if self.duplicate:
-                sock.sendto(reply, sender)
+            ancillary = []
+            if reply[0] == MsgType.RESULT:
+                self.results += 1
+                if self.mark_every and self.results % self.mark_every == 0:
+                    ancillary = [(socket.IPPROTO_IP, socket.IP_TOS, bytes([ECN_CE]))]
+            for _ in range(2 if self.duplicate else 1):
+                sock.sendmsg([reply], ancillary, 0, sender)
 
     def __enter__(self) -> Reflector:
         self._thread = threading.Thread(target=self.serve, name="reflector", daemon=True)

@@ -15,6 +15,8 @@ from contracts.protocol import (
     DEFAULT_SLOT_COUNT,
     DEFAULT_VALUES_PER_PACKET,
     DROP_REASON_COUNT,
+    ECN_CE,
+    ECN_MASK,
     FLOOD_GROUP,
     HEADER_BYTES,
     MAX_JOBS,
@@ -35,9 +37,11 @@ KEYS = {
     "MyEgress.result_dest": ("hdr.p4r.job_id", "standard_metadata.egress_rid"),
     "MyIngress.upstream": ("hdr.p4r.job_id",),
     "MyIngress.from_parent": ("hdr.p4r.job_id", "hdr.ipv4.src_addr"),
+    "MyEgress.ecn_threshold": ("standard_metadata.egress_port",),
 }
+QUEUE_DEPTH = 0  # a model has no queues: what the embedded switch reports as enq_qdepth
 VALUE_REGISTERS = [f"MyIngress.value{k:02x}" for k in range(K)]
-COPY_REGISTERS = ["copy_seq", "copy_call", "bitmap", "remaining", "exp_max", "awaiting"]
+COPY_REGISTERS = ["copy_seq", "copy_call", "bitmap", "remaining", "exp_max", "awaiting", "congested"]
 REGISTER_SIZES = {f"MyIngress.{name}": 2 * SLOT_COUNT for name in COPY_REGISTERS}
 REGISTER_SIZES.update({name: 2 * SLOT_COUNT for name in VALUE_REGISTERS})
 REGISTER_SIZES.update({"MyIngress.owner": SLOT_COUNT, "MyIngress.aborted": MAX_JOBS})
@@ -52,6 +56,7 @@ P4R = ETH + IP4 + UDP_LEN  # offset of the p4reduce header
 DATA_PAYLOAD = HEADER_BYTES + 4 * K
 # Offsets inside the p4reduce header (docs/protocol.md, "The p4reduce header").
 MSG, RANK, JOB, SET_SLOT, EXP, SEQ, KEY, CALL, AUX = 0, 1, 2, 4, 6, 8, 12, 16, 20
+TOS = ETH + 1  # the IPv4 DSCP/ECN byte
 
 
 class Truncated(Exception):
@@ -248,6 +253,7 @@ class ProtocolModel:
                 return self._up(f, up_params)  # complete here, the result not down yet: ask the parent
             if seen and not ahead and complete:
                 self._count("MyIngress.job_replays", job_id)
+                self._mark_if(f, reg[("MyIngress.congested", i)])
                 values = [reg[(name, i)] for name in VALUE_REGISTERS]
                 f.extend(bytes(4 * K))
                 return self._answer(
@@ -266,6 +272,7 @@ class ProtocolModel:
             reg[("MyIngress.copy_call", i)] = call
             reg[("MyIngress.bitmap", i)] = bit
             reg[("MyIngress.awaiting", i)] = 0
+            reg[("MyIngress.congested", i)] = self._ce(f)
             left = job["num_workers"] - 1
         elif complete or seen & bit:
             self._count("MyIngress.ingress_drops", DropReason.DUPLICATE)
@@ -285,12 +292,14 @@ class ProtocolModel:
             values = [(v + reg[(n, i)]) & 0xFFFFFFFF for n, v in zip(VALUE_REGISTERS, values, strict=True)]
             exp = max(exp, reg[("MyIngress.exp_max", i)])
             left = reg[("MyIngress.remaining", i)] - 1
+            reg[("MyIngress.congested", i)] |= self._ce(f)
         for name, value in zip(VALUE_REGISTERS, values, strict=True):
             reg[(name, i)] = value
         reg[("MyIngress.exp_max", i)] = exp
         reg[("MyIngress.remaining", i)] = left
         if left != 0:
             return []
+        self._mark_if(f, reg[("MyIngress.congested", i)])
         if up_params is not None:  # complete here: the partial sum goes up, the copy awaits the result
             reg[("MyIngress.awaiting", i)] = 1
             f[P4R + EXP] = exp
@@ -338,6 +347,8 @@ class ProtocolModel:
             return self._drop(DropReason.STALE)
         if not reg[("MyIngress.awaiting", i)]:
             return self._drop(DropReason.DUPLICATE)
+        reg[("MyIngress.congested", i)] |= self._ce(f) if msg_type == MsgType.RESULT else 0
+        self._mark_if(f, reg[("MyIngress.congested", i)])
         if msg_type == MsgType.RESULT:
             values = list(struct.unpack_from(f"!{K}I", f, P4R + HEADER_BYTES))
             for name, value in zip(VALUE_REGISTERS, values, strict=True):
@@ -359,6 +370,23 @@ class ProtocolModel:
         struct.pack_into("!H", f, ETH + 2, IP4 + UDP_LEN + DATA_PAYLOAD)
         struct.pack_into("!H", f, ETH + IP4 + 4, UDP_LEN + DATA_PAYLOAD)
         return self._up(f, up[1])
+
+    @staticmethod
+    def _ce(f: bytearray) -> int:
+        return int(f[TOS] & ECN_MASK == ECN_CE)
+
+    @staticmethod
+    def _mark_if(f: bytearray, congested: int) -> None:
+        """A sum of a use that saw CE carries CE, if the packet is ECN-capable."""
+        if congested and f[TOS] & ECN_MASK:
+            f[TOS] |= ECN_CE
+
+    def _egress(self, port: int, f: bytearray) -> bytes:
+        """An answer leaving `port`: CE at the port's queue threshold (if ECN-capable), new checksum."""
+        hit = self.tables["MyEgress.ecn_threshold"].get((port,))
+        if hit is not None and f[TOS] & ECN_MASK and QUEUE_DEPTH >= hit[1]["depth"]:
+            f[TOS] |= ECN_CE
+        return self._with_checksum(f)
 
     @staticmethod
     def _header_only(f: bytearray, msg_type: MsgType, aux: int) -> bytearray:
@@ -384,7 +412,7 @@ class ProtocolModel:
         f[P4R + RANK] = up["parent_rank"]
         struct.pack_into("!H", f, P4R + JOB, up["parent_job"])
         struct.pack_into("!I", f, P4R + KEY, up["parent_key"])
-        return [(up["port"], self._with_checksum(f))]
+        return [(up["port"], self._egress(up["port"], f))]
 
     # -- answers ---------------------------------------------------------------------------------------
     def _notice(
@@ -434,7 +462,7 @@ class ProtocolModel:
             f[0:6], f[6:12] = f[6:12], f[0:6]
             f[ETH + 12 : ETH + 16], f[ETH + 16 : ETH + 20] = f[ETH + 16 : ETH + 20], f[ETH + 12 : ETH + 16]
             struct.pack_into("!H", f, ETH + IP4 + 2, sport)
-            return [(port, self._with_checksum(f))]
+            return [(port, self._egress(port, f))]
         f[6:12] = f[0:6]
         f[ETH + 12 : ETH + 16] = f[ETH + 16 : ETH + 20]
         out = []
@@ -448,7 +476,7 @@ class ProtocolModel:
             replica[ETH + 16 : ETH + 20] = dest[1]["dst_ip"].to_bytes(4, "big")
             struct.pack_into("!H", replica, ETH + IP4 + 2, dest[1]["dst_udp_port"])
             struct.pack_into("!I", replica, P4R + KEY, dest[1]["key"])
-            out.append((out_port, self._with_checksum(replica)))
+            out.append((out_port, self._egress(out_port, replica)))
         return out
 
     @staticmethod

@@ -26,6 +26,9 @@ from scapy.packet import Packet, Raw
 from contracts.protocol import (
     DEFAULT_SLOT_COUNT,
     DEFAULT_VALUES_PER_PACKET,
+    ECN_CE,
+    ECN_ECT0,
+    ECN_NOT_ECT,
     EXP_NONFINITE,
     FLOOD_GROUP,
     HEADER_BYTES,
@@ -275,6 +278,7 @@ def data_packet(
     udp_len: int | None = None,
     extra: bytes = b"",
     ttl: int = 40,
+    tos: int = 0,
 ) -> bytes:
     """A DATA frame as a worker sends it; keyword overrides build the malformed variants.
 
@@ -297,7 +301,16 @@ def data_packet(
     )
     frame = (
         Ether(src=sender.mac, dst=dst_mac)
-        / IP(src=sender.ip, dst=dst_ip, id=seq & 0xFFFF, flags="DF", ttl=ttl, chksum=ip_chksum, len=ip_len)
+        / IP(
+            src=sender.ip,
+            dst=dst_ip,
+            id=seq & 0xFFFF,
+            flags="DF",
+            ttl=ttl,
+            tos=tos,
+            chksum=ip_chksum,
+            len=ip_len,
+        )
         / UDP(sport=sender.udp_port, dport=UDP_PORT, chksum=udp_chksum, len=udp_len)
         / Raw(payload + extra)
     )
@@ -319,6 +332,7 @@ def answer_packet(
     call: int = DESC,
     aux: int = 0,
     flags: int = 0,
+    tos: int = 0,
 ) -> bytes:
     """A packet from the switch to `dest`: a RESULT (with values) or a notice (header only)."""
     payload = p4reduce_payload(
@@ -337,7 +351,7 @@ def answer_packet(
     )
     frame = (
         Ether(src=SWITCH_MAC, dst=dest.mac)
-        / IP(src=SWITCH_IP, dst=dest.ip, id=seq & 0xFFFF, flags="DF", ttl=RESULT_TTL)
+        / IP(src=SWITCH_IP, dst=dest.ip, id=seq & 0xFFFF, flags="DF", ttl=RESULT_TTL, tos=tos)
         / UDP(sport=UDP_PORT, dport=dest.udp_port, chksum=0)
         / Raw(payload)
     )
@@ -1210,8 +1224,114 @@ def _agreement_scenarios() -> tuple[Scenario, ...]:
     )
 
 
+# The DSCP/ECN byte of congestion scenarios: DSCP AF11 (kept on every answer) with each ECN codepoint.
+DSCP = 0x28
+NOT_ECT, ECT0, CE = DSCP | ECN_NOT_ECT, DSCP | ECN_ECT0, DSCP | ECN_CE
+
+
+def ecn_threshold(port: int, depth: int) -> TableEntry:
+    """The controller's per-port marking threshold (docs/protocol.md, *Congestion*)."""
+    return TableEntry(
+        "MyEgress.ecn_threshold",
+        {"standard_metadata.egress_port": port},
+        "MyEgress.set_ecn_threshold",
+        {"depth": depth},
+    )
+
+
+def _congestion_scenarios() -> tuple[Scenario, ...]:
+    """CE on any contribution of a use reaches every rank on its result; queues mark at a threshold."""
+    later, latest = SEQ + 16, SEQ + 32  # later uses of the same copy
+    marked = IDX(0, 0)
+    return (
+        Scenario(
+            "ce_on_a_contribution_marks_the_result",
+            "One contribution arrives CE-marked: the RESULT to every rank carries CE (and the DATA's DSCP), "
+            "and so does a replay. The flag is the use's: a later use's first contribution resets it, "
+            "and counts itself when it is the marked one.",
+            (
+                Send(1, contribution(JOB_A, 0, 0, A0, tos=ECT0)),
+                Send(2, contribution(JOB_A, 1, 0, A1, tos=CE)),
+                Send(3, contribution(JOB_A, 2, 0, A2, tos=ECT0), to_job(JOB_A, 2, 0, A_SUM, tos=CE)),
+                Check(registers={("MyIngress.congested", marked): 1}),
+                Send(
+                    1,
+                    query(JOB_A, 0, 0, tos=ECT0, flags=1),
+                    to_sender(JOB_A, 0, 0, A_SUM, tos=CE, flags=1),
+                    note="the replay carries CE too",
+                ),
+                Send(1, contribution(JOB_A, 0, 0, A0, seq=later, tos=CE), note="a first contribution, CE"),
+                Send(2, contribution(JOB_A, 1, 0, A1, seq=later, tos=ECT0)),
+                Send(
+                    3,
+                    contribution(JOB_A, 2, 0, A2, seq=later, tos=ECT0),
+                    to_job(JOB_A, 2, 0, A_SUM, seq=later, tos=CE),
+                ),
+                Send(1, contribution(JOB_A, 0, 0, A0, seq=latest, tos=ECT0), note="nothing marked"),
+                Send(2, contribution(JOB_A, 1, 0, A1, seq=latest, tos=ECT0)),
+                Send(
+                    3,
+                    contribution(JOB_A, 2, 0, A2, seq=latest, tos=ECT0),
+                    to_job(JOB_A, 2, 0, A_SUM, seq=latest, tos=ECT0),
+                ),
+                Check(registers={("MyIngress.congested", marked): 0}),
+            ),
+        ),
+        Scenario(
+            "ce_is_set_only_on_ecn_capable_results",
+            "A RESULT whose completing DATA was not ECN-capable (Not-ECT) is never marked, whatever the use "
+            "saw: a host that does not send ECT does not read CE either (RFC 3168).",
+            (
+                Send(1, contribution(JOB_A, 0, 0, A0, tos=CE)),
+                Send(2, contribution(JOB_A, 1, 0, A1, tos=NOT_ECT)),
+                Send(3, contribution(JOB_A, 2, 0, A2, tos=NOT_ECT), to_job(JOB_A, 2, 0, A_SUM, tos=NOT_ECT)),
+                Check(registers={("MyIngress.congested", marked): 1}),
+            ),
+        ),
+        Scenario(
+            "egress_marks_ce_at_the_port_threshold",
+            "ECN-capable answers leaving a port whose queue holds at least the port's threshold (table "
+            "ecn_threshold) are marked CE; ports without an entry, or below their threshold, and Not-ECT "
+            "packets are not. The embedded switch has no queues (depth 0): threshold 0 marks every packet.",
+            (
+                Install(entries=(ecn_threshold(H1.port, 0), ecn_threshold(H2.port, 5))),
+                Send(1, contribution(JOB_A, 0, 0, A0, tos=ECT0)),
+                Send(2, contribution(JOB_A, 1, 0, A1, tos=ECT0)),
+                Send(
+                    3,
+                    contribution(JOB_A, 2, 0, A2, tos=ECT0),
+                    (
+                        Out(H1.port, answer_packet(H1, J, 2, 0, A_SUM, key=JOB_A.keys[0], tos=CE)),
+                        Out(H2.port, answer_packet(H2, J, 2, 0, A_SUM, key=JOB_A.keys[1], tos=ECT0)),
+                        Out(H3.port, answer_packet(H3, J, 2, 0, A_SUM, key=JOB_A.keys[2], tos=ECT0)),
+                    ),
+                ),
+                Send(
+                    1,
+                    query(JOB_A, 0, 1, tos=ECT0, flags=1),
+                    to_sender(JOB_A, 0, 1, None, msg_type=MsgType.MISSING, tos=CE, flags=1),
+                    note="a notice to the marking port",
+                ),
+                Send(
+                    1,
+                    query(JOB_A, 0, 1, tos=NOT_ECT, flags=2),
+                    to_sender(JOB_A, 0, 1, None, msg_type=MsgType.MISSING, tos=NOT_ECT, flags=2),
+                    note="Not-ECT: never marked",
+                ),
+                Check(counters={("MyIngress.job_missing", J): (2, 2 * QUERY_LEN)}),
+            ),
+        ),
+    )
+
+
 def _scenarios() -> tuple[Scenario, ...]:
-    return _framing_scenarios() + _aggregation_scenarios() + _identity_scenarios() + _agreement_scenarios()
+    return (
+        _framing_scenarios()
+        + _aggregation_scenarios()
+        + _identity_scenarios()
+        + _agreement_scenarios()
+        + _congestion_scenarios()
+    )
 
 
 SCENARIOS: tuple[Scenario, ...] = _scenarios()

@@ -25,8 +25,10 @@ from tests.protocol_scenarios import (
     A1,
     A2,
     A_SUM,
+    CE,
     DATA_LEN,
     DESC,
+    ECT0,
     H6,
     IDX,
     JOB_A,
@@ -99,14 +101,14 @@ def tree_install() -> Install:
     )
 
 
-def _frame(src: Host | None, dst: Host | None, payload: bytes, seq: int) -> bytes:
+def _frame(src: Host | None, dst: Host | None, payload: bytes, seq: int, tos: int = 0) -> bytes:
     """Between this switch (None) and the parent, both on UDP port 20562."""
     src_mac, src_ip = (SWITCH_MAC, SWITCH_IP) if src is None else (src.mac, src.ip)
     dst_mac, dst_ip = (SWITCH_MAC, SWITCH_IP) if dst is None else (dst.mac, dst.ip)
     ttl = RESULT_TTL if src is None else 30
     return bytes(
         Ether(src=src_mac, dst=dst_mac)
-        / IP(src=src_ip, dst=dst_ip, id=seq & 0xFFFF, flags="DF", ttl=ttl)
+        / IP(src=src_ip, dst=dst_ip, id=seq & 0xFFFF, flags="DF", ttl=ttl, tos=tos)
         / UDP(sport=UDP_PORT, dport=UDP_PORT, chksum=0)
         / Raw(payload)
     )
@@ -114,26 +116,27 @@ def _frame(src: Host | None, dst: Host | None, payload: bytes, seq: int) -> byte
 
 def up(
     values: Sequence[int] | None, *, msg_type: int = MsgType.DATA, slot: int = 0, set_bit: int = 0,
-    exp: int = 0, seq: int = SEQ, call: int = DESC, aux: int = 0, flags: int = 0,
+    exp: int = 0, seq: int = SEQ, call: int = DESC, aux: int = 0, flags: int = 0, tos: int = 0,
 ) -> bytes:  # fmt: skip
     """What this switch sends its parent: a partial sum (DATA), or a QUERY or ABORT header."""
     payload = p4reduce_payload(
         msg_type=msg_type, rank=PARENT_RANK, job_id=PARENT_JOB, slot=slot, set_bit=set_bit, exp=exp,
         flags=flags, seq=seq, key=PARENT_KEY, call=call, aux=aux, values=values,
     )  # fmt: skip
-    return _frame(None, PARENT, payload, seq)
+    return _frame(None, PARENT, payload, seq, tos)
 
 
 def down(
     values: Sequence[int] | None, *, msg_type: int = MsgType.RESULT, slot: int = 0, set_bit: int = 0,
     exp: int = 0, seq: int = SEQ, call: int = DESC, aux: int = 0, key: int = PARENT_KEY, rank: int = 5,
+    tos: int = 0,
 ) -> bytes:  # fmt: skip
     """What the parent sends this switch (a RESULT replica, or a notice): the key it gave this switch."""
     payload = p4reduce_payload(
         msg_type=msg_type, rank=rank, job_id=PARENT_JOB, slot=slot, set_bit=set_bit, exp=exp, flags=0,
         seq=seq, key=key, call=call, aux=aux, values=values,
     )  # fmt: skip
-    return _frame(PARENT, None, payload, seq)
+    return _frame(PARENT, None, payload, seq, tos)
 
 
 def _drop(reason: DropReason, packets: int, byte_count: int) -> dict[tuple[str, int], tuple[int, int]]:
@@ -327,6 +330,38 @@ def tree_scenarios() -> tuple[Scenario, ...]:
                     counters=_drop(DropReason.CALL_ABORTED, 1, DATA_LEN),
                     registers={("MyIngress.aborted", J): (JOB_A.epoch << 16) | (SEQ >> 16)},
                 ),
+            ),
+        ),
+        Scenario(
+            "tree_ce_below_goes_up_and_comes_down",
+            "A CE-marked contribution below a parent marks the partial sum going up (and the copy sent up "
+            "again on the parent's MISSING), so the parent's result reflects congestion anywhere in the "
+            "tree; the child's own flag marks the result it multicasts, too.",
+            (
+                setup,
+                Send(1, contribution(JOB_A, 0, 0, A0, tos=ECT0)),
+                Send(2, contribution(JOB_A, 1, 0, A1, tos=CE)),
+                Send(3, contribution(JOB_A, 2, 0, A2, tos=ECT0), _out(PARENT.port, up(A_SUM, tos=CE))),
+                Send(
+                    PARENT.port,
+                    down(None, msg_type=MsgType.MISSING, aux=0b1, tos=ECT0),
+                    _out(PARENT.port, up(A_SUM, tos=CE)),
+                ),
+                Send(PARENT.port, down(ROOT_SUM, tos=ECT0), to_job(JOB_A, 5, 0, ROOT_SUM, tos=CE)),
+            ),
+        ),
+        Scenario(
+            "tree_ce_from_above_reaches_every_member",
+            "A parent's CE-marked RESULT (congestion elsewhere in the tree) goes to every member as it is, "
+            "and the copy keeps the mark for later replays.",
+            (
+                setup,
+                Send(1, contribution(JOB_A, 0, 0, A0, tos=ECT0)),
+                Send(2, contribution(JOB_A, 1, 0, A1, tos=ECT0)),
+                Send(3, contribution(JOB_A, 2, 0, A2, tos=ECT0), _out(PARENT.port, up(A_SUM, tos=ECT0))),
+                Send(PARENT.port, down(ROOT_SUM, tos=CE), to_job(JOB_A, 5, 0, ROOT_SUM, tos=CE)),
+                Check(registers={("MyIngress.congested", IDX(0, 0)): 1}),
+                Send(2, query(JOB_A, 1, 0, tos=ECT0), to_sender(JOB_A, 1, 0, ROOT_SUM, tos=CE)),
             ),
         ),
         Scenario(

@@ -33,7 +33,7 @@ from tests.p4src_text import (
 # The v1model standard_metadata_t fields (p4c's p4include/v1model.p4) this program may use.
 STANDARD_METADATA = {
     "ingress_port", "egress_spec", "egress_port", "instance_type", "packet_length", "mcast_grp",
-    "egress_rid", "checksum_error", "parser_error",
+    "egress_rid", "checksum_error", "parser_error", "enq_qdepth",
 }  # fmt: skip
 
 

@@ -90,6 +90,8 @@ def contract_values() -> dict[str, int]:
         "EXP_NONE": protocol.EXP_NONE,
         "EXP_NONFINITE": protocol.EXP_NONFINITE,
         "USE_BITS": protocol.USE_BITS,
+        "ECN_MASK": protocol.ECN_MASK,
+        "ECN_CE": protocol.ECN_CE,
         "DROP_REASON_COUNT": protocol.DROP_REASON_COUNT,
         # derived sizes
         "SLOT_REGISTER_SIZE": 2 * slots,
@@ -112,7 +114,7 @@ def contract_values() -> dict[str, int]:
 
 # Names that are not wire contract: program limits stated in docs/protocol.md,
 # and the internal packet kinds that ingress hands to egress.
-LIMITS = ("JOB_TABLE_SIZE", "ADDRESS_TABLE_SIZE", "L2_TABLE_SIZE")
+LIMITS = ("JOB_TABLE_SIZE", "ADDRESS_TABLE_SIZE", "L2_TABLE_SIZE", "PORT_TABLE_SIZE")
 PACKET_KINDS = ("PKT_KIND_FORWARD", "PKT_KIND_FLOOD", "PKT_KIND_JOB", "PKT_KIND_REPLY", "PKT_KIND_UP")
 
 

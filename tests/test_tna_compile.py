@@ -22,7 +22,7 @@ from tests.p4src_text import P4SRC, TNA
 TARGETS = (("tofino", "tna"), ("tofino2", "t2na"))
 CONTROLLER_TABLES = {
     "MyIngress.job_table", "MyIngress.agg_addresses", "MyIngress.arp_responder", "MyIngress.l2_forward",
-    "MyEgress.result_dest",
+    "MyEgress.result_dest", "MyEgress.ecn_threshold",
 }  # fmt: skip
 CONTROLLER_COUNTERS = {
     f"MyIngress.{name}"

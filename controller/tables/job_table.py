@@ -68,6 +68,8 @@ class JobTable:
             data["credential"] = job.credential_hash
         if job.tenant:
             data["tenant"] = job.tenant
+        if job.placement:
+            data["placement"] = job.placement
         if job.parts:  # the tree, so that a restarted daemon finds the job's parts on the other switches
             data["tree"] = {s: tree_fields(p) for s, p in job.parts.items()}
         return json.dumps(data, sort_keys=True).encode()

@@ -65,17 +65,19 @@ static void drain(int wake_fd) {
     }
 }
 
-void p4r_receive_buffer(struct p4r_engine *e, const uint8_t *buffer, size_t length, size_t segment, double now) {
+void p4r_receive_buffer(struct p4r_engine *e, const uint8_t *buffer, size_t length, size_t segment, double now,
+                        uint8_t tos) {
     if (length == 0 || segment == 0 || segment > length) segment = length;
-    if (length == 0) p4r_engine_receive(e, buffer, 0, now); /* an empty datagram is one too */
+    if (length == 0) p4r_engine_receive(e, buffer, 0, now, tos); /* an empty datagram is one too */
     for (size_t at = 0; at < length; at += segment) {
-        p4r_engine_receive(e, buffer + at, length - at < segment ? length - at : segment, now);
+        p4r_engine_receive(e, buffer + at, length - at < segment ? length - at : segment, now, tos);
     }
 }
 
 int p4r_drive(struct p4r_engine *e, struct p4r_transport *t, int fd, int wake_fd, int *pending_fail) {
     struct p4r_udp_receiver *r = &t->receiver;
     p4r_udp_enable_gro(fd); /* where the kernel has no UDP GRO, datagrams come one per buffer */
+    p4r_udp_enable_tos(fd); /* CE reaches the engine (the kernel's GRO merges only equal TOS bytes) */
     int error = send_out(e, t, fd);
     int busy = 0; /* batches read since the timers were last looked at */
     while (!error && !p4r_engine_done(e)) {
@@ -88,7 +90,7 @@ int p4r_drive(struct p4r_engine *e, struct p4r_transport *t, int fd, int wake_fd
             double now = p4r_monotonic();
             for (int m = 0; m < received; m++) {
                 p4r_receive_buffer(e, r->buffers + (size_t)m * P4R_UDP_BUFFER, r->messages[m].msg_len,
-                                   p4r_udp_segment(r, m), now);
+                                   p4r_udp_segment(r, m), now, p4r_udp_tos(r, m));
             }
             if ((error = send_out(e, t, fd))) break;
             if (++busy < TIMER_EVERY) continue;

@@ -23,7 +23,8 @@ void p4r_transport_free(struct p4r_transport *t);
 
 /* Feeds the engine one receive buffer: `length` bytes holding datagrams of `segment` bytes each (the
  * last may be shorter), as UDP GRO hands them over; segment = length for a single datagram. */
-void p4r_receive_buffer(struct p4r_engine *e, const uint8_t *buffer, size_t length, size_t segment, double now);
+void p4r_receive_buffer(struct p4r_engine *e, const uint8_t *buffer, size_t length, size_t segment, double now,
+                        uint8_t tos);
 
 /* Runs the call begun on e until it is done. *pending_fail (read atomically) is set by
  * another thread to 1 (or 2 for an AllreduceAborted) to fail the call. Returns 0 or the errno

@@ -26,7 +26,7 @@ static int out_reserve(struct p4r_out *out, size_t count) {
 void p4r_out_clear(struct p4r_out *out) { out->count = 0; }
 
 int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_t key, int world_size,
-                    int pool_size, int k, double progress_timeout) {
+                    int pool_size, int k, double progress_timeout, int congestion_control) {
     memset(e, 0, sizeof *e);
     e->job_id = job_id;
     e->rank = rank;
@@ -37,6 +37,9 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     e->half_slots = pool_size / 2;
     e->frame = (size_t)p4r_payload_bytes(k);
     e->progress_timeout = progress_timeout;
+    e->congestion_control = congestion_control;
+    e->cwnd = e->half_slots;
+    e->stats.cwnd = (uint64_t)e->cwnd;
     e->rto = P4R_RTO_INITIAL;
     e->backed_off = -INFINITY;
     e->loss_seen = -INFINITY;
@@ -51,12 +54,15 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     c->asked_at = malloc(w * P4R_QUESTION_MEMORY * sizeof(double));
     c->asks = malloc(w * sizeof *c->asks);
     c->held = malloc(w * sizeof *c->held);
+    c->waiting = malloc(w * sizeof *c->waiting);
+    c->agreed = malloc(w * sizeof *c->agreed);
+    c->serial = malloc(w * sizeof *c->serial);
     c->questions = malloc(w * sizeof *c->questions);
     c->buffers = malloc(w * e->frame);
     c->lost = malloc(w * sizeof *c->lost);
     c->expired = malloc(w * sizeof *c->expired);
     if (!c->current || !c->sent_at || !c->last_data || !c->deadline || !c->retries ||
-        !c->asked_at || !c->asks || !c->held || !c->questions ||
+        !c->asked_at || !c->asks || !c->held || !c->questions || !c->waiting || !c->agreed || !c->serial ||
         !c->buffers || !c->lost || !c->expired || p4r_overtaking_init(&c->overtaking, e->half_slots) ||
         out_reserve(&e->out, 2 * w + 8)) {
         p4r_engine_free(e);
@@ -75,6 +81,9 @@ void p4r_engine_free(struct p4r_engine *e) {
     free(c->asked_at);
     free(c->asks);
     free(c->held);
+    free(c->waiting);
+    free(c->agreed);
+    free(c->serial);
     free(c->questions);
     free(c->buffers);
     free(c->lost);
@@ -196,6 +205,8 @@ static void send_use(struct p4r_engine *e, int slot, long use, uint8_t agreed_ex
     };
     p4r_write_header(buffer, &h);
     c->current[slot] = use;
+    c->waiting[slot] = 0;
+    c->serial[slot] = e->serial++;
     c->sent_at[slot] = c->last_data[slot] = now;
     c->retries[slot] = c->asks[slot] = 0;
     c->questions[slot] = 0;
@@ -239,9 +250,96 @@ static void query(struct p4r_engine *e, int slot, double now) {
 /* The slot's use may be lost, its DATA or its RESULT: ask at once (the switch answers only a rank that
  * has something to do). */
 static void suspect(struct p4r_engine *e, int slot, double now, int fast) {
-    if (e->call.current[slot] < 0) return;
+    if (e->call.current[slot] < 0 || e->call.waiting[slot]) return;
     e->stats.fast_retransmissions += (uint64_t)fast;
     query(e, slot, now);
+}
+
+/* ------------------------------------------------------------------ congestion window
+ * docs/protocol.md, *Congestion*; hostlib.engine.Engine's _limited, _wait, _advance_lowest, _fill,
+ * _decrease and _grow, step for step. */
+
+/* Whether the window, not slot pacing alone, decides when a use is sent. */
+static int limited(const struct p4r_engine *e) {
+    return e->congestion_control && e->cwnd < e->call.width;
+}
+
+/* The slot's next use, not sent until the window admits it (fill()). */
+static void wait_use(struct p4r_engine *e, int slot, long use, uint8_t agreed_exp) {
+    struct p4r_call *c = &e->call;
+    c->current[slot] = use;
+    c->agreed[slot] = agreed_exp;
+    c->held[slot] = 0;
+    c->waiting[slot] = 1;
+    c->waiting_count += 1;
+    c->deadline[slot] = INFINITY;
+}
+
+/* L moves past every use whose result is in: its slot has moved on, or is done. O(1) amortized. */
+static void advance_lowest(struct p4r_call *c) {
+    while (c->lowest < c->uses) {
+        long held = c->current[c->lowest % c->width];
+        if (held >= 0 && held <= c->lowest) break;
+        c->lowest += 1;
+    }
+}
+
+/* Send the waiting uses the window admits, lowest use first: without a limit a free slot sends at once;
+ * with one, use u goes when its slot is free and u < L + cwnd. */
+static void fill(struct p4r_engine *e, int freed, double now) {
+    struct p4r_call *c = &e->call;
+    if (c->waiting_count == 0) return;
+    int limit = limited(e);
+    if (!limit && c->waiting_count == 1 && freed >= 0 && c->waiting[freed]) {
+        c->waiting_count = 0;
+        send_use(e, freed, c->current[freed], c->agreed[freed], now);
+        return;
+    }
+    long use, end;
+    if (limit) {
+        if (freed >= 0 && c->waiting[freed] && c->current[freed] < c->edge) {
+            c->waiting_count -= 1;
+            send_use(e, freed, c->current[freed], c->agreed[freed], now);
+        }
+        use = c->edge > c->lowest ? c->edge : c->lowest;
+        end = c->lowest + e->cwnd < c->uses ? c->lowest + e->cwnd : c->uses;
+        if (end > c->edge) c->edge = end;
+    } else {
+        use = c->lowest;
+        end = c->uses;
+        c->edge = c->uses;
+    }
+    for (; use < end && c->waiting_count; use++) {
+        int slot = (int)(use % c->width);
+        if (c->waiting[slot] && c->current[slot] == use) {
+            c->waiting_count -= 1;
+            send_use(e, slot, use, c->agreed[slot], now);
+        }
+    }
+}
+
+/* CE or a loss about the use first sent as `serial`: halve the window in use, once per window. */
+static void decrease(struct p4r_engine *e, uint64_t serial) {
+    struct p4r_call *c = &e->call;
+    if (!e->congestion_control || !e->active || serial < e->recover) return;
+    e->recover = e->serial;
+    long in_use = e->cwnd < c->width ? e->cwnd : c->width;
+    long cwnd = in_use / 2 > P4R_CWND_MIN ? in_use / 2 : P4R_CWND_MIN;
+    e->cwnd = cwnd < e->half_slots ? cwnd : e->half_slots;
+    e->acked = 0;
+    if (c->lowest + e->cwnd < c->edge) c->edge = c->lowest + e->cwnd;
+    e->stats.window_decreases += 1;
+    __atomic_store_n(&e->stats.cwnd, (uint64_t)e->cwnd, __ATOMIC_RELAXED);
+}
+
+/* A result without CE: one use more per window of them, while the window limits the call. */
+static void grow(struct p4r_engine *e) {
+    if (!limited(e)) return;
+    if (++e->acked >= e->cwnd) {
+        e->acked = 0;
+        e->cwnd += 1;
+        __atomic_store_n(&e->stats.cwnd, (uint64_t)e->cwnd, __ATOMIC_RELAXED);
+    }
 }
 
 /* A MISSING showed that this rank's DATA was lost, not late: the uses held back with the asked one at a
@@ -251,6 +349,7 @@ static void ask_held(struct p4r_engine *e, double now) {
     for (int s = 0; s < c->width; s++) {
         if (c->held[s] && c->retries[s] == 0 && c->current[s] >= 0) {
             e->stats.timeouts += 1;
+            decrease(e, c->serial[s]);
             suspect(e, s, now, 0);
         }
     }
@@ -276,8 +375,11 @@ void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t desc
         c->retries[s] = c->asks[s] = 0;
         c->questions[s] = 0;
         c->held[s] = 0;
+        c->waiting[s] = 0;
         c->deadline[s] = INFINITY;
     }
+    c->waiting_count = 0;
+    c->lowest = c->edge = 0;
     p4r_overtaking_reset(&c->overtaking, width);
     e->wake = INFINITY;
     e->active = 1;
@@ -296,7 +398,8 @@ void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t desc
         c->outstanding = 0;
         return;
     }
-    for (int s = 0; s < width; s++) send_use(e, s, s, 0, now);
+    for (int s = 0; s < width; s++) wait_use(e, s, s, 0);
+    fill(e, -1, now);
 }
 
 int p4r_engine_done(const struct p4r_engine *e) {
@@ -351,15 +454,16 @@ static int outstanding_slot(const struct p4r_engine *e, uint32_t seq, uint16_t s
     if (!e->active || seq >> P4R_USE_BITS != c->number) return -1;
     long use = (long)(seq & P4R_USE_MASK);
     int slot = (int)(set_slot & P4R_SLOT_MASK) - c->base;
-    if (slot < 0 || slot >= c->width || c->current[slot] != use) return -1;
+    if (slot < 0 || slot >= c->width || c->current[slot] != use || c->waiting[slot]) return -1;
     if ((set_slot >> 15) != (use / c->width) % 2) return -1;
     return slot;
 }
 
 static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_t exp, uint8_t echo,
-                   double now) {
+                   double now, int ce) {
     struct p4r_call *c = &e->call;
     long use = c->current[slot];
+    uint64_t serial = c->serial[slot];
     int first_send = c->retries[slot] == 0;
     if (first_send) { /* Karn: only unambiguous samples */
         /* A call has W uses in flight and so W samples per round trip where TCP has one. While no loss was
@@ -375,12 +479,20 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
     e->last_progress = now;
     long following = use + c->width;
     if (following < c->uses) {
-        send_use(e, slot, following, exp, now);
+        wait_use(e, slot, following, exp);
     } else {
         c->current[slot] = -1;
         c->deadline[slot] = INFINITY;
         c->outstanding -= 1;
     }
+    advance_lowest(c);
+    if (ce) {
+        e->stats.ce_marks += 1;
+        decrease(e, serial);
+    } else {
+        grow(e);
+    }
+    fill(e, slot, now);
     for (int i = 0; i < lost; i++) suspect(e, c->lost[i], now, 1);
 }
 
@@ -404,6 +516,7 @@ static void missing(struct p4r_engine *e, int slot, uint32_t contributors, uint8
     } else if (c->last_data[slot] < at) {
         c->asks[slot] = 0;
         e->stats.missing_resends += 1;
+        decrease(e, c->serial[slot]);
         resend(e, slot, now);
         e->loss_seen = now;
         ask_held(e, now);
@@ -436,7 +549,7 @@ static void abort_seen(struct p4r_engine *e, uint32_t seq, struct p4r_abort_seen
     }
 }
 
-void p4r_engine_receive(struct p4r_engine *e, const uint8_t *datagram, size_t size, double now) {
+void p4r_engine_receive(struct p4r_engine *e, const uint8_t *datagram, size_t size, double now, uint8_t tos) {
     e->stats.packets_received += 1;
     e->stats.bytes_received += size;
     if (size < P4R_HEADER_BYTES) {
@@ -461,7 +574,7 @@ void p4r_engine_receive(struct p4r_engine *e, const uint8_t *datagram, size_t si
     if (slot < 0) {
         e->stats.ignored += 1;
     } else if (h.msg_type == P4R_RESULT && size == e->frame) {
-        result(e, slot, datagram + P4R_HEADER_BYTES, h.exp, h.flags, now);
+        result(e, slot, datagram + P4R_HEADER_BYTES, h.exp, h.flags, now, (tos & P4R_ECN_MASK) == P4R_ECN_CE);
     } else if (h.msg_type == P4R_MISSING && notice) {
         missing(e, slot, h.aux, h.flags, now);
     } else if (h.msg_type == P4R_STALE && notice) {
@@ -524,6 +637,7 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
                     c->deadline[s] = now + e->rto;
                 } else {
                     e->stats.timeouts += 1;
+                    if (!hold) decrease(e, c->serial[s]); /* a loss only after a loss, as for holding */
                     suspect(e, s, now, 0);
                 }
             }

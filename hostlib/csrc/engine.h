@@ -37,6 +37,7 @@ struct p4r_stats {
     uint64_t packets_sent, packets_received, bytes_sent, bytes_received;
     uint64_t retransmissions, queries, fast_retransmissions, timeouts, missing_received;
     uint64_t missing_resends, ignored, forged, refused, calls, aborted_calls;
+    uint64_t ce_marks, window_decreases, cwnd; /* docs/protocol.md, *Congestion* */
     double busy_seconds;
     size_t rtt_count;
     double rtt_samples[P4R_RTT_SAMPLES];
@@ -65,6 +66,12 @@ struct p4r_call {
     uint32_t *retries;
     uint32_t *asks; /* QUERYs and resends about the current use since the switch last answered */
     uint8_t *held;  /* its timer expired with an earlier use's, which alone was asked after */
+    uint8_t *waiting; /* its current use waits for the congestion window (not sent yet) */
+    uint8_t *agreed;  /* the exponent a waiting use is to be sent with */
+    uint64_t *serial; /* the engine's number of the current use's first send */
+    int waiting_count;
+    long lowest; /* L: the lowest use whose result this rank has not received */
+    long edge;   /* uses below it are admitted by the window: sent once their slot is free */
     uint8_t *buffers; /* width DATA packets of `frame` bytes */
     int *lost;        /* scratch for p4r_overtaking_answered */
     int *expired;     /* scratch for poll */
@@ -79,6 +86,11 @@ struct p4r_engine {
     int world_size, pool_size, k, half_slots;
     size_t frame;
     double progress_timeout;
+    int congestion_control;
+    long cwnd;         /* in uses, within [P4R_CWND_MIN, half_slots] */
+    long acked;        /* results without CE since the window last grew or shrank */
+    uint64_t serial;   /* the number the next first send of a use takes */
+    uint64_t recover;  /* a signal about a use numbered below this was answered already */
     uint32_t call_number;
     int half;
     struct p4r_stats stats;
@@ -99,12 +111,13 @@ struct p4r_engine {
 
 /* Returns 0, or -1 (out of memory). The membership is checked by the caller. */
 int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_t key, int world_size,
-                    int pool_size, int k, double progress_timeout);
+                    int pool_size, int k, double progress_timeout, int congestion_control);
 void p4r_engine_free(struct p4r_engine *e);
 
 /* Start the next call (the caller checks that none is active and that uses fit a call). */
 void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t descriptor, double now);
-void p4r_engine_receive(struct p4r_engine *e, const uint8_t *datagram, size_t size, double now);
+/* `tos`: the IPv4 DSCP/ECN byte the datagram arrived with (0 when unknown). */
+void p4r_engine_receive(struct p4r_engine *e, const uint8_t *datagram, size_t size, double now, uint8_t tos);
 void p4r_engine_poll(struct p4r_engine *e, double now);
 double p4r_engine_next_deadline(const struct p4r_engine *e);
 /* A time at or before next_deadline, in O(1): when the socket driver must poll next. */

@@ -189,16 +189,16 @@ typedef struct {
 
 static int Engine_init(EngineObject *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"job_id", "rank", "key", "world_size", "pool_size", "values_per_packet",
-                            "progress_timeout", NULL};
-    int job_id, rank, world_size, pool_size, k;
+                            "progress_timeout", "congestion_control", NULL};
+    int job_id, rank, world_size, pool_size, k, congestion_control = 1;
     unsigned long long key;
     double progress_timeout;
     if (self->engine != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "an engine is initialised once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiKiiid", names, &job_id, &rank, &key, &world_size,
-                                     &pool_size, &k, &progress_timeout))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiKiiid|p", names, &job_id, &rank, &key, &world_size,
+                                     &pool_size, &k, &progress_timeout, &congestion_control))
         return -1;
     if (job_id < 0 || job_id > 0xFFFF || key > 0xFFFFFFFFull || !valid_k(k)) {
         PyErr_SetString(PyExc_ValueError, "job id, key or values per packet out of range");
@@ -222,7 +222,7 @@ static int Engine_init(EngineObject *self, PyObject *args, PyObject *kwargs) {
     self->engine = malloc(sizeof *self->engine);
     if (self->engine == NULL ||
         p4r_engine_init(self->engine, (uint16_t)job_id, (uint8_t)rank, (uint32_t)key, world_size, pool_size,
-                        k, progress_timeout)) {
+                        k, progress_timeout, congestion_control)) {
         free(self->engine);
         self->engine = NULL;
         PyErr_NoMemory();
@@ -317,13 +317,14 @@ static PyObject *Engine_begin(EngineObject *self, PyObject *args) {
 static PyObject *Engine_receive(EngineObject *self, PyObject *args) {
     Py_buffer datagram;
     double now;
-    if (!PyArg_ParseTuple(args, "y*d", &datagram, &now)) return NULL;
+    unsigned char tos = 0;
+    if (!PyArg_ParseTuple(args, "y*d|b", &datagram, &now, &tos)) return NULL;
     if (!engine_usable(self)) {
         PyBuffer_Release(&datagram);
         return NULL;
     }
     p4r_out_clear(&self->engine->out);
-    p4r_engine_receive(self->engine, datagram.buf, (size_t)datagram.len, now);
+    p4r_engine_receive(self->engine, datagram.buf, (size_t)datagram.len, now, tos);
     PyBuffer_Release(&datagram);
     return take_out(self);
 }
@@ -431,13 +432,14 @@ static PyObject *Engine_counters(EngineObject *self, PyObject *unused) {
     double busy;
     __atomic_load(&s->busy_seconds, &busy, __ATOMIC_RELAXED);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d}", "packets_sent",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d}", "packets_sent",
         LOAD(packets_sent), "packets_received", LOAD(packets_received), "bytes_sent", LOAD(bytes_sent),
         "bytes_received", LOAD(bytes_received), "retransmissions", LOAD(retransmissions), "queries",
         LOAD(queries), "fast_retransmissions", LOAD(fast_retransmissions), "timeouts", LOAD(timeouts),
         "missing_received", LOAD(missing_received), "missing_resends", LOAD(missing_resends), "ignored",
         LOAD(ignored), "forged", LOAD(forged), "refused", LOAD(refused), "calls", LOAD(calls), "aborted_calls",
-        LOAD(aborted_calls), "busy_seconds", busy);
+        LOAD(aborted_calls), "ce_marks", LOAD(ce_marks), "window_decreases", LOAD(window_decreases), "cwnd",
+        LOAD(cwnd), "busy_seconds", busy);
 }
 
 static PyObject *Engine_rtt_samples(EngineObject *self, PyObject *args) {
@@ -511,7 +513,7 @@ static PyGetSetDef Engine_getset[] = {
 
 static PyMethodDef Engine_methods[] = {
     {"begin", (PyCFunction)Engine_begin, METH_VARARGS, "begin(plan, descriptor, now) -> packets"},
-    {"receive", (PyCFunction)Engine_receive, METH_VARARGS, "receive(datagram, now) -> packets"},
+    {"receive", (PyCFunction)Engine_receive, METH_VARARGS, "receive(datagram, now, tos=0) -> packets"},
     {"poll", (PyCFunction)Engine_poll, METH_VARARGS, "poll(now) -> packets"},
     {"next_deadline", (PyCFunction)Engine_next_deadline, METH_NOARGS, "when poll must run next"},
     {"fail", (PyCFunction)Engine_fail, METH_VARARGS, "fail(aborted): fail the call in flight"},

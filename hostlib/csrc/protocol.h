@@ -41,6 +41,10 @@ enum p4r_msg { P4R_DATA = 1, P4R_RESULT = 2, P4R_MISSING = 3, P4R_ABORT = 4, P4R
 #define P4R_RTO_INITIAL 0.2
 #define P4R_RTO_SRTT_MULTIPLE 3
 #define P4R_FAST_RETRANSMIT_AFTER 3
+#define P4R_CWND_MIN (P4R_FAST_RETRANSMIT_AFTER + 1) /* the smallest congestion window (docs/protocol.md) */
+#define P4R_ECN_MASK 0x03 /* the ECN field of the IPv4 DSCP/ECN byte (contracts/protocol.py ECN_*) */
+#define P4R_ECN_ECT0 0x02
+#define P4R_ECN_CE 0x03
 #define P4R_REMEMBERED_ABORTS 64
 #define P4R_QUESTION_BACKOFFS 2 /* an unanswered question's wait doubles this often, or up to 3 data RTTs */
 #define P4R_QUESTION_MEMORY 4  /* a use's latest QUERYs whose times are kept to time their answers */

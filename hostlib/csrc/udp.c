@@ -65,6 +65,23 @@ size_t p4r_udp_segment(const struct p4r_udp_receiver *r, int m) {
     return length;
 }
 
+int p4r_udp_enable_tos(int fd) {
+    int on = 1;
+    return setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &on, sizeof on);
+}
+
+/* Every control message is bounded by the kernel's msg_controllen (CMSG_NXTHDR) and by its own length,
+ * which must hold the byte read: a truncated message (MSG_CTRUNC) is only shorter. */
+uint8_t p4r_udp_tos(const struct p4r_udp_receiver *r, int m) {
+    const struct msghdr *h = &r->messages[m].msg_hdr;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c != NULL; c = CMSG_NXTHDR((struct msghdr *)h, c)) {
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1)) {
+            return *(const uint8_t *)CMSG_DATA(c);
+        }
+    }
+    return 0;
+}
+
 static void wait_writable(int fd) {
     struct pollfd p = {.fd = fd, .events = POLLOUT};
     poll(&p, 1, 10);

@@ -25,7 +25,7 @@ struct p4r_udp_receiver {
     struct iovec vectors[P4R_UDP_MESSAGES];
     struct sockaddr_in from[P4R_UDP_MESSAGES];
     union {
-        char bytes[CMSG_SPACE(sizeof(int))];
+        char bytes[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(int))]; /* UDP_GRO's segment size, IP_TOS */
         struct cmsghdr align;
     } control[P4R_UDP_MESSAGES];
 };
@@ -38,6 +38,10 @@ int p4r_udp_enable_gro(int fd);
 int p4r_udp_receive(int fd, struct p4r_udp_receiver *r);
 /* The size of the datagrams in buffer m (the last may be shorter): its GRO segment size, or its length. */
 size_t p4r_udp_segment(const struct p4r_udp_receiver *r, int m);
+/* Asks the kernel for each datagram's IPv4 DSCP/ECN byte (IP_RECVTOS): 0, or -1. */
+int p4r_udp_enable_tos(int fd);
+/* The DSCP/ECN byte buffer m arrived with, or 0 when the kernel did not say. */
+uint8_t p4r_udp_tos(const struct p4r_udp_receiver *r, int m);
 
 /* Scratch for p4r_udp_send, and whether UDP GSO works here (set gso = 1 to try it). */
 struct p4r_udp_sender {

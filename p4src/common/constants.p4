@@ -32,6 +32,8 @@
 #define EXP_NONE           0       /* "no exponent" */
 #define EXP_NONFINITE      255     /* the block holds NaN or Inf on some rank; the max propagates it */
 #define USE_BITS           16      /* seq = call number (high 16 bits) : use within the call (low 16) */
+#define ECN_MASK           3       /* the ECN field: the low two bits of the IPv4 DSCP/ECN byte (RFC 3168) */
+#define ECN_CE             3       /* Congestion Experienced; 0 is Not-ECT, 1 ECT(1), 2 ECT(0) (hosts send ECT(0)) */
 
 #define MSG_DATA           1       /* member -> switch: a contribution (a worker's, or a child switch's partial sum) */
 #define MSG_RESULT         2       /* switch -> members: a completed sum */
@@ -69,6 +71,7 @@
 #define JOB_TABLE_SIZE      4096   /* job_table / result_dest entries (jobs x ranks) */
 #define ADDRESS_TABLE_SIZE  64     /* agg_addresses / arp_responder entries */
 #define L2_TABLE_SIZE       1024   /* l2_forward entries */
+#define PORT_TABLE_SIZE     512    /* ecn_threshold entries: one per egress port (9-bit port numbers) */
 
 /* ---- standard numbers ---- */
 #define ETHERTYPE_IPV4      0x0800

@@ -181,6 +181,9 @@ struct ig_metadata_t {
 
 struct eg_metadata_t {
     bit<9> port_diff;       /* egress port ^ ingress port: 0 for the flood replica going back */
+    bit<32> qdepth;         /* enq_qdepth, widened for the threshold's difference */
+    bit<32> ecn_depth;      /* ecn_threshold's depth for the egress port */
+    bit<32> over;           /* qdepth - ecn_depth: its top bit clear when the queue is at the threshold */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1188,6 +1191,9 @@ parser EgressParser(packet_in pkt,
                     out egress_intrinsic_metadata_t eg_intr_md) {
     state start {
         eg_md.port_diff = 0;
+        eg_md.qdepth = 0;
+        eg_md.ecn_depth = 0;
+        eg_md.over = 0;
         pkt.extract(eg_intr_md);
         pkt.extract(hdr.bridge);
         pkt.extract(hdr.ethernet);
@@ -1233,6 +1239,30 @@ control MyEgress(inout tna_headers_t hdr,
         eg_md.port_diff = eg_intr_md.egress_port ^ hdr.bridge.ingress_port;
     }
 
+    /*
+     * ECN marking at a per-port queue depth (docs/protocol.md, *Congestion*). TNA: the comparison is a
+     * difference of widened copies whose top bit a gateway tests; the key keeps the v1model name.
+     */
+    action set_ecn_threshold(bit<19> depth) {
+        eg_md.ecn_depth = (bit<32>) depth;
+        eg_md.qdepth = (bit<32>) eg_intr_md.enq_qdepth;
+    }
+
+    table ecn_threshold {
+        key = { eg_intr_md.egress_port: exact @name("standard_metadata.egress_port"); }
+        actions = { set_ecn_threshold; NoAction; }
+        default_action = NoAction();
+        size = PORT_TABLE_SIZE;
+    }
+
+    action queue_over_threshold() {
+        eg_md.over = eg_md.qdepth - eg_md.ecn_depth;
+    }
+
+    action mark_ce() {
+        hdr.ipv4.diffserv = hdr.ipv4.diffserv | ECN_CE;
+    }
+
     /* TNA: the rid is eg_intr_md.egress_rid; the key keeps the v1model name for the controller. */
     table result_dest {
         key = {
@@ -1253,6 +1283,14 @@ control MyEgress(inout tna_headers_t hdr,
             }
         } else if (hdr.bridge.kind == PKT_KIND_JOB) {
             result_dest.apply();
+        }
+        if (hdr.ipv4.isValid() && (hdr.ipv4.diffserv & ECN_MASK) != 0) {
+            if (ecn_threshold.apply().hit) {
+                queue_over_threshold();
+                if (eg_md.over[31:31] == 0) {
+                    mark_ce();
+                }
+            }
         }
         hdr.bridge.setInvalid();
     }

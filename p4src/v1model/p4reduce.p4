@@ -147,7 +147,9 @@ control MyIngress(inout headers_t hdr,
      * epoch of the job incarnation that last used it (owner). Per job: the
      * last call aborted, as epoch ++ call number (aborted). A job with a
      * parent also marks a complete copy whose partial sum went upstream and
-     * whose result has not come back (awaiting).
+     * whose result has not come back (awaiting). Whether any contribution
+     * counted in the copy's use arrived with ECN CE (congested): its result
+     * carries CE (docs/protocol.md, *Congestion*).
      */
     register<bit<32>>(SLOT_REGISTER_SIZE) copy_seq;
     register<bit<32>>(SLOT_REGISTER_SIZE) copy_call;
@@ -155,6 +157,7 @@ control MyIngress(inout headers_t hdr,
     register<bit<8>>(SLOT_REGISTER_SIZE) remaining;
     register<bit<8>>(SLOT_REGISTER_SIZE) exp_max;
     register<bit<8>>(SLOT_REGISTER_SIZE) awaiting;
+    register<bit<8>>(SLOT_REGISTER_SIZE) congested;
     register<bit<32>>(SLOT_COUNT) owner;
     register<bit<48>>(MAX_JOBS) aborted;
     P4R_FOR_EACH_VALUE(DECLARE_VALUE)
@@ -174,6 +177,8 @@ control MyIngress(inout headers_t hdr,
     bit<48> peer_mac = 0;     /* scratch for swapping addresses */
     bit<32> peer_ip = 0;
     bit<8>  waiting = 0;      /* the copy's awaiting flag */
+    bit<8>  ce = 0;           /* 1 when this packet arrived with ECN CE */
+    bit<8>  marked = 0;       /* the copy's congested flag, this packet's CE included */
     bool aggregation = false;
     bool has_parent = false;  /* the job's tree continues above this switch (table upstream) */
 
@@ -405,11 +410,19 @@ control MyIngress(inout headers_t hdr,
                     if (waiting == 0) {
                         INGRESS_DROP(DROP_DUPLICATE);  /* the result is in already */
                     }
+                    congested.read(marked, copy);
                     if (hdr.p4r.msg_type == MSG_RESULT) {
-                        /* The tree's sum: keep it for replays, and multicast it to the members. */
+                        /*
+                         * The tree's sum: keep it for replays, and multicast it to the members. Its CE
+                         * (congestion anywhere in the tree) stays with the copy for later replays.
+                         */
                         P4R_FOR_EACH_VALUE(STORE_VALUE)
                         exp_max.write(copy, hdr.p4r.exp);
                         awaiting.write(copy, 0);
+                        if ((hdr.ipv4.diffserv & ECN_MASK) == ECN_CE) {
+                            marked = 1;
+                            congested.write(copy, 1);
+                        }
                         job_results_out.count((bit<32>) hdr.p4r.job_id);
                         meta.kind = PKT_KIND_JOB;
                     } else {
@@ -432,6 +445,9 @@ control MyIngress(inout headers_t hdr,
         }
 
         if (meta.kind == PKT_KIND_FORWARD) {
+            if ((hdr.ipv4.diffserv & ECN_MASK) == ECN_CE) {
+                ce = 1;
+            }
             /* 2. Find the job (a miss is counted and dropped by unknown_job). */
             if (!job_table.apply().hit) {
                 exit;
@@ -548,6 +564,7 @@ control MyIngress(inout headers_t hdr,
                         exp_max.read(hdr.p4r.exp, copy);
                         hdr.vals.setValid();
                         P4R_FOR_EACH_VALUE(LOAD_VALUE)
+                        congested.read(marked, copy);
                         job_replays.count((bit<32>) hdr.p4r.job_id);
                         meta.kind = PKT_KIND_REPLY;
                     } else {
@@ -574,6 +591,8 @@ control MyIngress(inout headers_t hdr,
                     left = meta.num_workers - 1;
                     remaining.write(copy, left);
                     awaiting.write(copy, 0);
+                    congested.write(copy, ce);
+                    marked = ce;
                     if (left != 0) {
                         /* Consumed into the slot; not a drop. */
                         mark_to_drop(standard_metadata);
@@ -613,6 +632,11 @@ control MyIngress(inout headers_t hdr,
                         }
                         left = left - 1;
                         remaining.write(copy, left);
+                        congested.read(marked, copy);
+                        if (ce == 1) {
+                            marked = 1;
+                            congested.write(copy, 1);
+                        }
                         if (left != 0) {
                             mark_to_drop(standard_metadata);
                             exit;
@@ -633,7 +657,15 @@ control MyIngress(inout headers_t hdr,
             }
         }
 
-        /* 8. Turn the packet around: it leaves from the aggregation address. */
+        /*
+         * 8. Turn the packet around: it leaves from the aggregation address. A sum (a RESULT, a replay, a
+         * partial going up, the copy sent up again) of a use some contribution of which arrived with CE
+         * carries CE, if ECN-capable: congestion on any member's path reaches every rank.
+         */
+        if (marked != 0 && (hdr.p4r.msg_type == MSG_DATA || hdr.p4r.msg_type == MSG_RESULT)
+                && (hdr.ipv4.diffserv & ECN_MASK) != 0) {
+            hdr.ipv4.diffserv = hdr.ipv4.diffserv | ECN_CE;
+        }
         if (meta.kind == PKT_KIND_UP) {
             /*
              * Up the tree: from this switch's own address in the parent's instance of the job, to the
@@ -725,6 +757,26 @@ control MyEgress(inout headers_t hdr,
         size = JOB_TABLE_SIZE;
     }
 
+    /*
+     * Where the target knows its queues (bmv2, Tofino), an ECN-capable packet of the switch's own
+     * (answers, partial sums) leaving a port whose queue holds `depth` packets or more is marked CE; the
+     * controller sets the depth per port, and a port without an entry never marks.
+     */
+    bit<19> ecn_depth = 0;
+    bool ecn_marking = false;
+
+    action set_ecn_threshold(bit<19> depth) {
+        ecn_depth = depth;
+        ecn_marking = true;
+    }
+
+    table ecn_threshold {
+        key = { standard_metadata.egress_port: exact; }
+        actions = { set_ecn_threshold; NoAction; }
+        default_action = NoAction();
+        size = PORT_TABLE_SIZE;
+    }
+
     apply {
         if (meta.kind == PKT_KIND_FLOOD) {
             /* Never flood a frame back out of the port it came in on. */
@@ -733,6 +785,13 @@ control MyEgress(inout headers_t hdr,
             }
         } else if (meta.kind == PKT_KIND_JOB) {
             result_dest.apply();
+        }
+        if (meta.kind == PKT_KIND_JOB || meta.kind == PKT_KIND_REPLY || meta.kind == PKT_KIND_UP) {
+            ecn_threshold.apply();
+            if (ecn_marking && (hdr.ipv4.diffserv & ECN_MASK) != 0
+                    && standard_metadata.enq_qdepth >= ecn_depth) {
+                hdr.ipv4.diffserv = hdr.ipv4.diffserv | ECN_CE;
+            }
         }
     }
 }

@@ -168,6 +168,122 @@ class CallDispatch:
     def _emit_header(self, depth: int, call: ir.Emit) -> None: ...
 
 
+class Walker(CallDispatch):
+    """How every statement and expression of the IR is walked, decided once for every backend.
+
+    Which node means what (an `if` with an empty `else` has none, `return` with a value never reaches a
+    backend, a table's `.miss` is the negation of its `.hit`, `?:` evaluates its condition first, ...)
+    is written here; each backend only says how its language spells the result, in the hooks below.
+    """
+
+    errors: dict[str, int]
+    enums: dict[str, ir.EnumDecl]
+
+    # ------------------------------------------------------------ statements
+    def _stmt(self, depth: int, s: ir.Stmt) -> None:
+        if isinstance(s, ir.Block):
+            self._nested_block(depth, s)
+        elif isinstance(s, ir.Assign):
+            self._assign(depth, s.lhs, s.rhs)
+        elif isinstance(s, ir.VarDecl):
+            self._vardecl(depth, s)
+        elif isinstance(s, ir.If):
+            cond = self.expr(s.cond, depth)
+            other = s.else_ if s.else_ is not None and s.else_.stmts else None
+            self._if(depth, cond, s.then, other, s)
+        elif isinstance(s, ir.CallStmt):
+            self._call(depth, s.call)
+        elif isinstance(s, ir.Exit):
+            self._exit(depth)
+        elif isinstance(s, ir.Return):
+            if s.value is not None:  # the checker turns a function's `return e` into an assignment first
+                raise UnsupportedError.at("return with a value", s)
+            self._return(depth)
+        elif isinstance(s, ir.Switch):
+            self._switch(depth, s)
+        elif isinstance(s, ir.Verify):
+            self._verify(depth, self.expr(s.cond, depth), self.errors[s.error.name], s)
+        else:
+            raise UnsupportedError.at(f"statement {type(s).__name__}", s)
+
+    def _block(self, depth: int, block: ir.Block) -> None:
+        for stmt in block.stmts:
+            self._stmt(depth, stmt)
+
+    # ----------------------------------------------------------- expressions
+    def expr(self, e: ir.Expr, depth: int = 0) -> str:
+        """Code of the value of `e` (code that must run first, such as a table's apply, is emitted)."""
+        self._check_expr(e)
+        if isinstance(e, ir.Const):
+            return self._const(e)
+        if isinstance(e, ir.ErrorValue):
+            return self._number(self.errors[e.name])
+        if isinstance(e, ir.EnumValue):
+            if e.value is not None:
+                return self._number(e.value)
+            return self._number([m for m, _ in self.enums[e.type.name].members].index(e.member))
+        if isinstance(e, ir.Member) and isinstance(e.expr, ir.Lookahead):
+            return self._lookahead_field(e, depth)
+        if isinstance(e, ir.Var | ir.Member | ir.StackIndex):
+            return self._read(e, depth)
+        if isinstance(e, ir.Lookahead):
+            return self._lookahead_bits(depth, e)
+        if isinstance(e, ir.StackMember) and e.member == "lastIndex":
+            return self._last_index(e.expr, depth)
+        if isinstance(e, ir.HeaderMethod):
+            if e.method != "isValid":
+                raise UnsupportedError.at(f"{e.method} in an expression", e)
+            return self._is_valid(e.header, depth)
+        if isinstance(e, ir.ApplyResultMember):
+            hit, action_run = self._apply(depth, e.apply.table)
+            if e.member == "hit":
+                return self._truth(hit)
+            if e.member == "miss":
+                return self._negation(hit)
+            return action_run
+        if isinstance(e, ir.Unary):
+            return self._unary(e, depth)
+        if isinstance(e, ir.Binary):
+            return self._binary(e, depth)
+        if isinstance(e, ir.Cast):
+            return self._cast(e, depth)
+        if isinstance(e, ir.Slice):
+            return self._bits(self.expr(e.expr, depth), e.lo, e.hi - e.lo + 1)
+        if isinstance(e, ir.Mux):
+            cond, then, other = self.expr(e.cond, depth), self.expr(e.then, depth), self.expr(e.else_, depth)
+            return self._mux(cond, then, other)
+        raise UnsupportedError.at(f"expression {type(e).__name__}", e)
+
+    # How each backend spells statements ...
+    def _nested_block(self, depth: int, block: ir.Block) -> None: ...
+    def _assign(self, depth: int, lhs: ir.Expr, rhs: ir.Expr) -> None: ...
+    def _vardecl(self, depth: int, s: ir.VarDecl) -> None: ...
+    def _if(self, depth: int, cond: str, then: ir.Block, other: ir.Block | None, s: ir.If) -> None: ...
+    def _exit(self, depth: int) -> None: ...
+    def _return(self, depth: int) -> None: ...
+    def _switch(self, depth: int, s: ir.Switch) -> None: ...
+    def _verify(self, depth: int, cond: str, error: int, s: ir.Verify) -> None: ...
+
+    # ... and expressions.
+    def _check_expr(self, e: ir.Expr) -> None:
+        """Refuse, before its code is written, an expression this backend cannot hold."""
+
+    def _const(self, e: ir.Const) -> str: ...
+    def _number(self, value: int) -> str: ...
+    def _read(self, e: ir.Var | ir.Member | ir.StackIndex, depth: int) -> str: ...
+    def _lookahead_field(self, e: ir.Member, depth: int) -> str: ...
+    def _lookahead_bits(self, depth: int, e: ir.Lookahead) -> str: ...
+    def _last_index(self, stack: ir.Expr, depth: int) -> str: ...
+    def _is_valid(self, header: ir.Expr, depth: int) -> str: ...
+    def _truth(self, flag: str) -> str: ...
+    def _negation(self, flag: str) -> str: ...
+    def _unary(self, e: ir.Unary, depth: int) -> str: ...
+    def _binary(self, e: ir.Binary, depth: int) -> str: ...
+    def _cast(self, e: ir.Cast, depth: int) -> str: ...
+    def _bits(self, value: str, lo: int, width: int) -> str: ...
+    def _mux(self, cond: str, then: str, other: str) -> str: ...
+
+
 def contains(node: Any, kind: type) -> bool:
     """Whether a statement of `kind` occurs in `node` (not counting actions it calls)."""
     if isinstance(node, kind):

@@ -17,7 +17,7 @@ from lark import Token, Tree
 
 from softswitch import ir
 from softswitch.frontend import entries as table_entries
-from softswitch.frontend import subset
+from softswitch.frontend import stack_index, subset
 from softswitch.frontend.diagnostics import CompileError, Diagnostic
 from softswitch.frontend.preprocess import P4INCLUDE, Preprocessed
 from softswitch.frontend.typecheck_expr import (
@@ -141,6 +141,7 @@ class _Checker:
         # while a statement is checked: what must run before it (the calls of functions in its
         # expressions, each into a fresh local); None where no statement can go first
         self.hoisted: list[ir.Stmt] | None = None
+        self.lowering_select = False  # while a select's keys are checked: they may index stacks at run time
         self.pure: dict[str, bool] = {}  # function -> FunctionInfo.pure
         # per block
         self.used_names: set[str] = set()
@@ -932,14 +933,38 @@ class _Checker:
             transition = items.pop()
         inner = Context(Scope(ctx.scope), "parser")
         stmts = self.statements(items, inner)
+        if transition is not None and transition.data == "select_transition":
+            before, select = self.select_lowered(transition, inner, names)
+            return ir.ParserState(sname, stmts + before, select, self.pos(st))
         if transition is None:  # p4c: an implicit transition to reject (with a warning)
             return ir.ParserState(sname, stmts, ir.Goto("reject", self.pos(st)), self.pos(st))
-        if transition.data == "goto":
-            target = str(transition.children[0].children[0])
-            if target not in names:
-                raise self.error(transition, f"{target}: no such parser state")
-            return ir.ParserState(sname, stmts, ir.Goto(target, self.pos(transition)), self.pos(st))
-        return ir.ParserState(sname, stmts, self.select(transition.children[0], inner, names), self.pos(st))
+        target = str(transition.children[0].children[0])
+        if target not in names:
+            raise self.error(transition, f"{target}: no such parser state")
+        return ir.ParserState(sname, stmts, ir.Goto(target, self.pos(transition)), self.pos(st))
+
+    def select_lowered(
+        self, transition: Tree, ctx: Context, names: set[str]
+    ) -> tuple[tuple[ir.Stmt, ...], ir.Select]:
+        """The state's select, and the statements that first read its keys that index a header stack at
+        run time into fresh locals (the keys are evaluated after the state's statements)."""
+        self.lowering_select = True
+        try:
+            select = self.select(transition.children[0], ctx, names)
+        finally:
+            self.lowering_select = False
+        if not stack_index.has_dynamic_index(select.keys):
+            return (), select
+        before: list[ir.Stmt] = []
+        keys = []
+        for k in select.keys:
+            if stack_index.has_dynamic_index(k):
+                var = ir.Var(self.fresh("select_key"), k.type, "local", "", k.pos)
+                before += [ir.VarDecl(var.name, var.type, None, k.pos), ir.Assign(var, k, k.pos)]
+                k = var
+            keys.append(k)
+        lowered = self.lower_stack_indices(transition, before, ctx)
+        return tuple(lowered), dataclasses.replace(select, keys=tuple(keys))
 
     def select(self, sel: Tree, ctx: Context, names: set[str]) -> ir.Select:
         keys_tree, *cases = sel.children
@@ -1374,7 +1399,19 @@ class _Checker:
             self.hoisted = saved
         if r is not None and hoisted:
             self.check_call_order(s, r, hoisted)
-        return [*hoisted, r] if r is not None else []
+        out = [*hoisted, r] if r is not None else []
+        if any(stack_index.has_dynamic_index(x) for x in out):
+            return self.lower_stack_indices(s, out, ctx)
+        return out
+
+    def lower_stack_indices(self, s: Tree, stmts: list[ir.Stmt], ctx: Context) -> list[ir.Stmt]:
+        """Statements whose header stack indices are all constants (`stack_index`)."""
+        try:
+            return [x for stmt in stmts for x in stack_index.lower(stmt, self.fresh, ctx.block == "parser")]
+        except stack_index.TooManyBranches:
+            raise self.error(
+                s, "unsupported: too many header stack elements indexed at run time here"
+            ) from None
 
     def check_call_order(self, s: Tree, stmt: ir.Stmt, hoisted: list[ir.Stmt]) -> None:
         """Calls run before their statement; P4 runs them where they are, left to right. The two agree
@@ -1723,8 +1760,17 @@ class _Checker:
         if not isinstance(base.type, ir.StackType):
             raise self.error(t, f"{source_text(t.children[0])} is not a header stack (for bits use [hi:lo])")
         index = self.expr(t.children[1], ctx, ir.BitType(32))
+        if not isinstance(index.type, ir.BitType | ir.InfIntType):
+            message = f"a header stack index must be bit<W>, int<W> or an integer, not {type_str(index.type)}"
+            raise self.error(t.children[1], message)
         if not isinstance(index, ir.Const):
-            raise self.error(t.children[1], "unsupported: header stack index must be a constant")
+            if self.hoisted is None and not self.lowering_select:
+                raise self.error(
+                    t.children[1],
+                    "unsupported: a header stack index that is not a constant outside statements",
+                )
+            # the statement is lowered to constant indices (stack_index.lower) once it is checked
+            return ir.StackIndex(base, index, base.type.element, self.pos(t))
         if not 0 <= int(index.value) < base.type.size:
             raise self.error(t.children[1], f"index {index.value} out of range for {type_str(base.type)}")
         return ir.StackIndex(base, index, base.type.element, self.pos(t))

@@ -21,6 +21,7 @@ from pathlib import Path
 import finsy as fy
 import grpc
 import pytest
+import yaml
 from ctl_support import (
     BMV2_ANSWERS,
     ROOT,
@@ -117,6 +118,22 @@ def test_provision_installs_the_topology_and_is_idempotent(switch: Switch, tmp_p
         "updates": 0,
     }
     assert json.loads(again.out)[0]["pipeline"] == "unchanged"
+
+
+def test_a_switch_with_an_ecn_threshold_gets_it_on_every_port_it_knows(
+    switch: Switch, tmp_path: Path
+) -> None:
+    config = write_config(switch, tmp_path / "lab.yaml")
+    data = yaml.safe_load(config.read_text())
+    data["switches"][0]["ecn_threshold"] = 20
+    config.write_text(yaml.safe_dump(data))
+    assert cli("provision", "--config", str(config)).code == 0
+    assert read_keys(switch, "MyEgress.ecn_threshold") == [(1,), (2,)]  # the host's port and the default
+    data["switches"][0]["ecn_threshold"] = 30  # changed: modified in place, nothing added
+    config.write_text(yaml.safe_dump(data))
+    again = cli("provision", "--config", str(config), "--json")
+    assert json.loads(again.out)[0]["updates"] == 2
+    assert read_keys(switch, "MyEgress.ecn_threshold") == [(1,), (2,)]
 
 
 def test_pipeline_push_is_skipped_when_the_cookie_matches(switch: Switch) -> None:

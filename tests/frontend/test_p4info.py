@@ -65,6 +65,7 @@ def test_tables_have_the_keys_the_controller_writes(info: p4i.P4Info) -> None:
         "MyIngress.l2_forward": [("hdr.ethernet.dst_addr", 48, exact)],
         "MyIngress.job_table": [("hdr.p4r.job_id", 16, exact), ("hdr.p4r.rank", 8, exact)],
         "MyEgress.result_dest": [("hdr.p4r.job_id", 16, exact), ("standard_metadata.egress_rid", 16, exact)],
+        "MyEgress.ecn_threshold": [("standard_metadata.egress_port", 9, exact)],
         "MyIngress.upstream": [("hdr.p4r.job_id", 16, exact)],
         "MyIngress.from_parent": [("hdr.p4r.job_id", 16, exact), ("hdr.ipv4.src_addr", 32, exact)],
     }

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from contracts.protocol import UDP_PORT, MsgType
+from contracts.protocol import ECN_CE, ECN_ECT0, ECN_MASK, ECN_NOT_ECT, UDP_PORT, MsgType
 from hostlib.calls import AllreduceError, Descriptor, DType, NonFinite, Op
 from hostlib.engine import Engine, Membership
 from hostlib.native import NativeEngine, native_plan
@@ -68,12 +68,12 @@ def _checksum(header: bytes) -> int:
     return 0xFFFF - total
 
 
-def frame(host: Host, payload: bytes) -> bytes:
+def frame(host: Host, payload: bytes, tos: int = 0) -> bytes:
     """A worker's datagram to the switch's aggregation address, as its NIC would put it on the wire."""
     udp = struct.pack("!HHHH", host.udp_port, UDP_PORT, 8 + len(payload), 0)
     source, destination = ip_int(host.ip).to_bytes(4, "big"), ip_int(SWITCH_IP).to_bytes(4, "big")
     ip = bytearray(
-        struct.pack("!BBHHHBBH4s4s", 0x45, 0, 28 + len(payload), 0, 0x4000, 64, 17, 0, source, destination)
+        struct.pack("!BBHHHBBH4s4s", 0x45, tos, 28 + len(payload), 0, 0x4000, 64, 17, 0, source, destination)
     )
     struct.pack_into("!H", ip, 10, _checksum(bytes(ip)))
     ether = (
@@ -110,13 +110,13 @@ ENGINES = ("spec", "native", "twin")
 
 
 def make_engine(
-    kind: str, member: Membership, progress_timeout: float = 10.0
+    kind: str, member: Membership, progress_timeout: float = 10.0, congestion_control: bool = False
 ) -> Engine | NativeEngine | Twin:
     """One rank's engine of the given kind (see the module's docstring)."""
     engines = {"spec": Engine, "native": NativeEngine, "twin": Twin}
     if kind not in engines:
         raise ValueError(f"engine kind {kind!r} is not one of {', '.join(engines)}")
-    return engines[kind](member, progress_timeout)
+    return engines[kind](member, progress_timeout, congestion_control)
 
 
 def make_plan(kind: str, flat: np.ndarray, descriptor: Descriptor, k: int, world: int):  # type: ignore[no-untyped-def]
@@ -246,6 +246,10 @@ class Fabric(VirtualClock):
     link_rate: float = 0.0  # bytes per second of every link, each way (0: no limit, no queue)
     link_queue: int = 100  # frames a limited link holds waiting; more are dropped, as by a full qdisc
     engine: str = "spec"
+    # Congestion control (docs/protocol.md, *Congestion*): off by default, so that the loss tests see the
+    # recovery rules alone. On, ranks send ECT(0), and `mark` says which packets a link marks CE.
+    congestion_control: bool = False
+    mark: Callable[[Packet], bool] = lambda packet: False
     keys: tuple[int, ...] = ()
     now: float = 0.0
     log: list[tuple[float, Packet, int]] = field(default_factory=list)  # (time, packet, copies delivered)
@@ -268,10 +272,11 @@ class Fabric(VirtualClock):
                 self.engine,
                 Membership(self.job.job_id, r, self.keys[r], self.world, self.pool, self.k),
                 self.progress_timeout,
+                self.congestion_control,
             )
             for r in range(self.world)
         ]
-        self._events: list[tuple[float, int, str, int, bytes]] = []
+        self._events: list[tuple[float, int, str, int, bytes, int]] = []
         self._order = itertools.count()
         self._numbers: dict[tuple[bool, int], itertools.count[int]] = {}
         self._port_rank = {h.port: r for r, h in enumerate(self.job.workers)}
@@ -279,9 +284,14 @@ class Fabric(VirtualClock):
         self._links: dict[tuple[bool, int], deque[float]] = {}  # departure times of the frames queued
 
     # ------------------------------------------------------------------ events
-    def _transmit(self, upstream: bool, rank: int, payload: bytes) -> None:
+    def _transmit(self, upstream: bool, rank: int, payload: bytes, tos: int | None = None) -> None:
+        """`tos`: the DSCP/ECN byte (None: what the rank's socket sends), CE if `mark` says so."""
         number = next(self._numbers.setdefault((upstream, rank), itertools.count()))
         packet = Packet(upstream, rank, number, payload)
+        if tos is None:
+            tos = ECN_ECT0 if self.congestion_control else ECN_NOT_ECT
+        if tos & ECN_MASK and self.mark(packet):
+            tos |= ECN_CE
         delays = self.fault(packet)
         departure = self._serialize(upstream, rank, len(payload)) if delays else self.now
         if departure is None:
@@ -296,6 +306,7 @@ class Fabric(VirtualClock):
                     "arrive" if upstream else "host",
                     rank,
                     payload,
+                    tos,
                 ),
             )
 
@@ -317,21 +328,21 @@ class Fabric(VirtualClock):
         """A datagram from rank's address that no engine wrote (a forger, a stale process)."""
         self._transmit(True, rank, payload)
 
-    def _deliver(self, kind: str, rank: int, payload: bytes) -> None:
+    def _deliver(self, kind: str, rank: int, payload: bytes, tos: int = 0) -> None:
         if kind == "arrive":  # queue for the switch: it serves one packet at a time
             cost = self.query_time if payload[0] == MsgType.QUERY else self.switch_time
             self._switch_free = max(self.now, self._switch_free) + cost
-            heapq.heappush(self._events, (self._switch_free, next(self._order), "switch", rank, payload))
+            heapq.heappush(self._events, (self._switch_free, next(self._order), "switch", rank, payload, tos))
             return
         if kind == "switch":
             for port, out in self.driver.send(
-                self.job.workers[rank].port, frame(self.job.workers[rank], payload)
+                self.job.workers[rank].port, frame(self.job.workers[rank], payload, tos)
             ):
                 target = self._port_rank.get(port)
                 if target is not None:
-                    self._transmit(False, target, datagram(out)[1])
+                    self._transmit(False, target, datagram(out)[1], out[15])
         else:
-            for reply in self.engines[rank].receive(payload, self.now):
+            for reply in self.engines[rank].receive(payload, self.now, tos):
                 self._from_rank(rank, reply)
 
     def _from_rank(self, rank: int, packet: bytes) -> None:

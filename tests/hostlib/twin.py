@@ -55,18 +55,20 @@ class TwinPlan:
 class Twin:
     """Engine and NativeEngine fed the same inputs; see the module's docstring."""
 
-    def __init__(self, member: Membership, progress_timeout: float = 10.0) -> None:
+    def __init__(
+        self, member: Membership, progress_timeout: float = 10.0, congestion_control: bool = True
+    ) -> None:
         self.member = member
-        self.spec = Engine(member, progress_timeout)
-        self.native = NativeEngine(member, progress_timeout)
+        self.spec = Engine(member, progress_timeout, congestion_control)
+        self.native = NativeEngine(member, progress_timeout, congestion_control)
         self.steps = 0
 
     # ------------------------------------------------------------------ steps
     def begin(self, plan: TwinPlan, descriptor: int, now: float) -> list[bytes]:
         return self._both("begin", lambda e, p: e.begin(p, descriptor, now), plan)
 
-    def receive(self, datagram: bytes, now: float) -> list[bytes]:
-        return self._both("receive", lambda e, _: e.receive(datagram, now))
+    def receive(self, datagram: bytes, now: float, tos: int = 0) -> list[bytes]:
+        return self._both("receive", lambda e, _: e.receive(datagram, now, tos))
 
     def poll(self, now: float) -> list[bytes]:
         return self._both("poll", lambda e, _: e.poll(now))

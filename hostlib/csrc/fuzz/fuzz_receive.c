@@ -15,6 +15,7 @@
 #include "../engine.h"
 #include "../plan.h"
 #include "../protocol.h"
+#include "../udp.h"
 
 #define JOB 21
 #define KEY 0x5EED0021u
@@ -79,6 +80,14 @@ static void check(const struct p4r_engine *e) {
         if (c->current[s] >= c->uses) abort();
     }
     if (outstanding != c->outstanding || c->width > e->half_slots) abort();
+    long smallest = P4R_CWND_MIN < e->half_slots ? P4R_CWND_MIN : e->half_slots;
+    if (e->cwnd < smallest || e->cwnd > e->half_slots) abort(); /* the congestion window's bounds */
+    int waiting = 0;
+    for (int s = 0; s < c->width; s++) {
+        if (c->waiting[s] && c->current[s] < 0) abort(); /* a waiting slot holds a use */
+        waiting += c->waiting[s];
+    }
+    if (waiting != c->waiting_count || c->lowest > c->uses) abort();
     if (!(e->rto >= P4R_RTO_MIN && e->rto <= P4R_RTO_MAX)) abort();
 }
 
@@ -114,7 +123,7 @@ static void answer(struct p4r_engine *e, struct sent_log *log, struct input *in,
     if (how & 32) packet[6] = byte(in);                 /* exp */
     if (how & 64) p4r_store32(packet + 8, p4r_load32(packet + 8) + (byte(in) % 5) - 2); /* a nearby use */
     if (how & 128) p4r_store32(packet + P4R_HEADER_BYTES, word(in));                   /* a value */
-    p4r_engine_receive(e, packet, length, now);
+    p4r_engine_receive(e, packet, length, now, byte(in)); /* any DSCP/ECN byte: CE shrinks the window */
 }
 
 /* Every outstanding DATA answered as a one-worker switch would: progress through whole calls. */
@@ -126,8 +135,22 @@ static void answer_round(struct p4r_engine *e, double now) {
         uint8_t packet[P4R_MAX_PAYLOAD];
         memcpy(packet, c->buffers + (size_t)s * e->frame, e->frame);
         packet[0] = P4R_RESULT;
-        p4r_engine_receive(e, packet, e->frame, now);
+        p4r_engine_receive(e, packet, e->frame, now, (uint8_t)(s & 1 ? P4R_ECN_CE : P4R_ECN_ECT0));
     }
+}
+
+/* The receive path's ancillary data as the kernel could hand it over, up to the buffer's size: the TOS
+ * and segment size parsers must stay inside it. */
+static void control_messages(struct input *in) {
+    static struct p4r_udp_receiver r;
+    struct msghdr *h = &r.messages[0].msg_hdr;
+    size_t room = sizeof r.control[0].bytes, length = byte(in) % (room + 1);
+    for (size_t i = 0; i < length; i++) r.control[0].bytes[i] = (char)byte(in);
+    h->msg_control = r.control[0].bytes;
+    h->msg_controllen = length;
+    r.messages[0].msg_len = byte(in);
+    if (p4r_udp_segment(&r, 0) > r.messages[0].msg_len && r.messages[0].msg_len) abort();
+    (void)p4r_udp_tos(&r, 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -138,7 +161,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int pool = 2 + byte(&in) % 127;
     int k = ks[byte(&in) % 4];
     struct p4r_engine *e = malloc(sizeof *e);
-    if (e == NULL || p4r_engine_init(e, JOB, (uint8_t)rank, KEY, world, pool, k, 10.0)) {
+    if (e == NULL || p4r_engine_init(e, JOB, (uint8_t)rank, KEY, world, pool, k, 10.0, 1)) {
         free(e);
         return 0;
     }
@@ -164,7 +187,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 p4r_store32(previous + 8, (e->call_number << 16) | (p4r_load32(previous + 8) & 0xFFFF));
             }
             previous_length = length;
-            p4r_engine_receive(e, previous, length, now);
+            p4r_engine_receive(e, previous, length, now, op & 8 ? P4R_ECN_CE : 0);
             break;
         }
         case 1:
@@ -188,7 +211,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             p4r_engine_fail(e, op & 8);
             break;
         case 6: /* the last raw datagram again, or as a GRO buffer cut into segments of a fuzzed size */
-            p4r_receive_buffer(e, previous, previous_length, op & 8 ? byte(&in) : previous_length, now);
+            p4r_receive_buffer(e, previous, previous_length, op & 8 ? byte(&in) : previous_length, now, byte(&in));
+            if (op & 128) control_messages(&in);
             break;
         default:
             answer_round(e, now);

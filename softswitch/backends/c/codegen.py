@@ -51,8 +51,8 @@ from softswitch.backends.common import (
     MAX_PASSES,
     STD_ROOT,
     V1MODEL_BLOCKS,
-    CallDispatch,
     UnsupportedError,
+    Walker,
     all_actions,
     all_instances,
     block_roots,
@@ -174,7 +174,7 @@ class Scope:
     shared: frozenset[str] = frozenset()  # headers members read from the original packet (`P->orig`)
 
 
-class CCompiler(CallDispatch):
+class CCompiler(Walker):
     """Writes the C source of one program; `compile()` returns (source, manifest)."""
 
     def __init__(self, program: ir.Program, info: p4i.P4Info) -> None:
@@ -574,49 +574,32 @@ class CCompiler(CallDispatch):
         return name
 
     # ================================================================ statements
-    def _block(self, depth: int, block: ir.Block) -> None:
-        for stmt in block.stmts:
-            self._stmt(depth, stmt)
-
     def _exit(self, depth: int) -> None:
         assert self.scope is not None
         self.emit(depth, "return 1;" if self.scope.in_action else "return;")
 
-    def _stmt(self, depth: int, s: ir.Stmt) -> None:
-        if isinstance(s, ir.Block):
-            self.emit(depth, "{")
-            self._block(depth + 1, s)
-            self.emit(depth, "}")
-        elif isinstance(s, ir.Assign):
-            self._assign(depth, s.lhs, s.rhs)
-        elif isinstance(s, ir.VarDecl):
-            self._vardecl(depth, s)
-        elif isinstance(s, ir.If):
-            cond = self.expr(s.cond, depth)
-            self.emit(depth, f"if ({cond}) {{ /* {_pos(s)} */")
-            self._block(depth + 1, s.then)
-            if s.else_ is not None and s.else_.stmts:
-                self.emit(depth, "} else {")
-                self._block(depth + 1, s.else_)
-            self.emit(depth, "}")
-        elif isinstance(s, ir.CallStmt):
-            self._call(depth, s.call)
-        elif isinstance(s, ir.Exit):
-            self._exit(depth)
-        elif isinstance(s, ir.Return):
-            if s.value is not None:
-                raise UnsupportedError(f"return with a value at {s.pos}")
-            assert self.scope is not None
-            self.emit(depth, "return 0;" if self.scope.in_action else "return;")
-        elif isinstance(s, ir.Switch):
-            self._switch(depth, s)
-        elif isinstance(s, ir.Verify):
-            self.emit(depth, f"if (!({self.expr(s.cond, depth)})) {{ /* verify at {_pos(s)} */")
-            self.emit(depth + 1, f"P->sm.parser_error = {self.errors[s.error.name]};")
-            self.emit(depth + 1, "return off;")
-            self.emit(depth, "}")
-        else:
-            raise UnsupportedError(f"statement {type(s).__name__} at {s.pos}")
+    def _return(self, depth: int) -> None:
+        assert self.scope is not None
+        self.emit(depth, "return 0;" if self.scope.in_action else "return;")
+
+    def _nested_block(self, depth: int, block: ir.Block) -> None:
+        self.emit(depth, "{")
+        self._block(depth + 1, block)
+        self.emit(depth, "}")
+
+    def _if(self, depth: int, cond: str, then: ir.Block, other: ir.Block | None, s: ir.If) -> None:
+        self.emit(depth, f"if ({cond}) {{ /* {_pos(s)} */")
+        self._block(depth + 1, then)
+        if other is not None:
+            self.emit(depth, "} else {")
+            self._block(depth + 1, other)
+        self.emit(depth, "}")
+
+    def _verify(self, depth: int, cond: str, error: int, s: ir.Verify) -> None:
+        self.emit(depth, f"if (!({cond})) {{ /* verify at {_pos(s)} */")
+        self.emit(depth + 1, f"P->sm.parser_error = {error};")
+        self.emit(depth + 1, "return off;")
+        self.emit(depth, "}")
 
     def _owner(self) -> str:
         assert self.scope is not None
@@ -1333,57 +1316,44 @@ class CCompiler(CallDispatch):
             return self.place(e, depth)
         raise UnsupportedError(f"cannot assign to {type(e).__name__} at {_pos(e)}")
 
-    def expr(self, e: ir.Expr, depth: int = 0) -> str:
+    def _check_expr(self, e: ir.Expr) -> None:
         t = getattr(e, "type", None)
         if isinstance(t, ir.BitType) and t.width > MAX_WIDTH:
             raise UnsupportedError(f"an expression of type bit<{t.width}> at {_pos(e)} {HINT}")
-        if isinstance(e, ir.Const):
-            if isinstance(e.value, bool):
-                return _lit(int(e.value))
-            value = int(e.value)
-            if isinstance(e.type, ir.BitType):
-                value &= _mask(e.type.width)
-            if not 0 <= value < 1 << 64:
-                raise UnsupportedError(f"constant {value} does not fit 64 bits at {_pos(e)}")
-            return _lit(value)
-        if isinstance(e, ir.ErrorValue):
-            return _lit(self.errors[e.name])
-        if isinstance(e, ir.EnumValue):
-            if e.value is not None:
-                return _lit(e.value & _mask(64))
-            return _lit([m for m, _ in self.enums[e.type.name].members].index(e.member))
-        if isinstance(e, ir.Member) and isinstance(e.expr, ir.Lookahead):
-            return self._lookahead_field(e, depth)
-        if isinstance(e, ir.Var | ir.Member | ir.StackIndex):
-            return f"(uint64_t){self.place(e, depth)}"
-        if isinstance(e, ir.Lookahead):
-            return self._lookahead_bits(depth, e)
-        if isinstance(e, ir.StackMember) and e.member == "lastIndex":
-            return f"(((uint64_t){self.place(e.expr, depth)}.next - 1) & 0xFFFFFFFFu)"
-        if isinstance(e, ir.HeaderMethod):
-            if e.method != "isValid":
-                raise UnsupportedError(f"{e.method} in an expression at {e.pos}")
-            return f"(uint64_t){self._valid(e.header, depth)}"
-        if isinstance(e, ir.ApplyResultMember):
-            hit, aid = self._apply(depth, e.apply.table)
-            if e.member == "hit":
-                return f"(uint64_t){hit}"
-            if e.member == "miss":
-                return f"(uint64_t)!{hit}"
-            return aid
-        if isinstance(e, ir.Unary):
-            return self._unary(e, depth)
-        if isinstance(e, ir.Binary):
-            return self._binary(e, depth)
-        if isinstance(e, ir.Cast):
-            return self._cast(e, depth)
-        if isinstance(e, ir.Slice):
-            inner = self.expr(e.expr, depth)
-            return f"(({inner} >> {e.lo}) & {_lit(_mask(e.hi - e.lo + 1))})"
-        if isinstance(e, ir.Mux):
-            cond, then, other = self.expr(e.cond, depth), self.expr(e.then, depth), self.expr(e.else_, depth)
-            return f"({cond} ? {then} : {other})"
-        raise UnsupportedError(f"expression {type(e).__name__} at {_pos(e)}")
+
+    def _const(self, e: ir.Const) -> str:
+        if isinstance(e.value, bool):
+            return _lit(int(e.value))
+        value = int(e.value)
+        if isinstance(e.type, ir.BitType):
+            value &= _mask(e.type.width)
+        if not 0 <= value < 1 << 64:
+            raise UnsupportedError(f"constant {value} does not fit 64 bits at {_pos(e)}")
+        return _lit(value)
+
+    def _number(self, value: int) -> str:
+        return _lit(value & _mask(64))
+
+    def _read(self, e: ir.Var | ir.Member | ir.StackIndex, depth: int) -> str:
+        return f"(uint64_t){self.place(e, depth)}"
+
+    def _last_index(self, stack: ir.Expr, depth: int) -> str:
+        return f"(((uint64_t){self.place(stack, depth)}.next - 1) & 0xFFFFFFFFu)"
+
+    def _is_valid(self, header: ir.Expr, depth: int) -> str:
+        return f"(uint64_t){self._valid(header, depth)}"
+
+    def _truth(self, flag: str) -> str:
+        return f"(uint64_t){flag}"
+
+    def _negation(self, flag: str) -> str:
+        return f"(uint64_t)!{flag}"
+
+    def _bits(self, value: str, lo: int, width: int) -> str:
+        return f"(({value} >> {lo}) & {_lit(_mask(width))})"
+
+    def _mux(self, cond: str, then: str, other: str) -> str:
+        return f"({cond} ? {then} : {other})"
 
     def _unary(self, e: ir.Unary, depth: int) -> str:
         x = self.expr(e.expr, depth)

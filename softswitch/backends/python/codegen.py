@@ -40,8 +40,8 @@ from softswitch.backends.common import (
     DROP_PORT,
     STD_ROOT,
     V1MODEL_BLOCKS,
-    CallDispatch,
     UnsupportedError,
+    Walker,
     all_actions,
     all_instances,
     block_roots,
@@ -139,7 +139,7 @@ class Block:
     std: str | None  # the name of the standard_metadata parameter, if any
 
 
-class Compiler(CallDispatch):
+class Compiler(Walker):
     """Writes the Python source of one program; `compile()` returns the namespace with the functions."""
 
     def __init__(self, program: ir.Program, info: p4i.P4Info, runtime: st.RuntimeState) -> None:
@@ -307,41 +307,30 @@ class Compiler(CallDispatch):
         for stmt in block.stmts:
             self._stmt(depth, stmt)
 
-    def _stmt(self, depth: int, s: ir.Stmt) -> None:
-        if isinstance(s, ir.Block):
-            self._block(depth, s)
-        elif isinstance(s, ir.Assign):
-            self._assign(depth, s.lhs, s.rhs)
-        elif isinstance(s, ir.VarDecl):
-            self._vardecl(depth, s)
-        elif isinstance(s, ir.If):
-            cond = self.expr(s.cond, depth)
-            self.emit(depth, f"if {cond}:")
-            self._block(depth + 1, s.then)
-            if s.else_ is not None and s.else_.stmts:
-                self.emit(depth, "else:")
-                self._block(depth + 1, s.else_)
-        elif isinstance(s, ir.CallStmt):
-            self._call(depth, s.call)
-        elif isinstance(s, ir.Exit):
-            if self.exit_flags:  # leave the inlined action through its copy-out (P4_16 6.8.1)
-                self.emit(depth, f"{self.exit_flags[-1]} = True")
-                self.emit(depth, "break")
-            else:
-                self.emit(depth, "return")
-        elif isinstance(s, ir.Return):
-            if s.value is not None:
-                raise UnsupportedError.at("return with a value", s)
-            self.emit(depth, "break" if self._in_action_loop else "return")
-        elif isinstance(s, ir.Switch):
-            self._switch(depth, s)
-        elif isinstance(s, ir.Verify):
-            pe = self.std("parser_error")
-            self.emit(depth, f"if not ({self.expr(s.cond, depth)}):")
-            self.emit(depth + 1, f"V[{pe}] = {self.errors[s.error.name]}")
-            self.emit(depth + 1, "return off")
+    def _nested_block(self, depth: int, block: ir.Block) -> None:
+        self._block(depth, block)
+
+    def _if(self, depth: int, cond: str, then: ir.Block, other: ir.Block | None, s: ir.If) -> None:
+        self.emit(depth, f"if {cond}:")
+        self._block(depth + 1, then)
+        if other is not None:
+            self.emit(depth, "else:")
+            self._block(depth + 1, other)
+
+    def _exit(self, depth: int) -> None:
+        if self.exit_flags:  # leave the inlined action through its copy-out (P4_16 6.8.1)
+            self.emit(depth, f"{self.exit_flags[-1]} = True")
+            self.emit(depth, "break")
         else:
-            raise UnsupportedError.at(f"statement {type(s).__name__}", s)
+            self.emit(depth, "return")
+
+    def _return(self, depth: int) -> None:
+        self.emit(depth, "break" if self._in_action_loop else "return")
+
+    def _verify(self, depth: int, cond: str, error: int, s: ir.Verify) -> None:
+        self.emit(depth, f"if not ({cond}):")
+        self.emit(depth + 1, f"V[{self.std('parser_error')}] = {error}")
+        self.emit(depth + 1, "return off")
 
     _in_action_loop = False
 
@@ -845,53 +834,36 @@ class Compiler(CallDispatch):
         self.env[0][name] = py
         return py
 
-    def expr(self, e: ir.Expr, depth: int = 0) -> str:
-        if isinstance(e, ir.Const):
-            if isinstance(e.value, bool):
-                return repr(e.value)
-            if isinstance(e.type, ir.BitType):
-                return str(e.value & _mask(e.type.width))
-            return str(e.value)
-        if isinstance(e, ir.ErrorValue):
-            return str(self.errors[e.name])
-        if isinstance(e, ir.EnumValue):
-            if e.value is not None:
-                return str(e.value)
-            return str([m for m, _ in self.enums[e.type.name].members].index(e.member))
-        if isinstance(e, ir.Member) and isinstance(e.expr, ir.Lookahead):
-            return self._lookahead_field(e, depth)
-        if isinstance(e, ir.Var | ir.Member):
-            return self.lvalue(e, depth)
-        if isinstance(e, ir.Lookahead):
-            return self._lookahead_bits(depth, e)
-        if isinstance(e, ir.StackMember) and e.member == "lastIndex":
-            s = self.layout.stacks[self._need_path(e.expr)]
-            return f"((V[{s.next}] - 1) & 0xFFFFFFFF)"
-        if isinstance(e, ir.HeaderMethod):
-            if e.method != "isValid":
-                raise UnsupportedError.at(f"{e.method} in an expression", e)
-            return f"V[{self._valid(e.header, depth)}]"
-        if isinstance(e, ir.ApplyResultMember):
-            hit, aid = self._apply(depth, e.apply.table)
-            if e.member == "hit":
-                return hit
-            if e.member == "miss":
-                return f"(not {hit})"
-            return aid
-        if isinstance(e, ir.Unary):
-            return self._unary(e, depth)
-        if isinstance(e, ir.Binary):
-            return self._binary(e, depth)
-        if isinstance(e, ir.Cast):
-            return self._cast(e, depth)
-        if isinstance(e, ir.Slice):
-            inner = self.expr(e.expr, depth)
-            return f"(({inner} >> {e.lo}) & {_mask(e.hi - e.lo + 1)})"
-        if isinstance(e, ir.Mux):
-            return (
-                f"({self.expr(e.then, depth)} if {self.expr(e.cond, depth)} else {self.expr(e.else_, depth)})"
-            )
-        raise UnsupportedError.at(f"expression {type(e).__name__}", e)
+    def _const(self, e: ir.Const) -> str:
+        if isinstance(e.value, bool):
+            return repr(e.value)
+        if isinstance(e.type, ir.BitType):
+            return str(e.value & _mask(e.type.width))
+        return str(e.value)
+
+    def _number(self, value: int) -> str:
+        return str(value)
+
+    def _read(self, e: ir.Var | ir.Member | ir.StackIndex, depth: int) -> str:
+        return self.lvalue(e, depth)
+
+    def _last_index(self, stack: ir.Expr, depth: int) -> str:
+        return f"((V[{self.layout.stacks[self._need_path(stack)].next}] - 1) & 0xFFFFFFFF)"
+
+    def _is_valid(self, header: ir.Expr, depth: int) -> str:
+        return f"V[{self._valid(header, depth)}]"
+
+    def _truth(self, flag: str) -> str:
+        return flag
+
+    def _negation(self, flag: str) -> str:
+        return f"(not {flag})"
+
+    def _bits(self, value: str, lo: int, width: int) -> str:
+        return f"(({value} >> {lo}) & {_mask(width)})"
+
+    def _mux(self, cond: str, then: str, other: str) -> str:
+        return f"({then} if {cond} else {other})"
 
     def _unary(self, e: ir.Unary, depth: int) -> str:
         x = self.expr(e.expr, depth)

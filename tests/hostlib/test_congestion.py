@@ -1,0 +1,135 @@
+"""The congestion window (docs/protocol.md, *Congestion*): every rank halves it on CE and on loss, grows it
+back by one use per window, and the specification and the native engine agree on every step.
+
+The ranks run through the real P4 program (tests/hostlib/fabric.py): a CE mark put on one rank's DATA by
+its link reaches every rank on the use's RESULT, which is the switch's half of the rule.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from contracts.protocol import ECN_ECT0, ECN_NOT_ECT
+from hostlib import Communicator, JobSpec
+from hostlib.engine import CWND_MIN
+from hostlib.reflector import Reflector
+from tests.hostlib.fabric import ENGINES, Fabric, Packet, random_faults
+from tests.hostlib.test_engine import K, exact_sum, ints, losing_first_data_of
+
+POOL = 64  # H = 32 slots per call
+USES = 8  # uses per slot: the window has results to grow on after a decrease
+
+
+@pytest.fixture(params=ENGINES)
+def kind(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def marking(rank: int, number: int):  # type: ignore[no-untyped-def]
+    """A link that marks CE on one DATA of one rank, its number-th transmission."""
+
+    def mark(packet: Packet) -> bool:
+        return packet.upstream and packet.rank == rank and packet.number == number
+
+    return mark
+
+
+def test_ce_on_one_rank_s_data_halves_every_rank_s_window_once(kind: str) -> None:
+    fabric = Fabric(engine=kind, world=3, pool=POOL, congestion_control=True, mark=marking(1, 3))
+    data = ints(3, POOL // 2 * USES * K)
+    assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
+    for engine in fabric.engines:
+        stats = engine.stats
+        assert stats.ce_marks == 1, "the RESULT of the marked use carries CE to every rank"
+        assert stats.window_decreases == 1
+        # halved from 32 to 16, then one more use per 16, 17, ... results without CE
+        assert 16 < stats.cwnd < POOL // 2
+        assert stats.retransmissions == 0
+
+
+def test_marks_within_one_window_are_one_congestion_event(kind: str) -> None:
+    marks = {(0, 3), (1, 4), (2, 10)}  # three DATA of the same window of uses
+    fabric = Fabric(
+        engine=kind, world=3, pool=POOL, congestion_control=True,
+        mark=lambda p: p.upstream and (p.rank, p.number) in marks,
+    )  # fmt: skip
+    data = ints(3, POOL // 2 * USES * K)
+    assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
+    assert [e.stats.ce_marks for e in fabric.engines] == [3, 3, 3]
+    assert [e.stats.window_decreases for e in fabric.engines] == [1, 1, 1]
+
+
+def test_a_lost_data_halves_the_window_of_the_rank_that_resends_it(kind: str) -> None:
+    fabric = Fabric(engine=kind, world=2, pool=16, congestion_control=True, fault=losing_first_data_of(1))
+    data = ints(2, 64 * K)
+    assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
+    resender = fabric.engines[1].stats
+    assert resender.missing_resends == 1
+    assert resender.window_decreases >= 1
+    assert resender.cwnd >= CWND_MIN
+
+
+def test_the_window_never_goes_below_its_minimum_and_the_job_stays_live(kind: str) -> None:
+    fabric = Fabric(engine=kind, world=2, pool=POOL, congestion_control=True, mark=lambda p: p.upstream)
+    data = ints(2, POOL // 2 * USES * K)
+    assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
+    for engine in fabric.engines:
+        assert engine.stats.cwnd == CWND_MIN
+        assert engine.stats.window_decreases >= 3  # 32 -> 16 -> 8 -> 4
+
+
+def test_without_congestion_control_marks_change_nothing(kind: str) -> None:
+    fabric = Fabric(engine=kind, world=2, pool=POOL, congestion_control=False, mark=lambda p: True)
+    data = ints(2, POOL // 2 * USES * K)
+    assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
+    for engine in fabric.engines:
+        assert (engine.stats.ce_marks, engine.stats.window_decreases) == (0, 0), "Not-ECT is never marked"
+        assert engine.stats.cwnd == POOL // 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_both_engines_agree_step_by_step_with_ce_and_loss(seed: int) -> None:
+    """The twin runs the specification and the native engine in lockstep: any difference in packets,
+    counters or window fails at the step where it appears."""
+    rng = random.Random(seed)
+    fabric = Fabric(
+        engine="twin", world=3, pool=POOL, congestion_control=True,
+        fault=random_faults(seed, drop=0.02, duplicate=0.01, delay=0.02),
+        mark=lambda p: rng.random() < 0.05,
+    )  # fmt: skip
+    data = ints(3, POOL // 2 * USES * K, seed=seed)
+    assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
+    assert sum(e.stats.window_decreases for e in fabric.engines) > 0
+
+
+# ---------------------------------------------------------------------- over real sockets (loopback)
+
+
+def _communicator(address: tuple[str, int], congestion_control: bool | None) -> Communicator:
+    job = JobSpec(job_id=3, world_size=1, pool_size=64, switch_address=address, values_per_packet=K, key=7)
+    return Communicator(job, 0, progress_timeout=5.0, congestion_control=congestion_control)
+
+
+def test_the_socket_sends_ect0_and_ce_from_the_network_reaches_the_native_engine() -> None:
+    """The worker's DATA leave with ECT(0) (read by the reflector's Python receive path); the RESULTs the
+    reflector marks CE are read by the C receive path and shrink the window; the sums stay exact."""
+    data = np.arange(200_000, dtype=np.int32)
+    with Reflector(mark_every=50) as marking, _communicator(marking.address, True) as comm:
+        assert np.array_equal(comm.allreduce(data), data)
+        stats = comm.stats()
+    assert marking.tos_seen == {ECN_ECT0}
+    assert stats.ce_marks == marking.results // 50 > 0
+    assert stats.window_decreases > 0 and CWND_MIN <= stats.cwnd <= 32
+
+
+def test_off_the_socket_sends_not_ect_and_marks_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("P4REDUCE_CONGESTION_CONTROL", "0")
+    data = np.arange(100_000, dtype=np.int32)
+    with Reflector(mark_every=10) as marking, _communicator(marking.address, None) as comm:
+        assert np.array_equal(comm.allreduce(data), data)
+        stats = comm.stats()
+    assert marking.tos_seen == {ECN_NOT_ECT}
+    assert (stats.window_decreases, stats.cwnd) == (0, 32)
