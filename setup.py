@@ -13,14 +13,14 @@ NATIVE = "hostlib/csrc"
 FLAGS = ["-std=gnu11", "-O3", "-ffp-contract=off", "-fno-strict-aliasing", "-Wall", "-Wextra",
          "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Wno-cast-function-type"]  # fmt: skip
 ENGINE = ["quantize.c", "plan.c", "overtaking.c", "engine.c", "udp.c", "driver.c", "module.c"]
+HEADERS = ["protocol.h", "quantize.h", "plan.h", "overtaking.h", "engine.h", "udp.h", "driver.h", "clock.h"]
 
 setup(
     ext_modules=[
         Extension(
             "hostlib._native",
             sources=[f"{NATIVE}/{name}" for name in ENGINE],
-            depends=[f"{NATIVE}/{name}" for name in ("protocol.h", "quantize.h", "plan.h", "overtaking.h",
-                                                     "engine.h", "udp.h", "driver.h", "clock.h")],  # fmt: skip
+            depends=[f"{NATIVE}/{name}" for name in HEADERS],
             extra_compile_args=FLAGS,
             libraries=["m"],
         ),
