@@ -129,3 +129,43 @@ def tree_for(topology: Topology, ranked: Iterable[str]) -> AggregationTree:
             uplinks[switch] = parent[switch]
             switch = parent[switch].parent
     return AggregationTree(root, dict(sorted(uplinks.items())), targets)
+
+
+def next_hops(topology: Topology, switch: str) -> dict[str, int]:
+    """Every other switch the links reach from `switch`, and `switch`'s port on a shortest path to it
+    (neighbours by name, so every run picks the same path): where its L2 entries for their hosts point."""
+    graph = _graph(topology)
+    hops: dict[str, int] = {}
+    queue = deque([(switch, 0)])
+    seen = {switch}
+    while queue:
+        here, first = queue.popleft()
+        for there, port, _ in graph[here]:
+            if there not in seen:
+                seen.add(there)
+                hops[there] = first or port
+                queue.append((there, first or port))
+    return hops
+
+
+def flood_links(topology: Topology, switch: str) -> list[int]:
+    """`switch`'s ports on the fabric's spanning tree (breadth first from the first switch, by name): the
+    link ports its flood group may use. A fabric with a cycle (two spines) would loop every broadcast
+    on the other links for ever."""
+    graph = _graph(topology)
+    if not topology.links:
+        return []
+    start = min(s.name for s in topology.switches)
+    ports: list[int] = []
+    seen, queue = {start}, deque([start])
+    while queue:
+        here = queue.popleft()
+        for there, port, their_port in graph[here]:
+            if there not in seen:
+                seen.add(there)
+                queue.append(there)
+                if here == switch:
+                    ports.append(port)
+                if there == switch:
+                    ports.append(their_port)
+    return sorted(ports)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from controller.config import SwitchConfig, Topology
 from controller.errors import ConfigError
+from controller.fabric import flood_links, next_hops
 from controller.mastership import LinkStats, MastershipSettings
 from controller.p4switch import SwitchSession
 from controller.tables.aggregation import AggregationAddresses
@@ -39,9 +40,10 @@ async def provision(
     hosts = topology.hosts_of(switch.name)
     l2, flood, agg = L2Forwarding(), FloodGroup(), AggregationAddresses()
     wanted = [L2Entry(h.mac, h.port) for h in hosts]
+    wanted += _fabric_entries(topology, switch.name, {e.mac for e in wanted} | {switch.agg_mac})
     macs = {e.mac for e in wanted}
     wanted += [e for e in extra if e.mac not in macs]
-    ports = {h.port for h in hosts} | set(switch.flood_ports)
+    ports = {h.port for h in hosts} | set(switch.flood_ports) | set(flood_links(topology, switch.name))
     if switch.default_host_port is not None:
         ports.add(switch.default_host_port)
     updates = l2.reconcile(await l2.read(session), wanted)
@@ -60,6 +62,25 @@ async def provision(
     log.info("switch %s provisioned: %d host(s), flood ports %s, %d update(s)",
              switch.name, len(hosts), sorted(ports), len(updates))  # fmt: skip
     return ProvisionReport(switch.name, session.pushed, len(hosts), tuple(sorted(ports)), len(updates))
+
+
+def _fabric_entries(topology: Topology, switch: str, known: set[int]) -> list[L2Entry]:
+    """The hosts of the other switches (and those switches' aggregation MACs), at this switch's port on a
+    shortest path towards them, so that traffic between racks is forwarded, not flooded. A MAC the config
+    gives two places is left to flooding."""
+    hops = next_hops(topology, switch)
+    found: dict[int, set[int]] = {}
+    for host in topology.hosts:
+        if host.switch in hops:
+            found.setdefault(host.mac, set()).add(hops[host.switch])
+    for other in topology.switches:
+        if other.name in hops:
+            found.setdefault(other.agg_mac, set()).add(hops[other.name])
+    return [
+        L2Entry(mac, ports.pop())
+        for mac, ports in sorted(found.items())
+        if len(ports) == 1 and mac not in known
+    ]
 
 
 def session_for(

@@ -378,6 +378,22 @@ def read_keys(switch: Switch, table: str) -> list[tuple[int, ...]]:
     return sorted(keys)
 
 
+def read_entries(switch: Switch, table: str) -> list[tuple[int, int]]:
+    """(first exact key, first action parameter) of every entry of `table`: e.g. l2_forward's MAC -> port."""
+    schema = fy.P4Schema(switch.artifacts.p4info)
+    request = p4r.ReadRequest(
+        device_id=1, entities=[p4r.Entity(table_entry=p4r.TableEntry(table_id=schema.tables[table].id))]
+    )
+    entries = []
+    with grpc.insecure_channel(switch.address) as channel:
+        for reply in p4r_grpc.P4RuntimeStub(channel).Read(request, timeout=10):
+            for entity in reply.entities:
+                key = min(entity.table_entry.match, key=lambda m: m.field_id).exact.value
+                param = entity.table_entry.action.action.params[0].value
+                entries.append((int.from_bytes(key, "big"), int.from_bytes(param, "big")))
+    return sorted(entries)
+
+
 def read_groups(switch: Switch) -> dict[int, list[tuple[int, int]]]:
     entry = p4r.PacketReplicationEngineEntry(multicast_group_entry=p4r.MulticastGroupEntry())
     request = p4r.ReadRequest(device_id=1, entities=[p4r.Entity(packet_replication_engine_entry=entry)])

@@ -12,7 +12,7 @@ import pytest
 from controller import config
 from controller.allocator import SlotRange
 from controller.errors import ConfigError, JobError
-from controller.fabric import AggregationTree, Uplink, tree_for
+from controller.fabric import AggregationTree, Uplink, flood_links, next_hops, tree_for
 from controller.job import Job, job_group
 from controller.job import Worker as JobWorker
 from controller.trees import TreeEntries, check_same_program, plan_parts
@@ -199,3 +199,21 @@ def test_a_tree_needs_every_switch_to_run_the_tree_roles_and_the_same_k() -> Non
         check_same_program(job, switches, {"spine0": (64, True), "leaf0": (64, True), "leaf1": (64, False)})
     with pytest.raises(JobError, match=r"different values per packet \(spine0: 64, leaf0: 64, leaf1: 256\)"):
         check_same_program(job, switches, {"spine0": (64, True), "leaf0": (64, True), "leaf1": (256, True)})
+
+
+# ---- layer 2 across the fabric (controller/provision.py) ---------------------------------------
+
+
+def test_each_switch_reaches_the_others_through_its_port_on_a_shortest_path() -> None:
+    fab = fabric(3)
+    assert next_hops(fab, "leaf0") == {"spine0": 9, "leaf1": 9, "leaf2": 9}
+    assert next_hops(fab, "spine0") == {"leaf0": 1, "leaf1": 2, "leaf2": 3}
+
+
+def test_broadcasts_flood_over_a_spanning_tree_so_two_spines_never_loop_them() -> None:
+    one = fabric(2)
+    assert flood_links(one, "spine0") == [1, 2] and flood_links(one, "leaf0") == [9]
+    two = fabric(2, spines=2)  # leaf0 and leaf1 each reach spine0 (port 9) and spine1 (port 10)
+    tree = {s: flood_links(two, s) for s in ("leaf0", "leaf1", "spine0", "spine1")}
+    assert tree == {"leaf0": [9, 10], "leaf1": [9], "spine0": [1, 2], "spine1": [1]}
+    assert sum(map(len, tree.values())) == 2 * 3  # three cables of four, each flooded at both ends

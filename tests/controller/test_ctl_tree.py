@@ -34,6 +34,7 @@ from ctl_support import (
     Switch,
     cli,
     compile_soft,
+    read_entries,
     read_groups,
     read_keys,
     start_switch,
@@ -203,6 +204,9 @@ def test_ranks_on_two_leaves_aggregate_at_each_leaf_and_the_spine_sees_one_parti
     spine_row = next(line for line in text.splitlines() if line.startswith("spine"))
     spine_data = counter(d, "spine", "job_data_in", int(spine_row.split()[-3]))
     assert leaf_data > 0 and spine_data * 2 == leaf_data, (leaf_data, spine_data)
+    # Layer 2 across the fabric: leaf1 forwards to leaf2's hosts through its uplink instead of flooding.
+    l2 = dict(read_entries(fabric.leaves[0], "MyIngress.l2_forward"))
+    assert l2[0x020000000003] == l2[0x020000000004] == 2 and l2[0x020000000001] == 1
 
 
 def test_delete_leaves_nothing_of_the_tree_on_any_switch(
