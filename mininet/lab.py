@@ -46,6 +46,7 @@ from hostlib.launch import (  # noqa: E402
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import lab_ecn as ecn  # noqa: E402
 from lab_state import LabState, clean  # noqa: E402
 from switches import SWITCH_CLASSES  # noqa: E402
 from targets import SWITCH_LOGS, p4c_bmv2  # noqa: E402
@@ -106,6 +107,17 @@ def add_burst_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_ecn_argument(parser: argparse.ArgumentParser, default: float) -> None:
+    parser.add_argument(
+        "--ecn-ms",
+        type=float,
+        default=default,
+        metavar="MS",
+        help=f"limited links mark ECN-capable packets CE once their queue holds more than MS ms at their "
+        f"rate (default {default:g}; 0: no marking, tail drop only); see docs/lab.md",
+    )
+
+
 ETHERNET_MTU = 1500
 
 
@@ -128,6 +140,7 @@ def build_network(
     out: Path = ROOT,
     burst: int = LINK_BURST_KB,
     values_per_packet: int | None = None,
+    ecn_ms: float = 0.0,
 ) -> Mininet:
     """The lab's network, not started; `bw` limits links with htb, `queue` (packets) bounds htb's queue.
 
@@ -141,6 +154,9 @@ def build_network(
 
     `values_per_packet` is the K of the switch's program: every link gets the MTU its DATA needs
     (link_mtu), so that a K of 512 or 1024 crosses the lab in one frame.
+
+    `ecn_ms` > 0 makes every limited link mark ECN-capable packets CE once its queue holds more than
+    that many ms of its rate (mininet/lab_ecn.py): the embedded switch has no queues to mark at.
     """
     net = Mininet(topo=None, build=False, controller=None, link=TCLink if bw else Link, autoSetMacs=False)
     cls = SWITCH_CLASSES[kind]
@@ -176,6 +192,11 @@ def build_network(
                 intf.tc(f"%s class change dev %s parent 5:0 classid 5:1 {shape}")
             if queue:
                 intf.tc(f"%s qdisc add dev %s parent 5:1 handle 10: pfifo limit {queue}")
+    if bw and ecn_ms:
+        marker = ecn.marker_object(bw, ecn_ms, ROOT / "build")
+        for link in links:
+            ecn.attach(link.intf1, marker)
+            ecn.attach(link.intf2, marker)
     return net
 
 
@@ -275,6 +296,7 @@ def run(args: argparse.Namespace) -> int:
         out=out,
         burst=args.burst,
         values_per_packet=args.values_per_packet,
+        ecn_ms=args.ecn_ms,
     )
     controller: subprocess.Popen[bytes] | None = None
     controller_log = out / "logs" / "controller.log"
@@ -427,6 +449,7 @@ def main() -> int:
     )
     parser.add_argument("--bw", type=float, help="link bandwidth in Mbit/s (TCLink/htb)")
     add_burst_argument(parser)
+    add_ecn_argument(parser, ecn.DEFAULT_MARK_MS)
     parser.add_argument(
         "--values-per-packet",
         type=int,
