@@ -194,9 +194,8 @@ def build_network(
                 intf.tc(f"%s qdisc add dev %s parent 5:1 handle 10: pfifo limit {queue}")
     if bw and ecn_ms:
         marker = ecn.marker_object(bw, ecn_ms, ROOT / "build")
-        for link in links:
-            ecn.attach(link.intf1, marker)
-            ecn.attach(link.intf2, marker)
+        for intf in (i for link in links for i in (link.intf1, link.intf2)):
+            ecn.attach(intf.name, marker, ecn.namespace_of(intf.node))
     return net
 
 

@@ -12,8 +12,8 @@ packets while it holds more than `mark_ms` of the link's time
 and works on every kernel with BPF and clsact; it needs clang (installed by
 `make install`) and tc built with libbpf (Debian's is).
 
-No module here imports Mininet: an interface is anything with `.name` and
-`.cmd(str) -> str`, so tests can attach the marker to plain veths.
+No module here imports Mininet, so tests can attach the marker to plain
+veths in namespaces of their own.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Protocol
 
 SOURCE = Path(__file__).with_name("ecn_marker.c")
 DEFAULT_MARK_MS = 5.0  # CoDel's target delay: a queue held longer than this is congestion
@@ -30,12 +29,6 @@ MTU_FRAME = 1514
 
 class EcnError(RuntimeError):
     """The marker cannot be built or attached; the message says what is missing."""
-
-
-class Interface(Protocol):
-    name: str
-
-    def cmd(self, *args: str) -> str: ...
 
 
 def threshold_bytes(rate_mbit: float, mark_ms: float) -> int:
@@ -64,10 +57,26 @@ def marker_object(rate_mbit: float, mark_ms: float, build: Path) -> Path:
     return target
 
 
-def attach(intf: Interface, program: Path) -> None:
-    """Mark at `intf`'s egress, ahead of its htb (clsact's egress hook runs before the qdisc)."""
-    intf.cmd(f"tc qdisc add dev {intf.name} clsact")
-    out = intf.cmd(f"tc filter add dev {intf.name} egress bpf da obj {program} sec tc")
-    shown = intf.cmd(f"tc filter show dev {intf.name} egress")
+def attach(intf: str, program: Path, netns: str | None = None) -> None:
+    """Mark at `intf`'s egress, ahead of its htb (clsact's egress hook runs before the qdisc).
+
+    `netns`: the path of the interface's network namespace (a Mininet host's /proc/PID/ns/net), None
+    for this one. tc is run from here with only the network namespace entered: it loads the program
+    through the BPF file system, which a Mininet host's own view of /sys does not have.
+    """
+    enter = ["nsenter", f"--net={netns}"] if netns else []
+
+    def tc(*args: str) -> str:
+        done = subprocess.run([*enter, "tc", *args], capture_output=True, text=True, timeout=60)
+        return done.stdout + done.stderr
+
+    tc("qdisc", "add", "dev", intf, "clsact")
+    out = tc("filter", "add", "dev", intf, "egress", "bpf", "da", "obj", str(program), "sec", "tc")
+    shown = tc("filter", "show", "dev", intf, "egress")
     if "direct-action" not in shown:
-        raise EcnError(f"tc could not attach the ECN marker to {intf.name}: {out.strip() or shown.strip()}")
+        raise EcnError(f"tc could not attach the ECN marker to {intf}: {out.strip() or shown.strip()}")
+
+
+def namespace_of(node: object) -> str | None:
+    """A Mininet node's network namespace as a path for `attach` (None: the node shares this one)."""
+    return f"/proc/{node.pid}/ns/net" if getattr(node, "inNamespace", False) else None  # type: ignore[attr-defined]

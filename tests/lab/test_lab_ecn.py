@@ -60,18 +60,6 @@ SEND = textwrap.dedent(
 )
 
 
-class _NamespaceIntf:
-    """An interface inside a namespace, as mininet/lab_ecn.py expects one (a name and a shell)."""
-
-    def __init__(self, namespace: str, name: str) -> None:
-        self.namespace, self.name = namespace, name
-
-    def cmd(self, *args: str) -> str:
-        command = ["ip", "netns", "exec", self.namespace, "sh", "-c", " ".join(args)]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=30)
-        return done.stdout + done.stderr
-
-
 @pytest.fixture
 def link(tmp_path: Path):  # noqa: ANN201
     """A 10 Mbit/s link with a 100-packet queue and the marker at 5 ms (6,250 bytes) on the sender's side."""
@@ -90,7 +78,7 @@ def link(tmp_path: Path):  # noqa: ANN201
     try:
         for step in steps:
             subprocess.run(step.split(), check=True, capture_output=True)
-        attach(_NamespaceIntf(SENDER, "p4ecn0"), marker_object(10.0, 5.0, tmp_path))
+        attach("p4ecn0", marker_object(10.0, 5.0, tmp_path), f"/var/run/netns/{SENDER}")
         yield
     finally:
         for namespace in (SENDER, RECEIVER):
