@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +29,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from mininet.log import setLogLevel
 
 from experiments.cluster import (
     ExperimentError,
@@ -123,6 +126,7 @@ class Bottleneck(MininetRun):
         super().__init__()
 
     def _start(self) -> None:
+        setLogLevel("warning")
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # tear Mininet down
         self.logs.mkdir(parents=True, exist_ok=True)
         program, p4info = build_program(ROOT / "build", None)
@@ -299,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bytes", type=int, help=f"tensor bytes (default {human(FULL_BYTES)}; --quick: 32 KB)")
     p.set_defaults(pool=256)  # the library's default: a job's window without congestion control
     args = p.parse_args(argv)
+    if shutil.which("iperf3") is None:
+        p.error("the TCP flow is iperf3's: apt-get install iperf3 (`make install` as root installs it)")
     seconds = args.duration or (QUICK_SECONDS if args.quick else FULL_SECONDS)
     size = args.bytes or (QUICK_BYTES if args.quick else FULL_BYTES)
     report = Report("fairness", args.out)
