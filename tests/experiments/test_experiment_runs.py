@@ -42,6 +42,7 @@ CASES = {
     "switch": ([], 1),
     # two jobs x (congestion control on, off): all-reduces back to back for 5 s, so at least one each
     "fairness": ([], None),
+    "aggregator": ([], 2 * 2),  # (on the switch, on the host aggregator) x (float32, int32)
 }
 
 
@@ -92,6 +93,11 @@ def test_quick_run_writes_verified_results(name: str, tmp_path: Path) -> None:
         with open(tmp_path / "fairness-flows.csv") as f:
             flows = list(csv.DictReader(f))
         assert len(flows) == 6 and all(float(row["goodput"]) > 0 for row in flows)
+    if name == "aggregator":  # the second job really went to the host, and both times are stated
+        assert {row["aggregator"] for row in rows} == {"switch", "node"}
+        words = " ".join(summary.split())  # a long line wraps
+        assert "on aggregation node agg1 (last resort): switch s1 could not take it" in words
+        assert re.search(r"^int32: [\d.]+ s on the switch, [\d.]+ s on agg1$", summary, re.M)
     if name == "gloo":
         words = " ".join(summary.split())  # the table's title wraps
         assert "1 busy process (--hog 1)" in words and "4162-byte frames" in words
