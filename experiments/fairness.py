@@ -330,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     report.table(
         f"two p4reduce jobs and one TCP flow (iperf3, ECN) on one {args.bw:g} Mbit/s link, {seconds:g} s"
         " each,"
-        f" {human(size)} float32 all-reduces, {args.pool} slots, links mark CE above {args.ecn_ms:g} ms",
+        f" {human(size)} float32 all-reduces, {args.pool} slots, "
+        + (f"links mark CE above {args.ecn_ms:g} ms" if args.ecn_ms else "tail drop only (--ecn-ms 0)"),
         [
             "congestion control",
             "job A MB/s",
