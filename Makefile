@@ -11,7 +11,7 @@
 #   make fuzz      fuzz every native parser: the host engine's receive path (fuzz-host) and the switch's data plane (fuzz-switch);
 #                  FUZZ_SECONDS per target (default 20)
 #   make experiments  the performance report's experiments (root): CSV, PNG, TXT in $(OUT)
-#                  one at a time: make exp-gloo | exp-workers | exp-loss | exp-switch | exp-hierarchy; QUICK=1 for tiny sizes
+#                  one at a time: make exp-gloo | exp-workers | exp-loss | exp-switch | exp-hierarchy | exp-fairness | exp-aggregator; QUICK=1 for tiny sizes
 #   make reliability  the reliability suite's long variants; figures in $(OUT)/reliability.jsonl
 #   make test-python-backend  the switch, lab and protocol tests again with the Python backend
 #   make stop      (root) remove what this checkout's interrupted labs or experiments left (.lab-state.json)
@@ -22,14 +22,14 @@ PYTHON_BASE ?= /usr/bin/python3
 VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
-APT_PACKAGES := python3-venv python3-pip build-essential python3-dev clang mininet iproute2 ethtool tcpdump iputils-ping curl prometheus
+APT_PACKAGES := python3-venv python3-pip build-essential python3-dev clang mininet iproute2 ethtool tcpdump iputils-ping curl prometheus iperf3
 BUILD := build
 P4_MAIN := p4src/v1model/p4reduce.p4
 P4_SOURCES := $(shell find p4src -name '*.p4' 2>/dev/null)
 WORKERS ?= 4
 SWITCH ?= soft
 OUT ?= results
-EXPERIMENTS := gloo workers loss switch hierarchy
+EXPERIMENTS := gloo workers loss switch hierarchy fairness aggregator
 EXP_FLAGS := --out $(OUT) $(if $(QUICK),--quick)
 NATIVE_SOURCES := $(wildcard hostlib/csrc/*.c hostlib/csrc/*.h)
 PIP_LOG := $(VENV)/install.log

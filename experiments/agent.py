@@ -6,7 +6,7 @@ separate, synchronized step it can bracket with switch port counters:
 
     runner -> agent   {"system": "p4reduce" | "gloo", "elements": N, "dtype": "float32", "iteration": I}
     agent  -> runner  {"seconds": S, "ok": true, "retransmissions": R, "queries": Q,
-                       "packets_sent": P, "error": ""}
+                       "packets_sent": P, "ce_marks": C, "window_decreases": D, "error": ""}
 
 The agent answers `{"ready": true}` once both the communicator and the Gloo
 group exist, and exits on end of input. Every result is checked against
@@ -81,6 +81,8 @@ def main() -> int:
                     "retransmissions": after.retransmissions - before.retransmissions,
                     "queries": after.queries - before.queries,
                     "packets_sent": after.packets_sent - before.packets_sent,
+                    "ce_marks": after.ce_marks - before.ce_marks,
+                    "window_decreases": after.window_decreases - before.window_decreases,
                     "error": "" if ok else "wrong sum",
                 }
             )

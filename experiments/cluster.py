@@ -25,12 +25,17 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Self
 
+import grpc
 from mininet.log import setLogLevel
 
+from contracts import jobapi_pb2 as pb
+from contracts import jobapi_pb2_grpc as pb_grpc
+from contracts.jobapi_metadata import call_metadata
 from experiments.step import Step
 from hostlib import JobSpec
 from hostlib.launch import ROOT, LaunchError, build_program, free_port, start_controller, worker_arguments
@@ -69,7 +74,44 @@ class _Agent:
     log_path: Path
 
 
-class Cluster:
+class MininetRun:
+    """A Mininet network, the controller over it, and this run's record of both (.lab-state.json).
+
+    Entering starts them (`_start`, the subclass's); leaving tears them down, also when starting fails
+    half way, so that an interrupted run leaves nothing for `make stop` beyond what it recorded.
+    """
+
+    def __init__(self) -> None:
+        self._controller: subprocess.Popen[bytes] | None = None
+        self.net = None
+        self._state = LabState()
+
+    def __enter__(self) -> Self:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        if self._controller is not None:
+            self._controller.terminate()
+            self._controller.wait(timeout=10)
+            self._controller = None
+        if self.net is not None:
+            stop_network(self.net)
+            self.net = None
+        self._state.done()
+
+
+class Cluster(MininetRun):
     def __init__(
         self,
         topo: Topology,
@@ -102,22 +144,9 @@ class Cluster:
         self.last_ports: dict[str, tuple[int, int]] = {}  # the last step's (rx, tx) bytes per switch port
         self._agents: list[_Agent] = []
         self._stop = threading.Event()
-        self._controller: subprocess.Popen[bytes] | None = None
-        self.net = None
-        self._state = LabState()
+        super().__init__()
 
     # ----------------------------------------------------------- life cycle
-    def __enter__(self) -> Self:
-        try:
-            self._start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def _start(self) -> None:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _exit_on_sigterm)  # `kill` must still tear Mininet down
@@ -205,14 +234,7 @@ class Cluster:
             agent.log.close()
         self._agents.clear()
         self._stop.set()
-        if self._controller is not None:
-            self._controller.terminate()
-            self._controller.wait(timeout=10)
-            self._controller = None
-        if self.net is not None:
-            stop_network(self.net)
-            self.net = None
-        self._state.done()
+        super().close()
 
     # ----------------------------------------------------------------- steps
     def run(self, system: str, elements: int, dtype: str = "float32", iteration: int = 0) -> Step:
@@ -311,8 +333,101 @@ class StarCluster(Cluster):
         super().__init__(generate("star", workers), **options)
 
 
+def join_job(
+    controller: str, name: str, members: list[tuple[str, int]], credential: str
+) -> list[pb.JobDescription]:
+    """JoinJob for every member (IP, UDP port) of job `name` at once; each rank's reply (its own key).
+
+    The lab's join_all joins its one job for every host of the topology; experiments that place
+    several jobs on chosen hosts, or several ranks on one host, name the members themselves.
+    """
+    replies: dict[int, pb.JobDescription] = {}
+    errors: list[str] = []
+    with grpc.insecure_channel(controller) as channel:
+        stub = pb_grpc.JobServiceStub(channel)
+
+        def join(rank: int, ip: str, port: int) -> None:
+            request = pb.JoinJobRequest(name=name, rank=rank, world_size=len(members), timeout_seconds=30,
+                                        address=pb.WorkerAddress(ipv4=ip, udp_port=port))  # fmt: skip
+            try:
+                metadata = call_metadata(credential=credential)
+                replies[rank] = stub.JoinJob(request, timeout=40, metadata=metadata)
+            except grpc.RpcError as error:
+                errors.append(f"{name} rank {rank}: {error.details()}")
+
+        with ThreadPoolExecutor(len(members)) as pool:  # the rendezvous holds every JoinJob until all came
+            list(pool.map(join, range(len(members)), *zip(*members)))
+    if errors:
+        raise ExperimentError("JoinJob failed: " + "; ".join(errors))
+    return [replies[rank] for rank in range(len(members))]
+
+
+def keep_alive(controller: str, jobs: list[tuple[str, int]], stop: threading.Event, credential: str) -> None:
+    """Heartbeat every rank of every (job, world size) until `stop` is set: ranks on the static path
+    (a description from the runner's JoinJob) do not heartbeat themselves."""
+    with grpc.insecure_channel(controller) as channel:
+        stub = pb_grpc.JobServiceStub(channel)
+        while not stop.wait(20.0):
+            for name, world in jobs:
+                for rank in range(world):
+                    try:
+                        request = pb.HeartbeatRequest(name=name, rank=rank)
+                        stub.Heartbeat(request, timeout=5, metadata=call_metadata(credential=credential))
+                    except grpc.RpcError:
+                        pass
+
+
+def start_agent(net: object, host: str, job: JobSpec, rank: int, bind: tuple[str, int], logs: Path,
+                env: dict[str, str] | None = None) -> _Agent:  # fmt: skip
+    """One p4reduce agent (no Gloo) in Mininet host `host`, for `rank` of `job`, bound to `bind`."""
+    command = [sys.executable, "-m", "experiments.agent", *worker_arguments(job, rank, bind)]
+    log_path = logs / f"agent-{host}-{bind[1]}.log"
+    log = open(log_path, "wb")  # noqa: SIM115 (closed by stop_agents)
+    full_env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    process = net.get(host).popen(  # type: ignore[attr-defined]
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=full_env, cwd=ROOT
+    )
+    return _Agent(process, log, log_path)
+
+
+def stop_agents(agents: list[_Agent]) -> None:
+    """End of input ends an agent; one that does not go within 20 s is killed."""
+    for agent in agents:
+        if agent.process.stdin:
+            agent.process.stdin.close()
+    for agent in agents:
+        try:
+            agent.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            agent.process.kill()
+        agent.log.close()
+
+
+def read_reply(agent: _Agent, timeout: float) -> dict:
+    """The agent's next answer; ExperimentError with the end of its log if it exited or stalled."""
+    assert agent.process.stdout is not None
+    ready, _, _ = select.select([agent.process.stdout], [], [], timeout)
+    line = agent.process.stdout.readline() if ready else b""
+    if not line:
+        state = "exited" if agent.process.poll() is not None else f"stalled for {timeout:.0f} s"
+        agent.log.flush()
+        tail = "\n".join(agent.log_path.read_text(errors="replace").splitlines()[-15:])
+        raise ExperimentError(f"agent {agent.log_path.stem} {state}:\n{tail}")
+    return json.loads(line)
+
+
+def order(agent: _Agent, message: dict) -> None:
+    """Send the agent one order (a line of JSON on its stdin)."""
+    assert agent.process.stdin is not None
+    agent.process.stdin.write(json.dumps(message).encode() + b"\n")
+    agent.process.stdin.flush()
+
+
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-__all__ = ["Cluster", "ExperimentError", "LaunchError", "StarCluster", "Step", "SYSTEMS"]
+__all__ = [
+    "Cluster", "ExperimentError", "LaunchError", "MininetRun", "StarCluster", "Step", "SYSTEMS", "join_job",
+    "keep_alive", "order", "read_reply", "start_agent", "stop_agents",
+]  # fmt: skip

@@ -48,6 +48,7 @@ from hostlib.launch import (  # noqa: E402
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import lab_ecn as ecn  # noqa: E402
 from lab_config import TREE, aggregation_choice, controller_config, provision_fabric  # noqa: E402
 from lab_state import LabState, clean  # noqa: E402
 from switches import SWITCH_CLASSES  # noqa: E402
@@ -68,6 +69,17 @@ def add_burst_argument(parser: argparse.ArgumentParser) -> None:
         default=LINK_BURST_KB,
         help=f"KB a limited link may send at once, at rate and at ceiling (default {LINK_BURST_KB}; "
         "0: Mininet's htb, one frame at a time once the link is busy)",
+    )
+
+
+def add_ecn_argument(parser: argparse.ArgumentParser, default: float) -> None:
+    parser.add_argument(
+        "--ecn-ms",
+        type=float,
+        default=default,
+        metavar="MS",
+        help=f"limited links mark ECN-capable packets CE once their queue holds more than MS ms at their "
+        f"rate (default {default:g}; 0: no marking, tail drop only); see docs/lab.md",
     )
 
 
@@ -95,6 +107,7 @@ def build_network(
     values_per_packet: int | None = None,
     switch_link_bw: float | None = None,
     switch_link_loss: float = 0.0,
+    ecn_ms: float = 0.0,
 ) -> Mininet:
     """The lab's network, not started; `bw` limits links with htb, `queue` (packets) bounds htb's queue.
 
@@ -113,6 +126,9 @@ def build_network(
     links are not oversubscribed); `switch_link_loss` (a fraction) makes them lose frames each way:
     each switch drops that fraction of what it sends out of its link ports (p4reduce-switch
     --drop-ports; this kernel has no netem), so either direction of a link loses it once.
+
+    `ecn_ms` > 0 makes every limited link mark ECN-capable packets CE once its queue holds more than
+    that many ms of its rate (mininet/lab_ecn.py): the embedded switch has no queues to mark at.
     """
     if switch_link_loss and (drop_rate or drop_rate_out):
         raise LaunchError("loss on the switch links and loss at the switches cannot be combined")
@@ -158,6 +174,10 @@ def build_network(
                     intf.tc(f"%s class change dev %s parent 5:0 classid 5:1 {shape}")
                 if queue:
                     intf.tc(f"%s qdisc add dev %s parent 5:1 handle 10: pfifo limit {queue}")
+        for link, rate in links if bw and ecn_ms else []:
+            marker = ecn.marker_object(rate, ecn_ms, ROOT / "build")
+            for intf in (link.intf1, link.intf2):
+                ecn.attach(intf.name, marker, ecn.namespace_of(intf.node))
     except BaseException:  # links made so far would outlive the lab: no record of them yet
         net.stop()
         raise
@@ -278,6 +298,7 @@ def run(args: argparse.Namespace) -> int:
         out=out,
         burst=args.burst,
         values_per_packet=args.values_per_packet,
+        ecn_ms=args.ecn_ms,
     )
     controller: subprocess.Popen[bytes] | None = None
     controller_log = out / "logs" / "controller.log"
@@ -466,6 +487,7 @@ def main() -> int:
     )
     parser.add_argument("--bw", type=float, help="link bandwidth in Mbit/s (TCLink/htb)")
     add_burst_argument(parser)
+    add_ecn_argument(parser, ecn.DEFAULT_MARK_MS)
     parser.add_argument(
         "--values-per-packet",
         type=int,

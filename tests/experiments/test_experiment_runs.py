@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,7 +33,7 @@ pytestmark = [
     ),
 ]
 
-# experiment -> (extra arguments, CSV rows expected: points x systems, per P4 target that ran)
+# experiment -> (extra arguments, CSV rows expected: points x systems, per P4 target that ran; None: by time)
 CASES = {
     # 2 sizes x (p4reduce, gloo), under a busy process, with jumbo packets over links of a 9000-byte MTU
     "gloo": (["--hog", "1", "--values-per-packet", "1024"], 2 * 2),
@@ -41,6 +42,9 @@ CASES = {
     "switch": ([], 1),
     # leafspine8: tree, spine only (p4reduce and Gloo), spine links at 4R, a star of 8, 1 % loss on the spine
     "hierarchy": ([], 1 + 2 + 1 + 1 + 1),
+    # two jobs x (congestion control on, off): all-reduces back to back for 5 s, so at least one each
+    "fairness": ([], None),
+    "aggregator": ([], 2 * 2),  # (on the switch, on the host aggregator) x (float32, int32)
 }
 
 
@@ -70,7 +74,12 @@ def test_quick_run_writes_verified_results(name: str, tmp_path: Path) -> None:
     ran = sorted({row["switch"] for row in rows if row.get("switch")}) or ["soft"]
     if name in ("workers", "switch"):
         assert ran == sorted(targets("auto")), ran
-    assert len(rows) == rows_expected * (len(ran) if name in ("workers", "switch") else 1)
+    if rows_expected is None:
+        assert {(row["job"], row["congestion_control"]) for row in rows} == {
+            (job, cc) for job in ("A", "B") for cc in ("True", "False")
+        }
+    else:
+        assert len(rows) == rows_expected * (len(ran) if name in ("workers", "switch") else 1)
     assert all(row["ok"] == "True" for row in rows)
     assert all(float(row["seconds"]) > 0 and float(row["up_bytes"]) > 0 for row in rows)
     if name == "loss":  # 5% of 512 packets each way: p4reduce must have resent some, and counted them
@@ -84,6 +93,17 @@ def test_quick_run_writes_verified_results(name: str, tmp_path: Path) -> None:
     summary = (tmp_path / f"{name}.txt").read_text()
     assert f"-m experiments.{name} --quick" in summary
     assert "machine:" in summary and "every result verified" in summary
+    if name == "fairness":  # the two lines the issue asks for, and a TCP flow that moved bytes
+        assert re.search(r"^Jain's fairness index \(congestion control on\): [01]\.\d\d$", summary, re.M)
+        assert re.search(r"^Jain's fairness index \(congestion control off\): [01]\.\d\d$", summary, re.M)
+        with open(tmp_path / "fairness-flows.csv") as f:
+            flows = list(csv.DictReader(f))
+        assert len(flows) == 6 and all(float(row["goodput"]) > 0 for row in flows)
+    if name == "aggregator":  # the second job really went to the host, and both times are stated
+        assert {row["aggregator"] for row in rows} == {"switch", "node"}
+        words = " ".join(summary.split())  # a long line wraps
+        assert "on aggregation node agg1 (last resort): switch s1 could not take it" in words
+        assert re.search(r"^int32: [\d.]+ s on the switch, [\d.]+ s on agg1$", summary, re.M)
     if name == "gloo":
         words = " ".join(summary.split())  # the table's title wraps
         assert "1 busy process (--hog 1)" in words and "4162-byte frames" in words
