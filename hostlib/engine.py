@@ -89,6 +89,22 @@ QUESTION_MEMORY = 4  # a use's latest QUERYs whose times are kept to time their 
 RTT_SAMPLES = 10_000  # EngineStats keeps the first this many round-trip samples
 LOSS_MEMORY = 1.0  # seconds a lost DATA makes timeouts ask after every late use (not hold them back)
 CWND_MIN = FAST_RETRANSMIT_AFTER + 1  # the smallest congestion window: fast loss detection still works
+TCP_SEGMENT = 1448  # bytes a TCP flow's window grows by per round trip (one segment); its floor's unit
+DATAGRAM_HEADERS = 28  # IPv4 and UDP headers: what a DATA datagram adds to its payload on a link
+
+
+def window_step(values_per_packet: int) -> int:
+    """Uses the congestion window grows by per window of results: one TCP segment's worth of DATA
+    datagrams (ceiling), so that a job takes bandwidth back at the rate a TCP flow does; counting
+    uses instead (1 per window, 350 bytes at K = 64) left a job a quarter of TCP's growth, and two jobs
+    beside one TCP flow near their floor (docs/performance.md, *Sharing a bottleneck*)."""
+    return -(-TCP_SEGMENT // (payload_bytes(values_per_packet) + DATAGRAM_HEADERS))
+
+
+def window_floor(values_per_packet: int) -> int:
+    """The smallest congestion window: two TCP segments' worth (TCP's own floor after a mark, RFC 5681),
+    and never below what fast loss detection needs (CWND_MIN)."""
+    return max(CWND_MIN, 2 * window_step(values_per_packet))
 _USE_MASK = (1 << USE_BITS) - 1
 
 
@@ -242,7 +258,9 @@ class Engine:
         self.member = member
         self.progress_timeout = progress_timeout
         self.congestion_control = congestion_control
-        self.cwnd = member.half  # docs/protocol.md, *Congestion*: in uses, within [CWND_MIN, H]
+        self.cwnd = member.half  # docs/protocol.md, *Congestion*: in uses, within [floor, H]
+        self.cwnd_step = window_step(member.values_per_packet)
+        self.cwnd_floor = window_floor(member.values_per_packet)
         self._acked = 0  # results without CE since the window last grew or shrank
         self._serial = 0  # the number the next first send of a use takes
         self._recover = 0  # a loss or CE signal about a use numbered below this was answered already
@@ -689,20 +707,21 @@ class Engine:
         if not self.congestion_control or call is None or serial < self._recover:
             return
         self._recover = self._serial
-        self.cwnd = min(max(min(self.cwnd, call.width) // 2, CWND_MIN), self.member.half)
+        self.cwnd = min(max(min(self.cwnd, call.width) // 2, self.cwnd_floor), self.member.half)
         self._acked = 0
         call.edge = min(call.edge, call.lowest + self.cwnd)
         self.stats.window_decreases += 1
         self.stats.cwnd = self.cwnd
 
     def _grow(self) -> None:
-        """A result without CE: one use more per window of them, while the window limits the call."""
+        """A result without CE: `cwnd_step` uses more per window of them (a TCP segment's worth), while
+        the window limits the call."""
         if not self._limited():
             return
         self._acked += 1
         if self._acked >= self.cwnd:
             self._acked = 0
-            self.cwnd += 1
+            self.cwnd = min(self.cwnd + self.cwnd_step, self.member.half)
             self.stats.cwnd = self.cwnd
 
     def _stale(self, held: int) -> None:

@@ -39,6 +39,8 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     e->progress_timeout = progress_timeout;
     e->congestion_control = congestion_control;
     e->cwnd = e->half_slots;
+    e->cwnd_step = p4r_window_step(k);
+    e->cwnd_floor = p4r_window_floor(k);
     e->stats.cwnd = (uint64_t)e->cwnd;
     e->rto = P4R_RTO_INITIAL;
     e->backed_off = -INFINITY;
@@ -324,7 +326,7 @@ static void decrease(struct p4r_engine *e, uint64_t serial) {
     if (!e->congestion_control || !e->active || serial < e->recover) return;
     e->recover = e->serial;
     long in_use = e->cwnd < c->width ? e->cwnd : c->width;
-    long cwnd = in_use / 2 > P4R_CWND_MIN ? in_use / 2 : P4R_CWND_MIN;
+    long cwnd = in_use / 2 > e->cwnd_floor ? in_use / 2 : e->cwnd_floor;
     e->cwnd = cwnd < e->half_slots ? cwnd : e->half_slots;
     e->acked = 0;
     if (c->lowest + e->cwnd < c->edge) c->edge = c->lowest + e->cwnd;
@@ -332,12 +334,13 @@ static void decrease(struct p4r_engine *e, uint64_t serial) {
     __atomic_store_n(&e->stats.cwnd, (uint64_t)e->cwnd, __ATOMIC_RELAXED);
 }
 
-/* A result without CE: one use more per window of them, while the window limits the call. */
+/* A result without CE: cwnd_step uses more per window of them (a TCP segment's worth), while the window
+ * limits the call. */
 static void grow(struct p4r_engine *e) {
     if (!limited(e)) return;
     if (++e->acked >= e->cwnd) {
         e->acked = 0;
-        e->cwnd += 1;
+        e->cwnd = e->cwnd + e->cwnd_step < e->half_slots ? e->cwnd + e->cwnd_step : e->half_slots;
         __atomic_store_n(&e->stats.cwnd, (uint64_t)e->cwnd, __ATOMIC_RELAXED);
     }
 }

@@ -87,7 +87,9 @@ struct p4r_engine {
     size_t frame;
     double progress_timeout;
     int congestion_control;
-    long cwnd;         /* in uses, within [P4R_CWND_MIN, half_slots] */
+    long cwnd;         /* in uses, within [cwnd_floor, half_slots] */
+    long cwnd_step;    /* uses it grows by per window of results: p4r_window_step(k) */
+    long cwnd_floor;   /* p4r_window_floor(k) */
     long acked;        /* results without CE since the window last grew or shrank */
     uint64_t serial;   /* the number the next first send of a use takes */
     uint64_t recover;  /* a signal about a use numbered below this was answered already */

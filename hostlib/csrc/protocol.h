@@ -42,6 +42,8 @@ enum p4r_msg { P4R_DATA = 1, P4R_RESULT = 2, P4R_MISSING = 3, P4R_ABORT = 4, P4R
 #define P4R_RTO_SRTT_MULTIPLE 3
 #define P4R_FAST_RETRANSMIT_AFTER 3
 #define P4R_CWND_MIN (P4R_FAST_RETRANSMIT_AFTER + 1) /* the smallest congestion window (docs/protocol.md) */
+#define P4R_TCP_SEGMENT 1448      /* a TCP flow's growth per round trip: the window's step (hostlib/engine.py) */
+#define P4R_DATAGRAM_HEADERS 28   /* IPv4 and UDP */
 #define P4R_ECN_MASK 0x03 /* the ECN field of the IPv4 DSCP/ECN byte (contracts/protocol.py ECN_*) */
 #define P4R_ECN_ECT0 0x02
 #define P4R_ECN_CE 0x03
@@ -115,5 +117,17 @@ static inline void p4r_write_header(uint8_t *p, const struct p4r_header *h) {
 }
 
 static inline int p4r_payload_bytes(int k) { return P4R_HEADER_BYTES + 4 * k; }
+
+/* Uses the congestion window grows by per window of results: one TCP segment of DATA datagrams. */
+static inline long p4r_window_step(int k) {
+    long datagram = p4r_payload_bytes(k) + P4R_DATAGRAM_HEADERS;
+    return (P4R_TCP_SEGMENT + datagram - 1) / datagram;
+}
+
+/* The smallest congestion window: two TCP segments' worth, never below P4R_CWND_MIN. */
+static inline long p4r_window_floor(int k) {
+    long two = 2 * p4r_window_step(k);
+    return two > P4R_CWND_MIN ? two : P4R_CWND_MIN;
+}
 
 #endif

@@ -14,7 +14,7 @@ import pytest
 
 from contracts.protocol import ECN_ECT0, ECN_NOT_ECT
 from hostlib import Communicator, JobSpec
-from hostlib.engine import CWND_MIN
+from hostlib.engine import CWND_MIN, window_floor, window_step
 from hostlib.reflector import Reflector
 from tests.hostlib.fabric import ENGINES, Fabric, Packet, random_faults
 from tests.hostlib.test_engine import K, exact_sum, ints, losing_first_data_of
@@ -37,6 +37,19 @@ def marking(rank: int, number: int):  # type: ignore[no-untyped-def]
     return mark
 
 
+def test_the_window_grows_and_floors_in_tcp_segments_of_datagrams() -> None:
+    """A TCP flow grows by one 1448-byte segment per round trip and keeps two after a mark; a job grows by
+    as many DATA datagrams as make one segment, and keeps two segments' worth, never below CWND_MIN."""
+    assert [window_step(k) for k in (64, 128, 256, 512, 1024)] == [
+        5,
+        3,
+        2,
+        1,
+        1,
+    ]  # 308 .. 4148-byte datagrams
+    assert [window_floor(k) for k in (64, 256, 1024)] == [10, 4, CWND_MIN]
+
+
 def test_ce_on_one_rank_s_data_halves_every_rank_s_window_once(kind: str) -> None:
     fabric = Fabric(engine=kind, world=3, pool=POOL, congestion_control=True, mark=marking(1, 3))
     data = ints(3, POOL // 2 * USES * K)
@@ -45,8 +58,8 @@ def test_ce_on_one_rank_s_data_halves_every_rank_s_window_once(kind: str) -> Non
         stats = engine.stats
         assert stats.ce_marks == 1, "the RESULT of the marked use carries CE to every rank"
         assert stats.window_decreases == 1
-        # halved from 32 to 16, then one more use per 16, 17, ... results without CE
-        assert 16 < stats.cwnd < POOL // 2
+        # halved from 32 to 16, then a TCP segment's worth of uses more per window of results without CE
+        assert 16 < stats.cwnd <= POOL // 2
         assert stats.retransmissions == 0
 
 
@@ -69,7 +82,7 @@ def test_a_lost_data_halves_the_window_of_the_rank_that_resends_it(kind: str) ->
     resender = fabric.engines[1].stats
     assert resender.missing_resends == 1
     assert resender.window_decreases >= 1
-    assert resender.cwnd >= CWND_MIN
+    assert resender.cwnd >= min(window_floor(K), 16 // 2)  # the floor, or H when H is below it
 
 
 def test_the_window_never_goes_below_its_minimum_and_the_job_stays_live(kind: str) -> None:
@@ -77,8 +90,8 @@ def test_the_window_never_goes_below_its_minimum_and_the_job_stays_live(kind: st
     data = ints(2, POOL // 2 * USES * K)
     assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
     for engine in fabric.engines:
-        assert engine.stats.cwnd == CWND_MIN
-        assert engine.stats.window_decreases >= 3  # 32 -> 16 -> 8 -> 4
+        assert engine.stats.cwnd == window_floor(K)
+        assert engine.stats.window_decreases >= 2  # 32 -> 16 -> 10
 
 
 def test_without_congestion_control_marks_change_nothing(kind: str) -> None:
@@ -122,7 +135,7 @@ def test_the_socket_sends_ect0_and_ce_from_the_network_reaches_the_native_engine
         stats = comm.stats()
     assert marking.tos_seen == {ECN_ECT0}
     assert stats.ce_marks == marking.results // 50 > 0
-    assert stats.window_decreases > 0 and CWND_MIN <= stats.cwnd <= 32
+    assert stats.window_decreases > 0 and window_floor(K) <= stats.cwnd <= 32
 
 
 def test_off_the_socket_sends_not_ect_and_marks_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
