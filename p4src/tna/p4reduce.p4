@@ -8,8 +8,9 @@
  * actions, action parameters and counters carry the v1model program's names
  * and widths: one controller serves both (tests/test_p4runtime_names.py checks it).
  *
- * Not compiled in this repository (no Tofino compiler here). The maintainers
- * compile it with
+ * Compiled with p4c 1.2.5.16 / p4c-barefoot 9.13.4 (issue 32; docs/p4src.md,
+ * "Compiled with the open Tofino back end"): Tofino 2 with 0 errors, Tofino 1
+ * stops at PHV allocation. The commands:
  *     p4c --target tofino  --arch tna  -I p4src -o OUT p4src/tna/p4reduce.p4
  *     p4c --target tofino2 --arch t2na -I p4src -o OUT p4src/tna/p4reduce.p4
  * (__TARGET_TOFINO__ selects the variant below).
@@ -75,7 +76,7 @@
 #include "../common/headers.p4"
 
 #if SLOT_COUNT > 32768
-#error "SLOT_COUNT must be at most 32768: the recirculation header carries a 16-bit copy index"
+#error "SLOT_COUNT must be at most 32768: the largest pool the TNA program is checked with (docs/p4src.md, Limits)"
 #endif
 
 /* ---- TNA-only numbers ---- */
@@ -99,6 +100,17 @@
 #ifndef RECIRC_PORT_LOW
 #define RECIRC_PORT_LOW  68  /* Tofino 1: port 68 of each pipe (pipe * 128 + 68) recirculates */
 #endif
+/*
+ * TNA: where the first pass puts exp_max. Tofino 1 needs it only in the
+ * recirculation header, and recirculate() cannot copy it there (recirc_h), so
+ * the exp_max RegisterAction's output goes there directly; Tofino 2 answers in
+ * the same pass, from metadata.
+ */
+#if P4R_HARVEST
+#define P4R_EXP_OUT hdr.recirc.exp
+#else
+#define P4R_EXP_OUT ig_md.exp_max
+#endif
 
 /* TNA: ingress and egress are separate programs; what ingress decided reaches egress here. */
 header bridge_h {
@@ -113,13 +125,26 @@ header resubmit_h {
     bit<32> pad;
 }
 
-/* TNA (Tofino 1): what the first pass decided, in front of a recirculated packet. */
+/*
+ * TNA (Tofino 1): what the first pass decided, in front of a recirculated packet.
+ * An action may write a PHV container from at most two PHV sources, or from one
+ * PHV source and constants (p4c-barefoot 9.13.4: "Tofino supports only two PHV
+ * sources"), and the compiler packs these fields into few containers. So the
+ * first pass writes each field where its value is decided, not all at once in
+ * recirculate(): op in values_*(), exp by the exp_max RegisterAction, copy in
+ * copy_in_set*(), mcast_grp and reply_port in set_job(), pass and kind (two
+ * constants) in recirculate().
+ */
+/*
+ * TNA: kind, pass, op in this order: an action that writes part of a container must
+ * write a contiguous part (recirculate() writes kind and pass, to_harvest() pass and op).
+ */
 header recirc_h {
+    bit<8>  kind;           /* how the answer leaves: PKT_KIND_JOB, PKT_KIND_REPLY; FORWARD = consumed */
     bit<8>  pass;           /* PASS_VALUES, then PASS_HARVEST */
     bit<8>  op;             /* VALUE_OP_* */
-    bit<8>  kind;           /* how the answer leaves: PKT_KIND_JOB, PKT_KIND_REPLY; FORWARD = consumed */
     bit<8>  exp;            /* exp_max of the result */
-    bit<16> copy;           /* register index of the copy */
+    bit<32> copy;           /* register index of the copy (TNA: ig_md.copy's width, so that it is a plain copy) */
     bit<16> mcast_grp;      /* the job's group */
     bit<7>  pad;
     bit<9>  reply_port;     /* the sender's port */
@@ -170,6 +195,7 @@ struct ig_metadata_t {
     bit<32> age;            /* seq - copy_seq: 0 same use, >= 2^31 behind, else ahead (1 for an idle copy) */
     bit<32> call_diff;      /* call ^ copy_call */
     bit<32> seen;           /* QUERY: the copy's bitmap; DATA: the sender's bit if already in */
+    bit<32> asker_in;       /* QUERY: seen & worker_bit, the asker's bit if its contribution is in */
     bit<8>  left;           /* remaining after this packet */
     bit<8>  exp_max;
     bit<8>  value_op;       /* VALUE_OP_*: what the value registers do */
@@ -218,6 +244,7 @@ parser IngressParser(packet_in pkt,
         ig_md.age = 0;
         ig_md.call_diff = 0;
         ig_md.seen = 0;
+        ig_md.asker_in = 0;
         ig_md.left = 0;
         ig_md.exp_max = 0;
         ig_md.value_op = VALUE_OP_NONE;
@@ -667,6 +694,12 @@ control MyIngress(inout tna_headers_t hdr,
         ig_md.udp_diff = hdr.udp.src_port ^ sender_udp_port;
         ig_md.key_diff = hdr.p4r.key ^ key;
         ig_md.epoch = epoch;
+#if P4R_HARVEST
+        /* TNA (Tofino 1): what a recirculated pass needs of the job, written where known (see recirc_h). */
+        hdr.recirc.mcast_grp = mcast_grp;
+        hdr.recirc.pad = 0;
+        hdr.recirc.reply_port = ig_intr_md.ingress_port;
+#endif
     }
 
     action unknown_job() {
@@ -710,10 +743,16 @@ control MyIngress(inout tna_headers_t hdr,
 
     action copy_in_set0() {
         ig_md.copy = ig_md.g;
+#if P4R_HARVEST
+        hdr.recirc.copy = ig_md.g;   /* TNA: written where decided (see recirc_h) */
+#endif
     }
 
     action copy_in_set1() {
         ig_md.copy = ig_md.g + SLOT_COUNT;
+#if P4R_HARVEST
+        hdr.recirc.copy = ig_md.g + SLOT_COUNT;
+#endif
     }
 
     /* A QUERY for an idle copy: no contribution has arrived, as for a use ahead of the copy's. */
@@ -724,6 +763,15 @@ control MyIngress(inout tna_headers_t hdr,
     /* STALE's aux is the use the copy holds: seq - age. */
     action stale_aux() {
         hdr.p4r.aux = hdr.p4r.seq - ig_md.age;
+    }
+
+    /*
+     * TNA: a gateway compares a field with a constant; "seen & worker_bit"
+     * of two fields is computed here and tested against 0 (p4c-barefoot:
+     * "condition too complex, one operand of & must be constant").
+     */
+    action asker_check() {
+        ig_md.asker_in = ig_md.seen & ig_md.worker_bit;
     }
 
     action missing_aux() {
@@ -749,7 +797,9 @@ control MyIngress(inout tna_headers_t hdr,
 
     action values_read() {
         ig_md.value_op = VALUE_OP_READ;
-#if !P4R_HARVEST
+#if P4R_HARVEST
+        hdr.recirc.op = VALUE_OP_READ;   /* TNA: written where decided (see recirc_h) */
+#else
         hdr.vals.setValid();   /* the replay's values, read in this pass */
 #endif
     }
@@ -761,10 +811,16 @@ control MyIngress(inout tna_headers_t hdr,
 
     action values_store() {
         ig_md.value_op = VALUE_OP_STORE;
+#if P4R_HARVEST
+        hdr.recirc.op = VALUE_OP_STORE;
+#endif
     }
 
     action values_add() {
         ig_md.value_op = VALUE_OP_ADD;
+#if P4R_HARVEST
+        hdr.recirc.op = VALUE_OP_ADD;
+#endif
     }
 
     /* ---- the answer (docs/protocol.md step 8) ---- */
@@ -823,14 +879,9 @@ control MyIngress(inout tna_headers_t hdr,
     action recirculate(bit<8> kind) {
         hdr.bridge.setInvalid();
         hdr.recirc.setValid();
+        /* TNA: two constants only; the other fields were written where they were decided (recirc_h). */
         hdr.recirc.pass = PASS_VALUES;
-        hdr.recirc.op = ig_md.value_op;
         hdr.recirc.kind = kind;
-        hdr.recirc.exp = ig_md.exp_max;
-        hdr.recirc.copy = ig_md.copy[15:0];
-        hdr.recirc.mcast_grp = ig_md.job_mcast_grp;
-        hdr.recirc.pad = 0;
-        hdr.recirc.reply_port = ig_intr_md.ingress_port;
         ig_tm_md.bypass_egress = 1;
         ig_tm_md.ucast_egress_port[8:7] = ig_intr_md.ingress_port[8:7];
         ig_tm_md.ucast_egress_port[6:0] = RECIRC_PORT_LOW;
@@ -840,7 +891,7 @@ control MyIngress(inout tna_headers_t hdr,
     /* A recirculated pass: what the first pass decided. */
     action resume() {
         ig_md.value_op = hdr.recirc.op;
-        ig_md.copy = (bit<32>) hdr.recirc.copy;
+        ig_md.copy = hdr.recirc.copy;
         ig_md.exp_max = hdr.recirc.exp;
         ig_md.job_mcast_grp = hdr.recirc.mcast_grp;
         ig_md.reply_port = hdr.recirc.reply_port;
@@ -1040,8 +1091,9 @@ control MyIngress(inout tna_headers_t hdr,
                             /* Where is the use? Nothing changes. */
                             if (ig_md.age == 0) {
                                 ig_md.seen = bitmap_read.execute(ig_md.copy);
+                                asker_check();
                                 ig_md.left = remaining_read.execute(ig_md.copy);
-                                ig_md.exp_max = exp_read.execute(ig_md.copy);
+                                P4R_EXP_OUT = exp_read.execute(ig_md.copy);
                                 values_read();
                             } else {
                                 not_collected();
@@ -1051,7 +1103,7 @@ control MyIngress(inout tna_headers_t hdr,
                             call_store.execute(ig_md.copy);
                             bitmap_start.execute(ig_md.copy);
                             ig_md.left = remaining_start.execute(ig_md.copy);
-                            ig_md.exp_max = exp_store.execute(ig_md.copy);
+                            P4R_EXP_OUT = exp_store.execute(ig_md.copy);
                             values_store();
                         } else {
                             /* The same use: the descriptor, then the bitmap, which decides. */
@@ -1070,7 +1122,7 @@ control MyIngress(inout tna_headers_t hdr,
                                 resubmit_mismatch();
                             } else {
                                 ig_md.left = remaining_count.execute(ig_md.copy);
-                                ig_md.exp_max = exp_raise.execute(ig_md.copy);
+                                P4R_EXP_OUT = exp_raise.execute(ig_md.copy);
                                 values_add();
                             }
                         }
@@ -1082,10 +1134,8 @@ control MyIngress(inout tna_headers_t hdr,
                             P4R_FOR_EACH_PAIR(VALUE_STEP)
 #endif
                             if (hdr.p4r.msg_type == MSG_QUERY) {
-                                if (ig_md.left != 0 && (ig_md.seen & ig_md.worker_bit) != 0) {
-                                    /* Collecting, and the asker's contribution is in: nothing to tell it. */
-                                    refuse(DROP_CONTRIBUTED);
-                                } else if (ig_md.left == 0) {
+                                /* TNA: complete first, then the asker's bit (asker_check): one field per gateway. */
+                                if (ig_md.left == 0) {
                                     /* Complete: replay the result to the asker alone. */
                                     counted_as(OUTCOME_REPLAY);
 #if P4R_HARVEST
@@ -1094,6 +1144,9 @@ control MyIngress(inout tna_headers_t hdr,
                                     result_size();
                                     answer_to_sender();
 #endif
+                                } else if (ig_md.asker_in != 0) {
+                                    /* Collecting, and the asker's contribution is in: nothing to tell it. */
+                                    refuse(DROP_CONTRIBUTED);
                                 } else {
                                     /* The asker's contribution is missing (aux: who contributed), or none
                                      * has arrived (aux 0): tell the asker alone, which resends. */
