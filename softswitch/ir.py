@@ -57,6 +57,9 @@ Changes after the contract was published (additive only):
   * P4 functions arrive as global `ActionDecl`s annotated `@hidden` with a last `out`
     parameter `result__` (softswitch/frontend/typecheck.py, `decl_function_decl`); a call
     is an `ActionCall`, in an expression preceded by its statement's `VarDecl` of the result.
+  * `StructDecl.union`: a `header_union` arrives as a struct whose fields are all headers, its
+    semantics already written out as statements on its members (see StructDecl); a `StackType`'s
+    `element` may be such a union (`U[N]`).
 """
 
 from __future__ import annotations
@@ -159,9 +162,10 @@ class StructType:
 
 @dataclass(frozen=True, slots=True)
 class StackType:
-    """A header stack `H[size]`."""
+    """A header stack `H[size]`; `element` is a header, or a header union (a StructType whose
+    declaration has `union`)."""
 
-    element: HeaderType
+    element: HeaderType | StructType
     size: int
 
 
@@ -718,9 +722,17 @@ class HeaderDecl:
 
 @dataclass(frozen=True, slots=True)
 class StructDecl:
+    """A struct; with `union`, a `header_union` (every field a header, at most one of them valid).
+
+    A union is a struct to the backends: the front end writes its semantics out (setValid, extract
+    and assignment of a member make the others invalid, `setInvalid` on a member makes all of them
+    invalid, the union's `isValid()` is its members' `||`), so no backend needs to know.
+    """
+
     name: str
     fields: tuple[Field, ...]
     pos: Pos | None = None
+    union: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from lark import Token, Tree
 
 from softswitch import ir
 from softswitch.frontend import entries as table_entries
-from softswitch.frontend import stack_index, subset
+from softswitch.frontend import stack_index, subset, unions
 from softswitch.frontend.diagnostics import CompileError, Diagnostic
 from softswitch.frontend.preprocess import P4INCLUDE, Preprocessed
 from softswitch.frontend.typecheck_expr import (
@@ -53,7 +53,6 @@ from softswitch.frontend.typecheck_expr import (
 from softswitch.p4info import DEFAULT_TABLE_SIZE
 
 _UNSUPPORTED_DECLS = {
-    "header_union_decl": "header unions",
     "value_set_decl": "value sets",
     "newtype_decl": "type declarations (type T ...; use typedef)",
 }
@@ -324,8 +323,8 @@ class _Checker:
             raise self.error(t, f"unsupported: type arguments on {name}")
         if kind == "stack_type":
             elem = self.types.get(str(t.children[0]))
-            if not isinstance(elem, ir.HeaderType):
-                raise self.error(t, f"{t.children[0]}: header stacks must hold headers")
+            if not isinstance(elem, ir.HeaderType) and not self.is_union(elem):
+                raise self.error(t, f"{t.children[0]}: header stacks must hold headers or header unions")
             size = self.const_int(t.children[1])
             if not 0 < size <= subset.MAX_STACK_SIZE:
                 raise self.error(t, f"unsupported: header stack size {size} (1 to {subset.MAX_STACK_SIZE})")
@@ -423,6 +422,27 @@ class _Checker:
             raise self.error(d, "unsupported: generic structs")
         self.declare_type(name, sname, ir.StructType(sname))
         self.structs[sname] = ir.StructDecl(sname, self.fields(rest, sname), self.pos(d))
+
+    def decl_header_union_decl(self, d: Tree) -> None:
+        """A header union: a struct of headers to the backends (ir.StructDecl.union); its semantics are
+        written out on its members by `unions.lower` and `union_is_valid`."""
+        ann, name, *rest = d.children
+        uname = str(name.children[0])
+        self.declare_type(name, uname, ir.StructType(uname))
+        fields = self.fields(rest, uname)
+        for f in fields:
+            if not isinstance(f.type, ir.HeaderType):
+                self.error(d, f"{uname}.{f.name}: the members of a header union must be headers")
+        self.structs[uname] = ir.StructDecl(uname, fields, self.pos(d), union=True)
+
+    @property
+    def union_members(self) -> dict[str, ir.StructDecl]:
+        """The program's header unions by name."""
+        return {name: decl for name, decl in self.structs.items() if decl.union}
+
+    def is_union(self, t: ir.Type) -> bool:
+        decl = self.structs.get(t.name) if isinstance(t, ir.StructType) else None
+        return decl is not None and decl.union
 
     def decl_enum_decl(self, d: Tree) -> None:
         ann, underlying, name, *members = d.children
@@ -1400,9 +1420,18 @@ class _Checker:
         if r is not None and hoisted:
             self.check_call_order(s, r, hoisted)
         out = [*hoisted, r] if r is not None else []
+        if self.union_members:
+            out = self.lower_unions(s, out)
         if any(stack_index.has_dynamic_index(x) for x in out):
             return self.lower_stack_indices(s, out, ctx)
         return out
+
+    def lower_unions(self, s: Tree, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+        """Statements with the semantics of header unions written out on their members (`unions`)."""
+        try:
+            return [x for stmt in stmts for x in unions.lower(stmt, self.union_members)]
+        except unions.Unsupported as exc:
+            raise self.error(s, f"unsupported: {exc}") from None
 
     def lower_stack_indices(self, s: Tree, stmts: list[ir.Stmt], ctx: Context) -> list[ir.Stmt]:
         """Statements whose header stack indices are all constants (`stack_index`)."""
@@ -1609,6 +1638,8 @@ class _Checker:
                 return e
         if isinstance(want, ir.InfIntType) and isinstance(e, ir.Const) and isinstance(e.type, ir.BitType):
             return e
+        if isinstance(e, ir.ListExpr) and self.is_union(want):
+            raise self.error(t, f"a header union ({want.name}) cannot be initialized with a list")
         if isinstance(e, ir.ListExpr) and isinstance(want, ir.HeaderType | ir.StructType):
             fields = (self.headers if isinstance(want, ir.HeaderType) else self.structs)[want.name].fields
             if len(fields) != len(e.elements):
@@ -1764,6 +1795,9 @@ class _Checker:
             message = f"a header stack index must be bit<W>, int<W> or an integer, not {type_str(index.type)}"
             raise self.error(t.children[1], message)
         if not isinstance(index, ir.Const):
+            if self.is_union(base.type.element):  # p4c: "Target expects constant array indices ..."
+                message = f"the index of a header union stack ({type_str(base.type)}) must be a constant"
+                raise self.error(t.children[1], message)
             if self.hoisted is None and not self.lowering_select:
                 raise self.error(
                     t.children[1],
@@ -2204,6 +2238,10 @@ class _Checker:
             return self.lookahead(target, type_args, arg_trees, t, ctx)
         if type_args is not None:
             raise self.error(t, f"unsupported: explicit type arguments on {mname}")
+        if self.is_union(typ) and mname == "isValid":
+            if arg_trees:
+                raise self.error(t, f"{mname}() takes no arguments")
+            return unions.is_valid(target, self.structs[typ.name], pos)
         if isinstance(typ, ir.HeaderType):
             if mname in ("isValid", "setValid", "setInvalid"):
                 if arg_trees:
@@ -2233,8 +2271,9 @@ class _Checker:
                 hdr = self.expr(arg_trees[0], target_ctx, None)
                 if not isinstance(hdr.type, ir.HeaderType):
                     raise self.error(arg_trees[0], f"extract needs a header, not {type_str(hdr.type)}")
-                if isinstance(hdr, ir.StackMember) and hdr.member != "next":
-                    raise self.error(arg_trees[0], f"unsupported: extract into .{hdr.member}")
+                element = hdr.expr if isinstance(hdr, ir.Member) and self.is_union(hdr.expr.type) else hdr
+                if isinstance(element, ir.StackMember) and element.member != "next":
+                    raise self.error(arg_trees[0], f"unsupported: extract into .{element.member}")
                 self.check_lvalue(hdr, arg_trees[0])
                 return ir.Extract(target.name, hdr, ir.VoidType(), pos)
             if typ.name == "packet_out" and mname == "emit":

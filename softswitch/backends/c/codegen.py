@@ -1108,13 +1108,16 @@ class CCompiler(Walker):
 
     def _extract(self, depth: int, call: ir.Extract) -> None:
         header = call.header
-        if isinstance(header, ir.StackMember):  # extract(s.next): element nextIndex, then nextIndex += 1
-            stack = self.place(header.expr, depth)
-            assert isinstance(header.expr.type, ir.StackType)
-            size = header.expr.type.size
+        # extract(s.next) or (s.next.member), for a stack of unions: element nextIndex, then nextIndex += 1
+        element = header.expr if isinstance(header, ir.Member) else header
+        if isinstance(element, ir.StackMember):
+            stack = self.place(element.expr, depth)
+            assert isinstance(element.expr.type, ir.StackType) and isinstance(header.type, ir.HeaderType)
+            size = element.expr.type.size
             self._parser_error(depth, f"{stack}.next >= {size}", "StackOutOfBounds")
+            member = f".{cname(header.field)}" if isinstance(header, ir.Member) else ""
             self._read_header(
-                depth, header.expr.type.element.name, f"{stack}.e[{stack}.next]", "off", advance=True
+                depth, header.type.name, f"{stack}.e[{stack}.next]{member}", "off", advance=True
             )
             self.emit(depth, f"{stack}.next += 1;")
             return
@@ -1209,7 +1212,8 @@ class CCompiler(Walker):
             yield e
         elif isinstance(t, ir.StackType):
             for i in range(t.size):
-                yield ir.StackIndex(e, ir.Const(ir.BitType(32), i), t.element, e.pos)  # type: ignore[attr-defined]
+                element = ir.StackIndex(e, ir.Const(ir.BitType(32), i), t.element, e.pos)  # type: ignore[attr-defined]
+                yield from self._headers_under(element)
         elif isinstance(t, ir.StructType):
             for f in self.structs[t.name].fields:
                 yield from self._headers_under(ir.Member(e, f.name, f.type, e.pos))  # type: ignore[attr-defined]

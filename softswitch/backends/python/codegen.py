@@ -358,7 +358,7 @@ class Compiler(Walker):
         if not is_composite(lhs.type):
             self.store(depth, lhs, self.expr(rhs, depth))
             return
-        if isinstance(lhs, ir.StackMember) or isinstance(rhs, ir.StackMember):  # `s.last`, found when run
+        if _in_element(lhs) or _in_element(rhs):  # under `s.last`, found when run
             (a, b), (c, d) = self._span(lhs, depth), self._span(rhs, depth)
             self.emit(depth, f"V[{a}:{b}] = V[{c}:{d}]")
             return
@@ -386,9 +386,10 @@ class Compiler(Walker):
 
     def _span(self, e: ir.Expr, depth: int) -> tuple[str, str]:
         """Code of the vector slice [start, end) holding a composite value, `stack.last` included."""
-        if isinstance(e, ir.StackMember) and e.member == "last":
-            element, offset = self._last_offset(e.expr, depth)
-            a, b = self.layout.composites[element]
+        found = self._element(e, depth)
+        if found is not None:
+            path, offset = found
+            a, b = self.layout.composites[path]
             return f"{a} + {offset}", f"{b} + {offset}"
         a, b = self.layout.composites[self._need_path(e)]
         return str(a), str(b)
@@ -672,17 +673,19 @@ class Compiler(Walker):
         self.emit(depth + 1, "return off")
 
     def _extract(self, depth: int, call: ir.Extract) -> None:
-        header = call.header
         offset = ""
         stack = None
-        if isinstance(header, ir.StackMember):  # extract(s.next): element nextIndex, then nextIndex += 1
-            stack = self.layout.stacks[self._need_path(header.expr)]
-            self._parser_error(depth, f"V[{stack.next}] >= {stack.size}", "StackOutOfBounds")
+        found = self._element(call.header, depth)  # extract(s.next) or (s.next.member): element nextIndex
+        if found is not None:
+            path, code = found
+            element = call.header.expr if isinstance(call.header, ir.Member) else call.header
+            assert isinstance(element, ir.StackMember)
+            stack = self.layout.stacks[self._need_path(element.expr)]
             offset = self.tmp("o")
-            self.emit(depth, f"{offset} = V[{stack.next}] * {stack.stride}")
-            hs = self.layout.headers[self._need_path(header.expr) + ("0",)]
+            self.emit(depth, f"{offset} = {code}")
+            hs = self.layout.headers[path]
         else:
-            hs = self.layout.headers[self._need_path(header)]
+            hs = self.layout.headers[self._need_path(call.header)]
         at = (lambda i: f"{i} + {offset}") if offset else str
         self._parser_error(depth, f"off + {hs.nbytes} > n", "PacketTooShort")
         first, last = hs.fields[0][1], hs.fields[-1][1]
@@ -794,28 +797,38 @@ class Compiler(Walker):
             raise UnsupportedError.at("expected a header or field of the packet", e)
         return path
 
-    def _last_offset(self, stack_expr: ir.Expr, depth: int) -> tuple[Path, str]:
-        """(path of element 0, code of the slot offset of `stack.last`), with the parser's bounds check."""
-        path = self._need_path(stack_expr)
+    def _element(self, e: ir.Expr, depth: int) -> tuple[Path, str] | None:
+        """For `stack.last`, `stack.next` or a member of either (a header union's, a header's field):
+        (its path in element 0, code of the slot offset of the element meant), with the parser's bounds
+        check (`last` of an empty stack, `next` of a full one); None for anything else."""
+        if isinstance(e, ir.Member):
+            found = self._element(e.expr, depth)
+            return None if found is None else (found[0] + (e.field,), found[1])
+        if not (isinstance(e, ir.StackMember) and e.member in ("last", "next")):
+            return None
+        path = self._need_path(e.expr)
         s = self.layout.stacks[path]
-        self._parser_error(depth, f"V[{s.next}] == 0", "StackOutOfBounds")
-        return path + ("0",), f"(V[{s.next}] - 1) * {s.stride}"
+        if e.member == "last":
+            self._parser_error(depth, f"V[{s.next}] == 0", "StackOutOfBounds")
+            return path + ("0",), f"(V[{s.next}] - 1) * {s.stride}"
+        self._parser_error(depth, f"V[{s.next}] >= {s.size}", "StackOutOfBounds")
+        return path + ("0",), f"V[{s.next}] * {s.stride}"
 
     def _slot(self, e: ir.Expr, depth: int) -> str | None:
         """Code of the vector index of a scalar field, or None for Python locals."""
         path = self._path(e)
         if path is not None:
             return str(self.layout.scalars[path][0]) if path in self.layout.scalars else None
-        if isinstance(e, ir.Member) and isinstance(e.expr, ir.StackMember) and e.expr.member == "last":
-            element, offset = self._last_offset(e.expr.expr, depth)
-            return f"{self.layout.scalars[element + (e.field,)][0]} + {offset}"
+        found = self._element(e, depth)
+        if found is not None:
+            return f"{self.layout.scalars[found[0]][0]} + {found[1]}"
         return None
 
     def _valid(self, header: ir.Expr, depth: int) -> str:
         """Code of the vector index of a header's validity bit."""
-        if isinstance(header, ir.StackMember) and header.member == "last":
-            element, offset = self._last_offset(header.expr, depth)
-            return f"{self.layout.headers[element].valid} + {offset}"
+        found = self._element(header, depth)
+        if found is not None:
+            return f"{self.layout.headers[found[0]].valid} + {found[1]}"
         return str(self.layout.headers[self._need_path(header)].valid)
 
     def lvalue(self, e: ir.Expr, depth: int = 0) -> str:
@@ -939,6 +952,13 @@ class Compiler(Walker):
 
 
 _PY_OPS = {"/": "//"}
+
+
+def _in_element(e: ir.Expr) -> bool:
+    """Whether `e` is a stack's `.last` or `.next` or a member of one (its place is found when run)."""
+    while isinstance(e, ir.Member):
+        e = e.expr
+    return isinstance(e, ir.StackMember) and e.member in ("last", "next")
 
 
 def _mask(width: int) -> int:
