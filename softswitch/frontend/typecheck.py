@@ -289,7 +289,12 @@ class _Checker:
                 )
             return ir.BitType(width, kind == "int_type")
         if kind == "varbit_type":
-            raise self.error(t, "unsupported: varbit")
+            width = self.const_int(t.children[-1])
+            if width <= 0:
+                raise self.error(t, f"varbit<{width}>: invalid type size")
+            if width > subset.MAX_WIDTH:
+                raise self.error(t, f"unsupported: varbit<{width}> is wider than {subset.MAX_WIDTH} bits")
+            return ir.VarbitType(width)
         if kind == "tuple_type":
             raise self.error(t, "unsupported: tuple types")
         if kind == "named_type":
@@ -402,18 +407,34 @@ class _Checker:
             raise self.error(d, "unsupported: generic headers")
         self.declare_type(name, hname, ir.HeaderType(hname))
         fields = self.fields(rest, hname)
-        scalars = tuple(f for f in fields if ir.is_scalar(f.type))
+        kept = tuple(f for f in fields if ir.is_scalar(f.type) or isinstance(f.type, ir.VarbitType))
         for f in fields:
-            if not ir.is_scalar(f.type):
+            if f not in kept:
                 self.error(
                     d,
                     f"unsupported: header field {hname}.{f.name} of type {type_str(f.type)} "
-                    "(header fields are bit<W>, int<W>, bool or a serializable enum here)",
+                    "(header fields are bit<W>, int<W>, bool, a serializable enum or varbit<W> here)",
                 )
-        total = sum(ir.width_of(f.type) for f in scalars)
+        decl = ir.HeaderDecl(hname, kept, self.pos(d), self.annotations(ann))
+        self.check_varbit_header(d, decl)
+        total = sum(ir.width_of(f.type) for f in ir.fixed_fields(decl))
         if total % 8:
             self.error(d, f"unsupported: header {hname} is {total} bits, not a whole number of bytes")
-        self.headers[hname] = ir.HeaderDecl(hname, scalars, self.pos(d), self.annotations(ann))
+        self.headers[hname] = decl
+
+    def check_varbit_header(self, d: Tree, decl: ir.HeaderDecl) -> None:
+        """At most one varbit field (as p4c), starting on a byte, and none in a controller header."""
+        varbits = [f.name for f in decl.fields if isinstance(f.type, ir.VarbitType)]
+        if len(varbits) > 1:
+            self.error(d, f"{' and '.join(varbits)}: multiple varbit fields in a header")
+            return
+        found = ir.varbit_field(decl)
+        if found is None:
+            return
+        if found[0] % 8:
+            self.error(d, f"unsupported: varbit field {decl.name}.{found[1].name} does not start on a byte")
+        if has_annotation(decl.annotations, "controller_header"):
+            self.error(d, f"unsupported: varbit field in controller header {decl.name}")
 
     def decl_struct_decl(self, d: Tree) -> None:
         ann, name, *rest = d.children
@@ -421,7 +442,11 @@ class _Checker:
         if rest and isinstance(rest[0], Tree) and rest[0].data == "type_params":
             raise self.error(d, "unsupported: generic structs")
         self.declare_type(name, sname, ir.StructType(sname))
-        self.structs[sname] = ir.StructDecl(sname, self.fields(rest, sname), self.pos(d))
+        fields = self.fields(rest, sname)
+        for f in fields:
+            if isinstance(f.type, ir.VarbitType):
+                self.error(d, f"unsupported: varbit field {sname}.{f.name} outside a header")
+        self.structs[sname] = ir.StructDecl(sname, fields, self.pos(d))
 
     def decl_header_union_decl(self, d: Tree) -> None:
         """A header union: a struct of headers to the backends (ir.StructDecl.union); its semantics are
@@ -1640,6 +1665,12 @@ class _Checker:
             return e
         if isinstance(e, ir.ListExpr) and self.is_union(want):
             raise self.error(t, f"a header union ({want.name}) cannot be initialized with a list")
+        if (
+            isinstance(e, ir.ListExpr)
+            and isinstance(want, ir.HeaderType)
+            and ir.varbit_field(self.headers[want.name])
+        ):
+            raise self.error(t, f"unsupported: a list assigned to {want.name}, which has a varbit field")
         if isinstance(e, ir.ListExpr) and isinstance(want, ir.HeaderType | ir.StructType):
             fields = (self.headers if isinstance(want, ir.HeaderType) else self.structs)[want.name].fields
             if len(fields) != len(e.elements):
@@ -1977,7 +2008,9 @@ class _Checker:
         a, b = self.unify(a, b, a_t, b_t, op)
         typ = a.type
         if op in EQUALITY:
-            if not isinstance(typ, ir.BitType | ir.InfIntType | ir.BoolType | ir.EnumType | ir.ErrorType):
+            if not isinstance(
+                typ, ir.BitType | ir.InfIntType | ir.BoolType | ir.EnumType | ir.ErrorType | ir.VarbitType
+            ):
                 raise self.error(t, f"{op} is not defined on {type_str(typ)}")
             if is_const(a) and is_const(b):
                 return ir.Const(ir.BoolType(), (a == b or self.same_const(a, b)) == (op == "=="), pos)
@@ -2265,17 +2298,18 @@ class _Checker:
             if typ.name == "packet_in" and mname == "extract":
                 if ctx.block != "parser":
                     raise self.error(t, "extract is only allowed in parsers")
-                if len(arg_trees) != 1:
-                    raise self.error(t, "unsupported: extract with a variable size")
+                if len(arg_trees) not in (1, 2):
+                    raise self.error(t, f"extract expects 1 or 2 arguments, got {len(arg_trees)}")
                 target_ctx = Context(ctx.scope, ctx.block, ctx.in_apply, extract_target=True)
                 hdr = self.expr(arg_trees[0], target_ctx, None)
                 if not isinstance(hdr.type, ir.HeaderType):
                     raise self.error(arg_trees[0], f"extract needs a header, not {type_str(hdr.type)}")
+                size = self.extract_size(hdr.type, arg_trees, t, ctx)
                 element = hdr.expr if isinstance(hdr, ir.Member) and self.is_union(hdr.expr.type) else hdr
                 if isinstance(element, ir.StackMember) and element.member != "next":
                     raise self.error(arg_trees[0], f"unsupported: extract into .{element.member}")
                 self.check_lvalue(hdr, arg_trees[0])
-                return ir.Extract(target.name, hdr, ir.VoidType(), pos)
+                return ir.Extract(target.name, hdr, ir.VoidType(), pos, size)
             if typ.name == "packet_out" and mname == "emit":
                 if len(arg_trees) != 1:
                     raise self.error(t, f"emit expects 1 argument, got {len(arg_trees)}")
@@ -2289,6 +2323,18 @@ class _Checker:
         raise self.error(
             mname_tok, f"{mname}: {source_text(target_t)} of type {type_str(typ)} has no method {mname}"
         )
+
+    def extract_size(self, typ: ir.HeaderType, arg_trees: list[Any], t: Tree, ctx: Context) -> ir.Expr | None:
+        """The size argument of `extract(h, size)` (bit<32>): given exactly when h has a varbit field."""
+        varbit = ir.varbit_field(self.headers[typ.name])
+        if len(arg_trees) == 1:
+            if varbit is not None:
+                message = f"{typ.name} has a varbit field: extract it with its size, extract(h, bits)"
+                raise self.error(t, message)
+            return None
+        if varbit is None:
+            raise self.error(t, f"{typ.name}: extract with a size needs a header with a varbit field")
+        return self.coerce(self.expr(arg_trees[1], ctx, ir.BitType(32)), ir.BitType(32), arg_trees[1])
 
     def static_assert(self, args: tuple[ir.Expr, ...], t: Tree) -> ir.Const:
         cond = args[0]
@@ -2344,7 +2390,7 @@ class _Checker:
                 self.require_flat(item, t)
             return
         for leaf in self.leaf_types(e.type):
-            if not ir.is_scalar(leaf):
+            if not ir.is_scalar(leaf) and not isinstance(leaf, ir.VarbitType):
                 raise self.error(t, f"unsupported: {type_str(leaf)} in hash or checksum data")
 
     def leaf_types(self, typ: ir.Type) -> list[ir.Type]:
@@ -2367,7 +2413,9 @@ class _Checker:
         if type_args is None or len(type_args) != 1 or arg_trees:
             raise self.error(t, "lookahead takes one type argument and no arguments: lookahead<T>()")
         (typ,) = type_args
-        if not isinstance(typ, ir.HeaderType | ir.BitType):
+        if not isinstance(typ, ir.HeaderType | ir.BitType) or (
+            isinstance(typ, ir.HeaderType) and ir.varbit_field(self.headers[typ.name]) is not None
+        ):
             raise self.error(
                 t, f"unsupported: lookahead of {type_str(typ)} (a header or bit<W> is supported)"
             )
