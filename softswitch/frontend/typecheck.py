@@ -66,6 +66,7 @@ _EXTERN_METHODS = {
     ("direct_meter", "read"),
 }
 _CALLS = ("call", "generic_call", "generic_method_call")
+_GENERIC_PACKET_METHODS = {("packet_in", "extract"), ("packet_out", "emit")}
 RESULT = "result__"  # the `out` parameter that takes a function's result
 PURE_EXTERN_CALLS = frozenset({"hash", "static_assert", "log_msg"})  # calls with no effect but their result
 _TABLE_SCOPES = {"defaultonly": "DEFAULT_ONLY", "tableonly": "TABLE_ONLY"}
@@ -99,6 +100,13 @@ def _reaches_accept(states: Sequence[ir.ParserState]) -> bool:
             seen.add(name)
             todo.extend(nexts.get(name, []))
     return False
+
+
+@dataclasses.dataclass(frozen=True)
+class RefusedType:
+    """A type declared (and checked) but refused where it is used: a typedef of a tuple."""
+
+    message: str
 
 
 def annotation_value(annotations: Sequence[ir.Annotation], name: str) -> str | None:
@@ -304,6 +312,8 @@ class _Checker:
             found = self.types.get(name)
             if found is None:
                 raise self.error(t, f"{name}: undeclared type")
+            if isinstance(found, RefusedType):
+                raise self.error(t, found.message)
             if isinstance(found, ExternInfo):
                 return ir.ExternType(name)
             if isinstance(found, tuple):
@@ -379,6 +389,11 @@ class _Checker:
 
     def decl_typedef_decl(self, d: Tree) -> None:
         _ann, t, name = d.children
+        if isinstance(t, Tree) and t.data == "tuple_type":  # checked now, refused where it is used
+            for arg in t.children[0].children:
+                self.resolve_type(arg)
+            self.declare_type(name, str(name.children[0]), RefusedType("unsupported: tuple types"))
+            return
         self.declare_type(name, str(name.children[0]), self.resolve_type(t))
 
     def fields(self, items: list[Tree], owner: str) -> tuple[ir.Field, ...]:
@@ -826,8 +841,11 @@ class _Checker:
     def package(self, d: Tree, params: tuple[ir.Param, ...], iname: str) -> None:
         ann, t, args, name = d.children
         pname = str(t.children[0])
+        type_args = None
         if t.data == "generic_type":
-            raise self.error(t, "unsupported: explicit type arguments on the package")
+            if pname != "V1Switch":
+                raise self.error(t, "unsupported: explicit type arguments on the package")
+            type_args = tuple(self.resolve_type(a) for a in t.children[-1].children)
         if self.main is not None:
             raise self.error(d, "only one package instantiation is supported")
         if iname != "main":
@@ -871,7 +889,17 @@ class _Checker:
             blocks.append(ir.PackageBinding(p.name, bname, kind))
         if blocks and blocks[0].kind == "parser":
             self.check_headers_type(self.parsers[blocks[0].block], a=arg_trees[0])
+            if type_args is not None:
+                self.check_package_type_args(self.parsers[blocks[0].block], type_args, t)
         self.main = ir.PackageInstance(pname, iname, tuple(blocks), self.pos(d))
+
+    def check_package_type_args(self, parser: ir.ParserDecl, type_args: tuple[ir.Type, ...], t: Tree) -> None:
+        """`V1Switch<H, M>(...)`: H and M must be the headers and metadata types the blocks take."""
+        inferred = tuple(p.type for p in parser.params[1:3])
+        if type_args != inferred:
+            given = ", ".join(type_str(a) for a in type_args)
+            message = f"V1Switch<{given}>: the blocks take V1Switch<{', '.join(map(type_str, inferred))}>"
+            raise self.error(t, message)
 
     def check_headers_type(self, parser: ir.ParserDecl, a: Tree) -> None:
         """The packet's headers (the parser's second parameter) must be a struct of headers, header
@@ -2270,7 +2298,15 @@ class _Checker:
         if isinstance(typ, ir.ExternType) and typ.name == "packet_in" and mname == "lookahead":
             return self.lookahead(target, type_args, arg_trees, t, ctx)
         if type_args is not None:
-            raise self.error(t, f"unsupported: explicit type arguments on {mname}")
+            if not (isinstance(typ, ir.ExternType) and (typ.name, mname) in _GENERIC_PACKET_METHODS):
+                raise self.error(t, f"unsupported: explicit type arguments on {mname}")
+            # packet.extract<T>(h) and emit<T>(h): T is the type of h, given rather than inferred
+            call = self.value_method(target, target_t, mname, mname_tok, arg_trees, t, ctx)
+            data = call.header if isinstance(call, ir.Extract | ir.Emit) else None
+            if data is not None and (len(type_args) != 1 or data.type != type_args[0]):
+                given = ", ".join(type_str(a) for a in type_args)
+                raise self.error(t, f"{mname}<{given}>: the argument has type {type_str(data.type)}")
+            return call
         if self.is_union(typ) and mname == "isValid":
             if arg_trees:
                 raise self.error(t, f"{mname}() takes no arguments")
