@@ -733,8 +733,8 @@ class Compiler(Walker):
 
     def _extract_fixed(self, depth: int, hs: Any, at: Any) -> None:
         self._parser_error(depth, f"off + {hs.nbytes} > n", "PacketTooShort")
-        first, last = hs.fields[0][1], hs.fields[-1][1]
-        if hs.struct_format:
+        if hs.struct_format and hs.fields:  # (a header without fields only becomes valid)
+            first, last = hs.fields[0][1], hs.fields[-1][1]
             self.emit(depth, f"V[{at(first)}:{at(last + 1)}] = _unpack({hs.struct_format!r}, buf, off)")
         elif hs.fields:
             x = self.tmp("x")
