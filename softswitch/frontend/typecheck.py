@@ -1855,7 +1855,10 @@ class _Checker:
             raise self.error(t.children[1], message)
         if not isinstance(index, ir.Const):
             if self.is_union(base.type.element):  # p4c: "Target expects constant array indices ..."
-                message = f"the index of a header union stack ({type_str(base.type)}) must be a constant"
+                message = (
+                    f"unsupported: an index into a header union stack ({type_str(base.type)}) that is not "
+                    "a constant (bmv2 needs one; p4c refuses what its constant folding does not make one)"
+                )
                 raise self.error(t.children[1], message)
             if self.hoisted is None and not self.lowering_select:
                 raise self.error(
