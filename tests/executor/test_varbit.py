@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from softswitch.backends.common import UnsupportedError
 from softswitch.backends.loader import new_pipeline
 from softswitch.backends.python.codegen import _crc16 as crc16  # the algorithm is tested elsewhere
 from softswitch.frontend.diagnostics import CompileError
 from softswitch.p4c import compile_program
+from tests.conftest import NO_COMPILER
 
 PROGRAM = Path(__file__).with_name("varbit.p4")
 
@@ -111,3 +113,16 @@ def test_invalid_varbit_programs_are_refused(tmp_path: Path, old: str, new: str,
     path.write_text(text.replace(old, new, 1))
     with pytest.raises(CompileError, match=message):
         compile_program(path)
+
+
+@pytest.mark.skipif(NO_COMPILER, reason="no C compiler (cc): the C backend cannot run")
+def test_the_c_backend_refuses_an_identity_hash_of_varbit_data_by_name(tmp_path: Path) -> None:
+    text = PROGRAM.read_text().replace(
+        "hash(hdr.sum.crc, HashAlgorithm.crc16,", "hash(hdr.sum.crc, HashAlgorithm.identity,"
+    )
+    path = tmp_path / "prog.p4"
+    path.write_text(text)
+    program, info = compile_program(path)
+    assert new_pipeline(program, info, "python").process(0, bytes([4, 8, 1, 2, 3]))  # Python runs it
+    with pytest.raises(UnsupportedError, match="identity hash of varbit data at .*prog.p4:"):
+        new_pipeline(program, info, "c")

@@ -944,7 +944,9 @@ class CCompiler(Walker):
                 h = f"{functions[algo.member]}(&{bits})"
             elif algo.member == "identity":
                 bits, width = self._concat(depth, data)
-                if width is None or width > MAX_WIDTH:
+                if width is None:  # its width is only known when run
+                    raise UnsupportedError(f"identity hash of varbit data at {call.pos} {HINT}")
+                if width > MAX_WIDTH:
                     raise UnsupportedError(f"identity hash of more than 64 bits at {call.pos} {HINT}")
                 h = f"p4_get_bits({bits}.bytes, 0, (unsigned){bits}.bits)"
             else:
