@@ -50,7 +50,8 @@ def marker_object(rate_mbit: float, mark_ms: float, build: Path, burst: int) -> 
         raise EcnError("ECN-marking links need clang (apt-get install clang, or `make install` as root)")
     build.mkdir(parents=True, exist_ok=True)
     command = [clang, "-O2", "-g", "-target", "bpf", "-I/usr/include/x86_64-linux-gnu",
-               f"-DRATE={rate}ULL", f"-DTHRESHOLD={threshold}ULL", f"-DBURST={burst}ULL", f"-DCAP={2 * threshold}ULL",
+               f"-DRATE={rate}ULL", f"-DTHRESHOLD={threshold}ULL", f"-DBURST={burst}ULL",
+               f"-DCAP={2 * threshold}ULL",
                "-c", str(SOURCE), "-o", str(target)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     if done.returncode != 0:

@@ -93,7 +93,8 @@ def ecn_fields(tos: int, count: int, gap: float, burst: int = 1) -> list[int]:
         ["ip", "netns", "exec", RECEIVER, sys.executable, "-c", RECEIVE], stdout=subprocess.PIPE, text=True
     )
     assert receiver.stdout is not None and receiver.stdout.readline().strip() == "ready"
-    sender = ["ip", "netns", "exec", SENDER, sys.executable, "-c", SEND, str(tos), str(count), str(gap), str(burst)]
+    arguments = [str(tos), str(count), str(gap), str(burst)]
+    sender = ["ip", "netns", "exec", SENDER, sys.executable, "-c", SEND, *arguments]
     subprocess.run(sender, check=True, timeout=60)
     out, _ = receiver.communicate(timeout=30)
     return [int(n) for n in out.split()]
