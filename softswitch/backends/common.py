@@ -254,6 +254,108 @@ class Walker(CallDispatch):
             return self._mux(cond, then, other)
         raise UnsupportedError.at(f"expression {type(e).__name__}", e)
 
+    # ------------------------------------------------------------- operators
+    # A value is the unsigned bit pattern of its type, W bits wide; an `int<W>` is read as signed
+    # (`_signed`) only where the operation needs it: comparisons, `>>`, saturation and widening casts.
+    # Each operation below is one rule for both languages; what differs is only spelled, in the hooks.
+
+    def _unary(self, e: ir.Unary, depth: int) -> str:
+        x = self.expr(e.expr, depth)
+        if e.op == "!":
+            return self._negation(x)
+        if not isinstance(e.type, ir.BitType):
+            return self._unbounded(e, f"({e.op}{x})")
+        if e.op == "~":
+            return f"({x} ^ {self._number(mask(e.type.width))})"
+        return self._masked(self._neg(x), e.type.width)
+
+    def _binary(self, e: ir.Binary, depth: int) -> str:
+        op = e.op
+        if op in ("&&", "||") and ir.contains_apply(e.right):
+            raise UnsupportedError.at(f"table apply on the right of {op}", e)
+        a, b = self.expr(e.left, depth), self.expr(e.right, depth)
+        if op in ("&&", "||"):
+            return self._truth(f"({a} {self._spell(op)} {b})")
+        lt = e.left.type
+        if op in ("==", "!="):
+            if isinstance(lt, ir.VarbitType):
+                return self._varbit_equality(op, a, b)
+            return self._truth(f"({a} {op} {b})")
+        if op in ("<", "<=", ">", ">="):
+            if isinstance(lt, ir.BitType) and lt.signed:
+                a, b = self._signed(a, lt.width), self._signed(b, lt.width)
+            return self._truth(f"({a} {op} {b})")
+        t = e.type
+        if not isinstance(t, ir.BitType):
+            return self._unbounded(e, f"({a} {self._spell(op)} {b})")
+        w = t.width
+        if op == "++":  # the left operand above the right one's bits
+            return f"({self._shl(a, str(ir.width_of(e.right.type)))} | {b})"
+        if op in ("&", "|", "^"):
+            return f"({a} {op} {b})"
+        if op in ("+", "-", "*"):
+            return self._masked(f"({a} {op} {b})", w)
+        if op == "<<":
+            return self._masked(self._shl(a, b), w)
+        if op == ">>":
+            if t.signed:  # arithmetic: the sign comes in from the left
+                return self._masked(self._unsigned(self._sar(self._signed(a, w), b)), w)
+            return self._shr(a, b)
+        if op in ("/", "%"):
+            if t.signed:
+                raise UnsupportedError.at(f"{op} on signed values", e)
+            return self._divide(e, a, b)
+        if op in ("|+|", "|-|"):
+            return self._saturating(e, a, b)
+        raise UnsupportedError.at(f"operator {op}", e)
+
+    def _cast(self, e: ir.Cast, depth: int) -> str:
+        x = self.expr(e.expr, depth)
+        src, dst = e.expr.type, e.type
+        if isinstance(dst, ir.BoolType):
+            return x if isinstance(src, ir.BoolType) else self._truth(f"({x} != 0)")
+        if isinstance(dst, ir.BitType):
+            if isinstance(src, ir.BoolType):
+                return self._from_bool(x)
+            if isinstance(src, ir.BitType):
+                if src.signed and dst.width > src.width:  # widening an int<W>: its sign fills the new bits
+                    return self._masked(self._unsigned(self._signed(x, src.width)), dst.width)
+                if dst.width < src.width:
+                    return self._masked(x, dst.width)
+                return x
+            return self._masked(x, dst.width)
+        if isinstance(dst, ir.EnumType):
+            return x
+        raise UnsupportedError.at(f"cast to {dst}", e)
+
+    def _bits(self, value: str, lo: int, width: int) -> str:
+        """`value[lo + width - 1 : lo]`."""
+        return self._masked(f"({value} >> {lo})", width)
+
+    def _masked(self, code: str, width: int) -> str:
+        """`code` cut to its low `width` bits."""
+        return f"({code} & {self._number(mask(width))})"
+
+    # ------------------------------------------------------------ assignment
+    def store(self, depth: int, lhs: ir.Expr, value: str) -> None:
+        """`lhs = value` for a scalar l-value: a local, a field, or a slice of either (the bits outside
+        the slice kept, the value cut to the slice's width and shifted into place)."""
+        if isinstance(lhs, ir.Slice):
+            width = lhs.hi - lhs.lo + 1
+            keep = mask(ir.width_of(lhs.expr.type)) ^ (mask(width) << lhs.lo)
+            kept = f"(({self.expr(lhs.expr, depth)}) & {self._number(keep)})"
+            put = f"({self._masked(self._unsigned(f'({value})'), width)} << {lhs.lo})"
+            self.store(depth, lhs.expr, self._either(kept, put))
+            return
+        self._store(depth, lhs, value)
+
+    def lvalue(self, e: ir.Expr, depth: int = 0) -> str:
+        """Code of the place a scalar is assigned to; anything else is not an l-value."""
+        target = self._target(e, depth) if isinstance(e, ir.Var | ir.Member | ir.StackIndex) else None
+        if target is None:
+            raise UnsupportedError.at(f"cannot assign to {type(e).__name__}", e)
+        return target
+
     # How each backend spells statements ...
     def _nested_block(self, depth: int, block: ir.Block) -> None: ...
     def _assign(self, depth: int, lhs: ir.Expr, rhs: ir.Expr) -> None: ...
@@ -263,6 +365,14 @@ class Walker(CallDispatch):
     def _return(self, depth: int) -> None: ...
     def _switch(self, depth: int, s: ir.Switch) -> None: ...
     def _verify(self, depth: int, cond: str, error: int, s: ir.Verify) -> None: ...
+    def _store(self, depth: int, lhs: ir.Expr, value: str) -> None:
+        """Assign `value` to a local or field (no slice)."""
+
+    def _target(self, e: ir.Var | ir.Member | ir.StackIndex, depth: int) -> str | None:
+        """Code of the place of a local or field; None when `e` is none."""
+
+    def _either(self, kept: str, put: str) -> str:
+        """The bits of `kept` or `put` (disjoint): a slice assignment's new value."""
 
     # ... and expressions.
     def _check_expr(self, e: ir.Expr) -> None:
@@ -275,13 +385,57 @@ class Walker(CallDispatch):
     def _lookahead_bits(self, depth: int, e: ir.Lookahead) -> str: ...
     def _last_index(self, stack: ir.Expr, depth: int) -> str: ...
     def _is_valid(self, header: ir.Expr, depth: int) -> str: ...
-    def _truth(self, flag: str) -> str: ...
+    def _truth(self, flag: str) -> str:
+        """A condition (a comparison, `&&`, a table's hit) as a value."""
+
     def _negation(self, flag: str) -> str: ...
-    def _unary(self, e: ir.Unary, depth: int) -> str: ...
-    def _binary(self, e: ir.Binary, depth: int) -> str: ...
-    def _cast(self, e: ir.Cast, depth: int) -> str: ...
-    def _bits(self, value: str, lo: int, width: int) -> str: ...
     def _mux(self, cond: str, then: str, other: str) -> str: ...
+
+    # ... and operators.
+    def _spell(self, op: str) -> str:
+        """An operator as the language writes it (`&&` is Python's `and`)."""
+
+    def _signed(self, value: str, width: int) -> str:
+        """The two's-complement value of a `width`-bit pattern."""
+
+    def _unsigned(self, value: str) -> str:
+        """A signed value (or a condition) as the unsigned type every value has."""
+
+    def _neg(self, value: str) -> str: ...
+    def _shl(self, value: str, amount: str) -> str:
+        """`value << amount` for any amount (0 from the width of the value on)."""
+
+    def _shr(self, value: str, amount: str) -> str:
+        """Logical `value >> amount` for any amount."""
+
+    def _sar(self, value: str, amount: str) -> str:
+        """Arithmetic `>>` of a signed value (`_signed`) for any amount."""
+
+    def _from_bool(self, value: str) -> str: ...
+    def _divide(self, e: ir.Binary, a: str, b: str) -> str:
+        """`a / b` or `a % b`, unsigned."""
+
+    def _saturating(self, e: ir.Binary, a: str, b: str) -> str:
+        """`a |+| b` or `a |-| b` at the width (and signedness) of `e.type`."""
+
+    def _varbit_equality(self, op: str, a: str, b: str) -> str:
+        """`a == b` or `a != b` of varbit values: the same length and the same bits."""
+
+    def _unbounded(self, e: ir.Unary | ir.Binary, code: str) -> str:
+        """An operator on values of no fixed width (`int`), written as `code` in this language."""
+
+
+def mask(width: int) -> int:
+    """The `width` low bits set."""
+    return (1 << width) - 1
+
+
+def cast_constant(value: ir.Const, to: ir.BitType) -> int:
+    """The bit pattern of `(to) value`: an `int<W>` widened keeps its sign."""
+    number, src = int(value.value), value.type
+    if isinstance(src, ir.BitType) and src.signed and to.width > src.width and number >> (src.width - 1) & 1:
+        number -= 1 << src.width
+    return number & mask(to.width)
 
 
 def contains(node: Any, kind: type) -> bool:

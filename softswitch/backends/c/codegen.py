@@ -56,8 +56,10 @@ from softswitch.backends.common import (
     all_actions,
     all_instances,
     block_roots,
+    cast_constant,
     check_v1model,
     digest_widths,
+    mask,
     may_exit,
     packet_types,
     preserved_fields,
@@ -83,10 +85,6 @@ def cname(name: str) -> str:
     if not clean or clean[0].isdigit() or clean in _C_KEYWORDS or clean.startswith("p4_"):
         clean += "_"
     return clean
-
-
-def _mask(width: int) -> int:
-    return (1 << width) - 1
 
 
 def _lit(value: int) -> str:
@@ -565,10 +563,10 @@ class CCompiler(Walker):
                 if isinstance(ks, ir.KeysetValue):
                     tests.append(f"{key} == {_lit(ks.value)}" if 0 <= ks.value < 1 << 64 else "0")
                 elif isinstance(ks, ir.KeysetMask):
-                    mask, value = ks.mask & _mask(64), ks.value & ks.mask
-                    tests.append(f"({key} & {_lit(mask)}) == {_lit(value)}" if 0 <= value < 1 << 64 else "0")
+                    bits, value = ks.mask & mask(64), ks.value & ks.mask
+                    tests.append(f"({key} & {_lit(bits)}) == {_lit(value)}" if 0 <= value < 1 << 64 else "0")
                 elif isinstance(ks, ir.KeysetRange):
-                    lo, hi = max(ks.lo, 0), min(ks.hi, _mask(64))
+                    lo, hi = max(ks.lo, 0), min(ks.hi, mask(64))
                     tests.append(f"({_lit(lo)} <= {key} && {key} <= {_lit(hi)})" if lo <= hi else "0")
             self.emit(depth, f"if ({' && '.join(tests) or '1'}) {{ /* {_pos(case)} */")
             self._goto(depth + 1, case.next)
@@ -673,16 +671,11 @@ class CCompiler(Walker):
         assert isinstance(t, ir.StructType)
         return [(f.name, f.type) for f in self.structs[t.name].fields]
 
-    def store(self, depth: int, lhs: ir.Expr, value: str) -> None:
-        """`lhs = value` for a scalar l-value (local, field, or a slice of either)."""
-        if isinstance(lhs, ir.Slice):
-            whole = self.expr(lhs.expr, depth)
-            m = _mask(lhs.hi - lhs.lo + 1)
-            keep = _mask(ir.width_of(lhs.expr.type)) ^ (m << lhs.lo)
-            part = f"(((uint64_t)({value}) & {_lit(m)}) << {lhs.lo})"
-            self.store(depth, lhs.expr, f"((({whole}) & {_lit(keep)}) | {part})")
-            return
+    def _store(self, depth: int, lhs: ir.Expr, value: str) -> None:
         self.emit(depth, f"{self.lvalue(lhs, depth)} = {value};")
+
+    def _either(self, kept: str, put: str) -> str:
+        return f"({kept} | {put})"
 
     def _switch(self, depth: int, s: ir.Switch) -> None:
         subject = self.expr(s.expr, depth)
@@ -748,7 +741,7 @@ class CCompiler(Walker):
             for k, value in zip(table.keys, keys):
                 width = ir.width_of(k.expr.type)
                 left -= width
-                part = f"({value} & {_lit(_mask(width))})"
+                part = f"({value} & {_lit(mask(width))})"
                 parts.append(f"({part} << {left})" if left else part)
             self.emit(1, f"uint64_t word = {' | '.join(parts)}; /* the key fields in one word (p4_pack) */")
             self.emit(1, "int32_t h = p4_exact_find_word(T, word); /* all exact: a hash probe */")
@@ -957,7 +950,7 @@ class CCompiler(Walker):
                 f"uint64_t {hv} = {h}, {b} = {self.expr(base, depth)}, {m} = {self.expr(maximum, depth)};",
             )
             out_width = ir.width_of(result.type)
-            self.store(depth, result, f"(({b} + ({m} ? {hv} % {m} : {hv})) & {_lit(_mask(out_width))})")
+            self.store(depth, result, f"(({b} + ({m} ? {hv} % {m} : {hv})) & {_lit(mask(out_width))})")
         elif name == "random":
             result, lo, hi = call.args
             self.store(
@@ -1045,7 +1038,7 @@ class CCompiler(Walker):
                 take = min(16 - within, left)
                 left -= take
                 piece = f"({value} >> {left})" if left else value
-                piece = f"({piece} & {_lit(_mask(take))})"
+                piece = f"({piece} & {_lit(mask(take))})"
                 shift = 16 - within - take
                 terms.append(f"({piece} << {shift})" if shift else piece)
                 bit += take
@@ -1183,7 +1176,7 @@ class CCompiler(Walker):
             value = f"p4_load_be(buf + {offset} + {first}, {count})"
             shift = 8 * count - bit % 8 - width
             value = f"({value} >> {shift})" if shift else value
-            value = f"({value} & {_lit(_mask(width))})"
+            value = f"({value} & {_lit(mask(width))})"
         else:  # 9 bytes: a field of 57 to 64 bits that starts inside a byte
             value = f"p4_get_bits(buf + {offset}, {bit}, {width})"
         return f"({value} & 1)" if isinstance(t, ir.BoolType) else value
@@ -1299,7 +1292,7 @@ class CCompiler(Walker):
             parts, left = [], total
             for value, width in run:
                 left -= width
-                part = value if width in (8, 16, 32, 64) else f"({value} & {_lit(_mask(width))})"
+                part = value if width in (8, 16, 32, 64) else f"({value} & {_lit(mask(width))})"
                 parts.append(f"({part} << {left})" if left else part)
             self.emit(depth, f"p4_store_be({at}, {' | '.join(parts)}, {total // 8});")
         else:
@@ -1417,10 +1410,8 @@ class CCompiler(Walker):
     def _valid(self, header: ir.Expr, depth: int) -> str:
         return f"{self.place(header, depth)}.valid"
 
-    def lvalue(self, e: ir.Expr, depth: int = 0) -> str:
-        if isinstance(e, ir.Var | ir.Member | ir.StackIndex):
-            return self.place(e, depth)
-        raise UnsupportedError(f"cannot assign to {type(e).__name__} at {_pos(e)}")
+    def _target(self, e: ir.Var | ir.Member | ir.StackIndex, depth: int) -> str | None:
+        return self.place(e, depth)
 
     def _check_expr(self, e: ir.Expr) -> None:
         t = getattr(e, "type", None)
@@ -1432,13 +1423,13 @@ class CCompiler(Walker):
             return _lit(int(e.value))
         value = int(e.value)
         if isinstance(e.type, ir.BitType):
-            value &= _mask(e.type.width)
+            value &= mask(e.type.width)
         if not 0 <= value < 1 << 64:
             raise UnsupportedError(f"constant {value} does not fit 64 bits at {_pos(e)}")
         return _lit(value)
 
     def _number(self, value: int) -> str:
-        return _lit(value & _mask(64))
+        return _lit(value & mask(64))
 
     def _read(self, e: ir.Var | ir.Member | ir.StackIndex, depth: int) -> str:
         if isinstance(e.type, ir.VarbitType):  # a p4_varbitN_t: copied, compared, hashed whole
@@ -1457,89 +1448,59 @@ class CCompiler(Walker):
     def _negation(self, flag: str) -> str:
         return f"(uint64_t)!{flag}"
 
-    def _bits(self, value: str, lo: int, width: int) -> str:
-        return f"(({value} >> {lo}) & {_lit(_mask(width))})"
-
     def _mux(self, cond: str, then: str, other: str) -> str:
         return f"({cond} ? {then} : {other})"
 
-    def _unary(self, e: ir.Unary, depth: int) -> str:
-        x = self.expr(e.expr, depth)
-        if e.op == "!":
-            return f"(uint64_t)!{x}"
-        if isinstance(e.type, ir.BitType):
-            m = _lit(_mask(e.type.width))
-            return f"({x} ^ {m})" if e.op == "~" else f"((0 - {x}) & {m})"
-        raise UnsupportedError(f"operator {e.op} on {type(e.type).__name__} at {_pos(e)}")
+    # Operators (common.Walker decides what each means): every value a uint64_t, so a shift by the width
+    # or more is p4rt.h's (0, or the sign), never C's undefined behaviour; a signed value is an int64_t.
+    def _spell(self, op: str) -> str:
+        return op
 
-    def _binary(self, e: ir.Binary, depth: int) -> str:
-        op = e.op
-        if op in ("&&", "||") and ir.contains_apply(e.right):
-            raise UnsupportedError(f"table apply on the right of {op} at {e.pos}")
-        a, b = self.expr(e.left, depth), self.expr(e.right, depth)
-        if op in ("&&", "||"):
-            return f"(uint64_t)({a} {op} {b})"
-        lt = e.left.type
-        signed = isinstance(lt, ir.BitType) and lt.signed
-        if op in ("==", "!="):
-            if isinstance(lt, ir.VarbitType):  # the same length and the same bits
-                same = f"({a}.len == {b}.len && !memcmp({a}.bytes, {b}.bytes, {a}.len / 8))"
-                return f"(uint64_t)({'' if op == '==' else '!'}{same})"
-            return f"(uint64_t)({a} {op} {b})"
-        if op in ("<", "<=", ">", ">="):
-            if signed:
-                w = lt.width  # type: ignore[union-attr]
-                return f"(uint64_t)(p4_sx({a}, {w}) {op} p4_sx({b}, {w}))"
-            return f"(uint64_t)({a} {op} {b})"
-        t = e.type
-        if not isinstance(t, ir.BitType):
-            raise UnsupportedError(f"operator {op} on {type(t).__name__} at {_pos(e)}")
-        w, m = t.width, _lit(_mask(t.width))
-        if op == "++":
-            return f"(p4_shl({a}, {ir.width_of(e.right.type)}) | {b})"
-        if op in ("&", "|", "^"):
-            return f"({a} {op} {b})"
-        if op in ("+", "-", "*"):
-            return f"(({a} {op} {b}) & {m})"
-        if op == "<<":
-            return f"(p4_shl({a}, {b}) & {m})"
-        if op == ">>":
-            return f"((uint64_t)p4_sar(p4_sx({a}, {w}), {b}) & {m})" if t.signed else f"p4_shr({a}, {b})"
-        if op in ("/", "%"):
-            if t.signed:
-                raise UnsupportedError(f"{op} on signed values at {e.pos}")
-            fn = "p4_div" if op == "/" else "p4_mod"
-            self.may_fail = True
-            return f'{fn}(&ctx->base, {a}, {b}, "{_pos(e)}")'
-        if op == "|+|":
-            return f"p4_sat_add_s({a}, {b}, {w})" if t.signed else f"p4_sat_add_u({a}, {b}, {w})"
-        if op == "|-|":
-            return f"p4_sat_sub_s({a}, {b}, {w})" if t.signed else f"p4_sat_sub_u({a}, {b})"
-        raise UnsupportedError(f"operator {op} at {e.pos}")
+    def _signed(self, value: str, width: int) -> str:
+        return f"p4_sx({value}, {width})"
+
+    def _unsigned(self, value: str) -> str:
+        return f"(uint64_t){value}"
+
+    def _neg(self, value: str) -> str:
+        return f"(0 - {value})"
+
+    def _shl(self, value: str, amount: str) -> str:
+        return f"p4_shl({value}, {amount})"
+
+    def _shr(self, value: str, amount: str) -> str:
+        return f"p4_shr({value}, {amount})"
+
+    def _sar(self, value: str, amount: str) -> str:
+        return f"p4_sar({value}, {amount})"
+
+    def _from_bool(self, value: str) -> str:
+        return value
+
+    def _divide(self, e: ir.Binary, a: str, b: str) -> str:
+        self.may_fail = True  # by zero: the packet fails, as Python raises
+        fn = "p4_div" if e.op == "/" else "p4_mod"
+        return f'{fn}(&ctx->base, {a}, {b}, "{_pos(e)}")'
+
+    def _saturating(self, e: ir.Binary, a: str, b: str) -> str:
+        assert isinstance(e.type, ir.BitType)
+        w, sign = e.type.width, "s" if e.type.signed else "u"
+        if e.op == "|+|":
+            return f"p4_sat_add_{sign}({a}, {b}, {w})"
+        return f"p4_sat_sub_s({a}, {b}, {w})" if e.type.signed else f"p4_sat_sub_u({a}, {b})"
+
+    def _varbit_equality(self, op: str, a: str, b: str) -> str:
+        same = f"({a}.len == {b}.len && !memcmp({a}.bytes, {b}.bytes, {a}.len / 8))"
+        return f"(uint64_t)({'' if op == '==' else '!'}{same})"
+
+    def _unbounded(self, e: ir.Unary | ir.Binary, code: str) -> str:
+        raise UnsupportedError.at(f"operator {e.op} on {type(e.type).__name__}", e)
 
     def _cast(self, e: ir.Cast, depth: int) -> str:
-        src, dst = e.expr.type, e.type
-        if isinstance(e.expr, ir.Const) and isinstance(dst, ir.BitType):  # folded, as Python would compute it
-            value = int(e.expr.value)
-            if isinstance(src, ir.BitType) and src.signed and dst.width > src.width:
-                value = value - (1 << src.width) if value >> (src.width - 1) & 1 else value
-            return _lit(value & _mask(dst.width))
-        x = self.expr(e.expr, depth)
-        if isinstance(dst, ir.BoolType):
-            return f"(uint64_t)({x} != 0)" if not isinstance(src, ir.BoolType) else x
-        if isinstance(dst, ir.BitType):
-            if isinstance(src, ir.BoolType):
-                return x
-            if isinstance(src, ir.BitType):
-                if src.signed and dst.width > src.width:
-                    return f"((uint64_t)p4_sx({x}, {src.width}) & {_lit(_mask(dst.width))})"
-                if dst.width < src.width:
-                    return f"({x} & {_lit(_mask(dst.width))})"
-                return x
-            return f"({x} & {_lit(_mask(dst.width))})"
-        if isinstance(dst, ir.EnumType):
-            return x
-        raise UnsupportedError(f"cast to {dst} at {e.pos}")
+        if isinstance(e.expr, ir.Const) and isinstance(e.type, ir.BitType):
+            # folded, as Python computes it: a C literal must be the bit pattern (an `int` may be negative)
+            return _lit(cast_constant(e.expr, e.type))
+        return super()._cast(e, depth)
 
     # ================================================================ the pipeline
     def _preserve_function(self) -> str:

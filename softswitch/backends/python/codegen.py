@@ -47,6 +47,7 @@ from softswitch.backends.common import (
     block_roots,
     contains,
     digest_widths,
+    mask,
     may_exit,
     packet_types,
     preserved_fields,
@@ -400,20 +401,16 @@ class Compiler(Walker):
             return [(f.name, f.type) for f in self.program.header(t.name).fields]
         return [(f.name, f.type) for f in self.program.struct(t.name).fields]
 
-    def store(self, depth: int, lhs: ir.Expr, value: str) -> None:
-        """Emit `lhs = value` for a scalar l-value (local, field, or a slice of either); a varbit
-        field's value is the pair (bits, length), in two slots."""
+    def _store(self, depth: int, lhs: ir.Expr, value: str) -> None:
+        """A varbit field's value is the pair (bits, length), in two slots."""
         if isinstance(lhs.type, ir.VarbitType) and not isinstance(lhs, ir.Var):
             slot = self._varbit_slot(lhs, depth)
             self.emit(depth, f"V[{slot}], V[{slot} + 1] = {value}")
             return
-        if isinstance(lhs, ir.Slice):
-            whole = self.expr(lhs.expr, depth)
-            m = _mask(lhs.hi - lhs.lo + 1)
-            keep = _mask(ir.width_of(lhs.expr.type)) ^ (m << lhs.lo)
-            self.store(depth, lhs.expr, f"(({whole}) & {keep}) | ((({value}) & {m}) << {lhs.lo})")
-            return
         self.emit(depth, f"{self.lvalue(lhs, depth)} = {value}")
+
+    def _either(self, kept: str, put: str) -> str:
+        return f"{kept} | {put}"  # the right-hand side of a statement: no parentheses needed
 
     def _switch(self, depth: int, s: ir.Switch) -> None:
         subject = self.expr(s.expr, depth)
@@ -622,7 +619,7 @@ class Compiler(Walker):
             out_width = ir.width_of(result.type)
             h = f"_hash({algo.member!r}, {value}, {width})"
             b, m = self.expr(base, depth), self.expr(maximum, depth)
-            self.store(depth, result, f"({b} + ({h} % {m} if {m} else {h})) & {_mask(out_width)}")
+            self.store(depth, result, f"({b} + ({h} % {m} if {m} else {h})) & {mask(out_width)}")
         elif name == "random":
             result, lo, hi = call.args
             low, high = self.expr(lo, depth), self.expr(hi, depth)
@@ -876,13 +873,11 @@ class Compiler(Walker):
             return f"{self.layout.headers[found[0]].valid} + {found[1]}"
         return str(self.layout.headers[self._need_path(header)].valid)
 
-    def lvalue(self, e: ir.Expr, depth: int = 0) -> str:
+    def _target(self, e: ir.Var | ir.Member | ir.StackIndex, depth: int) -> str | None:
         if isinstance(e, ir.Var) and self._path(e) is None:
             return self._local(e.name)
         slot = self._slot(e, depth)
-        if slot is not None:
-            return f"V[{slot}]"
-        raise UnsupportedError.at(f"cannot assign to {type(e).__name__}", e)
+        return None if slot is None else f"V[{slot}]"
 
     def _local(self, name: str) -> str:
         for scope in reversed(self.env):
@@ -896,7 +891,7 @@ class Compiler(Walker):
         if isinstance(e.value, bool):
             return repr(e.value)
         if isinstance(e.type, ir.BitType):
-            return str(e.value & _mask(e.type.width))
+            return str(e.value & mask(e.type.width))
         return str(e.value)
 
     def _number(self, value: int) -> str:
@@ -927,86 +922,54 @@ class Compiler(Walker):
     def _negation(self, flag: str) -> str:
         return f"(not {flag})"
 
-    def _bits(self, value: str, lo: int, width: int) -> str:
-        return f"(({value} >> {lo}) & {_mask(width)})"
-
     def _mux(self, cond: str, then: str, other: str) -> str:
         return f"({then} if {cond} else {other})"
 
-    def _unary(self, e: ir.Unary, depth: int) -> str:
-        x = self.expr(e.expr, depth)
-        if e.op == "!":
-            return f"(not {x})"
-        if isinstance(e.type, ir.BitType):
-            m = _mask(e.type.width)
-            return f"({x} ^ {m})" if e.op == "~" else f"((-{x}) & {m})"
-        return f"(~{x})" if e.op == "~" else f"(-{x})"
+    # Operators (common.Walker decides what each means): Python's ints are unbounded, so shifts by any
+    # amount are Python's own, and `>>` of a negative value is arithmetic.
+    def _spell(self, op: str) -> str:
+        return _PY_OPS.get(op, op)
 
-    def _binary(self, e: ir.Binary, depth: int) -> str:
-        op = e.op
-        if op in ("&&", "||") and ir.contains_apply(e.right):
-            raise UnsupportedError.at(f"table apply on the right of {op}", e)
-        a, b = self.expr(e.left, depth), self.expr(e.right, depth)
-        if op == "&&":
-            return f"({a} and {b})"
-        if op == "||":
-            return f"({a} or {b})"
-        lt = e.left.type
-        signed = isinstance(lt, ir.BitType) and lt.signed
-        if op in ("==", "!="):
-            return f"({a} {op} {b})"
-        if op in ("<", "<=", ">", ">="):
-            if signed:
-                w = lt.width  # type: ignore[union-attr]
-                return f"(_sx({a}, {w}) {op} _sx({b}, {w}))"
-            return f"({a} {op} {b})"
-        t = e.type
-        if not isinstance(t, ir.BitType):
-            return f"({a} {_PY_OPS.get(op, op)} {b})"
-        w, m = t.width, _mask(t.width)
-        if op == "++":
-            return f"(({a} << {ir.width_of(e.right.type)}) | {b})"
-        if op in ("&", "|", "^"):
-            return f"({a} {op} {b})"
-        if op in ("+", "-", "*"):
-            return f"(({a} {op} {b}) & {m})"
-        if op == "<<":
-            return f"(({a} << {b}) & {m})"
-        if op == ">>":
-            return f"((_sx({a}, {w}) >> {b}) & {m})" if t.signed else f"({a} >> {b})"
-        if op in ("/", "%"):
-            if t.signed:
-                raise UnsupportedError.at(f"{op} on signed values", e)
-            return f"({a} {'//' if op == '/' else '%'} {b})"
-        if op in ("|+|", "|-|"):
-            pyop = "+" if op == "|+|" else "-"
-            if t.signed:
-                lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
-                return f"(min(max(_sx({a}, {w}) {pyop} _sx({b}, {w}), {lo}), {hi}) & {m})"
-            return f"min({a} + {b}, {m})" if pyop == "+" else f"max({a} - {b}, 0)"
-        raise UnsupportedError.at(f"operator {op}", e)
+    def _signed(self, value: str, width: int) -> str:
+        return f"_sx({value}, {width})"
 
-    def _cast(self, e: ir.Cast, depth: int) -> str:
-        x = self.expr(e.expr, depth)
-        src, dst = e.expr.type, e.type
-        if isinstance(dst, ir.BoolType):
-            return f"({x} != 0)" if not isinstance(src, ir.BoolType) else x
-        if isinstance(dst, ir.BitType):
-            if isinstance(src, ir.BoolType):
-                return f"int({x})"
-            if isinstance(src, ir.BitType):
-                if src.signed and dst.width > src.width:
-                    return f"(_sx({x}, {src.width}) & {_mask(dst.width)})"
-                if dst.width < src.width:
-                    return f"({x} & {_mask(dst.width)})"
-                return x
-            return f"({x} & {_mask(dst.width)})"
-        if isinstance(dst, ir.EnumType):
-            return x
-        raise UnsupportedError.at(f"cast to {dst}", e)
+    def _unsigned(self, value: str) -> str:
+        return value
+
+    def _neg(self, value: str) -> str:
+        return f"(-{value})"
+
+    def _shl(self, value: str, amount: str) -> str:
+        return f"({value} << {amount})"
+
+    def _shr(self, value: str, amount: str) -> str:
+        return f"({value} >> {amount})"
+
+    _sar = _shr
+
+    def _from_bool(self, value: str) -> str:
+        return f"int({value})"
+
+    def _divide(self, e: ir.Binary, a: str, b: str) -> str:
+        return f"({a} {self._spell(e.op)} {b})"
+
+    def _saturating(self, e: ir.Binary, a: str, b: str) -> str:
+        assert isinstance(e.type, ir.BitType)
+        w, m = e.type.width, mask(e.type.width)
+        op = "+" if e.op == "|+|" else "-"
+        if e.type.signed:
+            lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
+            return self._masked(f"min(max({self._signed(a, w)} {op} {self._signed(b, w)}, {lo}), {hi})", w)
+        return f"min({a} + {b}, {m})" if op == "+" else f"max({a} - {b}, 0)"
+
+    def _varbit_equality(self, op: str, a: str, b: str) -> str:
+        return f"({a} {op} {b})"  # the pairs (bits, length)
+
+    def _unbounded(self, e: ir.Unary | ir.Binary, code: str) -> str:
+        return code
 
 
-_PY_OPS = {"/": "//"}
+_PY_OPS = {"&&": "and", "||": "or", "/": "//"}
 
 
 def _in_element(e: ir.Expr) -> bool:
@@ -1016,12 +979,8 @@ def _in_element(e: ir.Expr) -> bool:
     return isinstance(e, ir.StackMember) and e.member in ("last", "next")
 
 
-def _mask(width: int) -> int:
-    return (1 << width) - 1
-
-
 def _from_bits(source: str, width: int, t: ir.Type) -> str:
     """A field's value from the low `width` bits of `source` (bool fields hold Python bools)."""
     if isinstance(t, ir.BoolType):
         return f"({source} & 1 != 0)"
-    return f"{source} & {_mask(width)}"
+    return f"{source} & {mask(width)}"
