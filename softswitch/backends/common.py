@@ -176,6 +176,7 @@ class Walker(CallDispatch):
     is written here; each backend only says how its language spells the result, in the hooks below.
     """
 
+    program: ir.Program
     errors: dict[str, int]
     enums: dict[str, ir.EnumDecl]
 
@@ -349,6 +350,30 @@ class Walker(CallDispatch):
             return
         self._store(depth, lhs, value)
 
+    def _assign(self, depth: int, lhs: ir.Expr, rhs: ir.Expr) -> None:
+        """`lhs = rhs`: a scalar is stored; a header or struct is assigned from a list (field by field, in
+        order; a header becomes valid), from `lookahead<T>()`, or copied whole."""
+        if not is_composite(lhs.type):
+            self.store(depth, lhs, self.expr(rhs, depth))
+        elif isinstance(rhs, ir.ListExpr):
+            self._assign_list(depth, lhs, rhs)
+        elif isinstance(rhs, ir.Lookahead):
+            self._assign_lookahead(depth, lhs, rhs)
+        else:
+            self._copy(depth, lhs, rhs)
+
+    def _assign_list(self, depth: int, lhs: ir.Expr, items: ir.ListExpr) -> None:
+        if isinstance(lhs.type, ir.HeaderType):
+            self._set_valid(depth, lhs, True)
+        for (name, t), item in zip(self._fields_of(lhs.type), items.elements):
+            self._assign(depth, ir.Member(lhs, name, t, items.pos), item)
+
+    def _fields_of(self, t: ir.Type) -> list[tuple[str, ir.Type]]:
+        """(name, type) of each field of a header or struct type, in order."""
+        assert isinstance(t, ir.HeaderType | ir.StructType)
+        decl = self.program.header(t.name) if isinstance(t, ir.HeaderType) else self.program.struct(t.name)
+        return [(f.name, f.type) for f in decl.fields]
+
     def lvalue(self, e: ir.Expr, depth: int = 0) -> str:
         """Code of the place a scalar is assigned to; anything else is not an l-value."""
         target = self._target(e, depth) if isinstance(e, ir.Var | ir.Member | ir.StackIndex) else None
@@ -358,7 +383,6 @@ class Walker(CallDispatch):
 
     # How each backend spells statements ...
     def _nested_block(self, depth: int, block: ir.Block) -> None: ...
-    def _assign(self, depth: int, lhs: ir.Expr, rhs: ir.Expr) -> None: ...
     def _vardecl(self, depth: int, s: ir.VarDecl) -> None: ...
     def _if(self, depth: int, cond: str, then: ir.Block, other: ir.Block | None, s: ir.If) -> None: ...
     def _exit(self, depth: int) -> None: ...
@@ -367,6 +391,12 @@ class Walker(CallDispatch):
     def _verify(self, depth: int, cond: str, error: int, s: ir.Verify) -> None: ...
     def _store(self, depth: int, lhs: ir.Expr, value: str) -> None:
         """Assign `value` to a local or field (no slice)."""
+
+    def _assign_lookahead(self, depth: int, lhs: ir.Expr, rhs: ir.Lookahead) -> None:
+        """Fill header `lhs` from the packet's next bits, without moving past them; it becomes valid."""
+
+    def _copy(self, depth: int, lhs: ir.Expr, rhs: ir.Expr) -> None:
+        """Copy a header, struct or stack, validity bits included."""
 
     def _target(self, e: ir.Var | ir.Member | ir.StackIndex, depth: int) -> str | None:
         """Code of the place of a local or field; None when `e` is none."""
@@ -423,6 +453,11 @@ class Walker(CallDispatch):
 
     def _unbounded(self, e: ir.Unary | ir.Binary, code: str) -> str:
         """An operator on values of no fixed width (`int`), written as `code` in this language."""
+
+
+def is_composite(t: ir.Type) -> bool:
+    """Whether values of `t` are headers, structs or stacks (assigned and copied whole, not as numbers)."""
+    return isinstance(t, ir.HeaderType | ir.StructType | ir.StackType)
 
 
 def mask(width: int) -> int:

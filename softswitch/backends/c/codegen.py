@@ -59,6 +59,7 @@ from softswitch.backends.common import (
     cast_constant,
     check_v1model,
     digest_widths,
+    is_composite,
     mask,
     may_exit,
     packet_types,
@@ -76,6 +77,9 @@ _C_KEYWORDS = frozenset(
     "long register restrict return short signed sizeof static struct switch typedef union unsigned void "
     "volatile while".split()
 )
+# The kind of an ir.Var that names a C variable of the function being written (an argument built from a
+# list before an action call), not a P4 name.
+TEMP = "c_temporary"
 _KIND_CODES = {"exact": 0, "lpm": 1, "ternary": 2, "range": 3, "optional": 4}
 
 
@@ -629,7 +633,7 @@ class CCompiler(Walker):
             raise UnsupportedError(f"local {s.name} declared twice with different types at {s.pos}")
         names[s.name] = s.type
         var = ir.Var(s.name, s.type, "local", "", s.pos)
-        if _composite(s.type) or isinstance(s.type, ir.VarbitType):  # zeroed: a varbit holds no bits
+        if is_composite(s.type) or isinstance(s.type, ir.VarbitType):  # zeroed: a varbit holds no bits
             self._local_ctype(s.type, owner, s.name)
             self.emit(depth, f"memset(&L->{cname(s.name)}, 0, sizeof L->{cname(s.name)});")
             if s.init is not None:
@@ -639,37 +643,13 @@ class CCompiler(Walker):
         value = self.expr(s.init, depth) if s.init is not None else "0"
         self.emit(depth, f"L->{cname(s.name)} = {value};")
 
-    def _assign(self, depth: int, lhs: ir.Expr, rhs: ir.Expr) -> None:
-        if not _composite(lhs.type):
-            self.store(depth, lhs, self.expr(rhs, depth))
-            return
+    def _assign_lookahead(self, depth: int, lhs: ir.Expr, rhs: ir.Lookahead) -> None:
+        assert isinstance(lhs.type, ir.HeaderType)
+        self._read_header(depth, lhs.type.name, self.place(lhs, depth), "off", advance=False)
+
+    def _copy(self, depth: int, lhs: ir.Expr, rhs: ir.Expr) -> None:
         target = self.place(lhs, depth)
-        if isinstance(rhs, ir.ListExpr):
-            self._fill(depth, target, lhs.type, rhs)
-            return
-        if isinstance(rhs, ir.Lookahead):
-            assert isinstance(lhs.type, ir.HeaderType)
-            self._read_header(depth, lhs.type.name, target, "off", advance=False)
-            return
         self.emit(depth, f"{target} = {self.place(rhs, depth)};")
-
-    def _fill(self, depth: int, target: str, t: ir.Type, items: ir.ListExpr) -> None:
-        """`target = {f1, f2, ...}` for a header or struct in C: each field; a header becomes valid."""
-        if isinstance(t, ir.HeaderType):
-            self.emit(depth, f"{target}.valid = 1;")
-        for (fname, ftype), item in zip(self._fields_of(t), items.elements):
-            field = f"{target}.{cname(fname)}"
-            if isinstance(item, ir.ListExpr):
-                self._fill(depth, field, ftype, item)
-            else:
-                value = self.place(item, depth) if _composite(ftype) else self.expr(item, depth)
-                self.emit(depth, f"{field} = {value};")
-
-    def _fields_of(self, t: ir.Type) -> list[tuple[str, ir.Type]]:
-        if isinstance(t, ir.HeaderType):
-            return [(f.name, f.type) for f in self.headers[t.name].fields]
-        assert isinstance(t, ir.StructType)
-        return [(f.name, f.type) for f in self.structs[t.name].fields]
 
     def _store(self, depth: int, lhs: ir.Expr, value: str) -> None:
         self.emit(depth, f"{self.lvalue(lhs, depth)} = {value};")
@@ -789,12 +769,12 @@ class CCompiler(Walker):
         directional = [p for p in decl.params if p.direction]
         for prm, arg in zip(directional, args):
             tmp = self.tmp("a")
-            composite = _composite(prm.type)
+            composite = is_composite(prm.type)
             ctype = self.ctype(prm.type, f"parameter {prm.name} of {action}") if composite else "uint64_t"
             if isinstance(arg, ir.ListExpr):  # `{...}` for a header or struct: built field by field
                 self.emit(depth, f"{ctype} {tmp};")
                 self.emit(depth, f"memset(&{tmp}, 0, sizeof {tmp});")
-                self._fill(depth, tmp, prm.type, arg)
+                self._assign_list(depth, ir.Var(tmp, prm.type, TEMP), arg)
             elif prm.direction in ("in", "inout"):
                 value = self.place(arg, depth) if composite else self.expr(arg, depth)
                 self.emit(depth, f"{ctype} {tmp} = {value};")
@@ -839,12 +819,12 @@ class CCompiler(Walker):
             c = f"p_{cname(prm.name)}"
             if prm.direction:
                 ctype = self.ctype(prm.type, f"parameter {prm.name} of action {decl.fq_name}")
-                if not _composite(prm.type):
+                if not is_composite(prm.type):
                     ctype = "uint64_t"
                 params.append(f"{ctype} *{c}")
                 names[prm.name] = f"(*{c})"
             else:
-                if _composite(prm.type):
+                if is_composite(prm.type):
                     raise UnsupportedError(
                         f"directionless parameter {prm.name} of a composite type at {prm.pos}"
                     )
@@ -998,7 +978,7 @@ class CCompiler(Walker):
         assert isinstance(t, ir.StructType)
         out = []
         for f in self.structs[t.name].fields:
-            if _composite(f.type):
+            if is_composite(f.type):
                 out += self._composite_leaves(f"{place}.{cname(f.name)}", f.type)
             else:
                 out.append((f"{place}.{cname(f.name)}", ir.width_of(f.type)))
@@ -1008,7 +988,7 @@ class CCompiler(Walker):
         """The scalars of a list, header or struct, first element first: (C expression, width)."""
         leaves = []
         for item in data.elements if isinstance(data, ir.ListExpr) else (data,):
-            if _composite(item.type):
+            if is_composite(item.type):
                 leaves += self._composite_leaves(self.place(item, depth), item.type)
             else:
                 leaves.append((self.expr(item, depth), _leaf_width(item.type)))
@@ -1374,6 +1354,8 @@ class CCompiler(Walker):
         if isinstance(e, ir.Var):
             if e.kind == "param" and e.name in scope.params:
                 return {"hdr": "P->hdr", "meta": "P->meta", STD_ROOT: "P->sm"}[scope.params[e.name]]
+            if e.kind == TEMP:
+                return e.name
             if e.kind == "action_param" and e.name in scope.action_params:
                 return scope.action_params[e.name]
             if e.kind == "local" or (e.kind == "action_param" and not scope.action_params):
@@ -1834,10 +1816,6 @@ def _packed(table: ir.TableDecl) -> bool:
 def _leaf_width(t: ir.Type) -> int | None:
     """The width of a scalar of hash or checksum data; None for a varbit field (its length is run-time)."""
     return None if isinstance(t, ir.VarbitType) else ir.width_of(t)
-
-
-def _composite(t: ir.Type) -> bool:
-    return isinstance(t, ir.HeaderType | ir.StructType | ir.StackType)
 
 
 def generate(program: ir.Program, info: p4i.P4Info) -> tuple[str, Manifest]:

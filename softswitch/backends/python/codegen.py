@@ -356,34 +356,25 @@ class Compiler(Walker):
         self.env[-1][name] = py
         return py
 
-    def _assign(self, depth: int, lhs: ir.Expr, rhs: ir.Expr) -> None:
-        if not is_composite(lhs.type):
-            self.store(depth, lhs, self.expr(rhs, depth))
-            return
-        if _in_element(lhs) or _in_element(rhs):  # under `s.last`, found when run
-            (a, b), (c, d) = self._span(lhs, depth), self._span(rhs, depth)
-            self.emit(depth, f"V[{a}:{b}] = V[{c}:{d}]")
-            return
-        path = self._need_path(lhs)
-        a, b = self.layout.composites[path]
-        if isinstance(rhs, ir.ListExpr):  # {f1, f2, ...}: each field; a header becomes valid
-            if path in self.layout.headers:
-                self.emit(depth, f"V[{self.layout.headers[path].valid}] = True")
-            decls = self._fields_of(lhs.type)
-            for (fname, ftype), item in zip(decls, rhs.elements):
-                self._assign(depth, ir.Member(lhs, fname, ftype, rhs.pos), item)
-            return
-        if isinstance(rhs, ir.Lookahead):
-            hs = self.layout.headers[path]
-            value = self._lookahead_bits(depth, rhs)
-            self.emit(depth, f"V[{hs.valid}] = True")
-            shift = hs.nbytes * 8
-            for _name, index, width, ftype in hs.fields:
-                shift -= width
-                self.emit(depth, f"V[{index}] = {_from_bits(f'({value} >> {shift})', width, ftype)}")
-            return
-        src = self._need_path(rhs)
-        c, d = self.layout.composites[src]
+    def _assign_lookahead(self, depth: int, lhs: ir.Expr, rhs: ir.Lookahead) -> None:
+        value = self._lookahead_bits(depth, rhs)
+        hs, at = self._header_slots(lhs, depth)
+        self.emit(depth, f"V[{at(hs.valid)}] = True")
+        shift = hs.nbytes * 8
+        for _name, index, width, ftype in hs.fields:
+            shift -= width
+            self.emit(depth, f"V[{at(index)}] = {_from_bits(f'({value} >> {shift})', width, ftype)}")
+
+    def _header_slots(self, header: ir.Expr, depth: int) -> tuple[Any, Any]:
+        """A header's layout and code of each of its slots (under `stack.last`, found when run)."""
+        found = self._element(header, depth)
+        if found is None:
+            return self.layout.headers[self._need_path(header)], str
+        path, offset = found
+        return self.layout.headers[path], lambda i: f"{i} + {offset}"
+
+    def _copy(self, depth: int, lhs: ir.Expr, rhs: ir.Expr) -> None:
+        (a, b), (c, d) = self._span(lhs, depth), self._span(rhs, depth)
         self.emit(depth, f"V[{a}:{b}] = V[{c}:{d}]")
 
     def _span(self, e: ir.Expr, depth: int) -> tuple[str, str]:
@@ -395,11 +386,6 @@ class Compiler(Walker):
             return f"{a} + {offset}", f"{b} + {offset}"
         a, b = self.layout.composites[self._need_path(e)]
         return str(a), str(b)
-
-    def _fields_of(self, t: ir.Type) -> list[tuple[str, ir.Type]]:
-        if isinstance(t, ir.HeaderType):
-            return [(f.name, f.type) for f in self.program.header(t.name).fields]
-        return [(f.name, f.type) for f in self.program.struct(t.name).fields]
 
     def _store(self, depth: int, lhs: ir.Expr, value: str) -> None:
         """A varbit field's value is the pair (bits, length), in two slots."""
@@ -970,13 +956,6 @@ class Compiler(Walker):
 
 
 _PY_OPS = {"&&": "and", "||": "or", "/": "//"}
-
-
-def _in_element(e: ir.Expr) -> bool:
-    """Whether `e` is a stack's `.last` or `.next` or a member of one (its place is found when run)."""
-    while isinstance(e, ir.Member):
-        e = e.expr
-    return isinstance(e, ir.StackMember) and e.member in ("last", "next")
 
 
 def _from_bits(source: str, width: int, t: ir.Type) -> str:
