@@ -179,6 +179,7 @@ class Walker(CallDispatch):
     program: ir.Program
     errors: dict[str, int]
     enums: dict[str, ir.EnumDecl]
+    action_ids: dict[str, int]
 
     # ------------------------------------------------------------ statements
     def _stmt(self, depth: int, s: ir.Stmt) -> None:
@@ -210,6 +211,45 @@ class Walker(CallDispatch):
     def _block(self, depth: int, block: ir.Block) -> None:
         for stmt in block.stmts:
             self._stmt(depth, stmt)
+
+    def _switch(self, depth: int, s: ir.Switch) -> None:
+        """The subject is read once; the first arm with its value runs (an empty arm's labels lead to the
+        next body), else `default` (nothing after it can run)."""
+        subject = self.expr(s.expr, depth)
+        name = self.tmp("sw")
+        self._let(depth, name, subject, f"switch at {where(s)}")
+        for i, (labels, body) in enumerate(switch_arms(s.cases, lambda e: self._label(e, depth))):
+            self._arm(depth, i, name, labels)
+            self._block(depth + 1, body)
+            self._close(depth)
+
+    def _label(self, label: ir.Expr, depth: int) -> str:
+        """A switch label: an action (of `table.apply().action_run`) is its P4Info id."""
+        if isinstance(label, ir.ActionRef):
+            return self._number(self.action_ids[label.action])
+        return self.expr(label, depth)
+
+    def _transition(self, depth: int, tr: ir.Goto | ir.Select) -> None:
+        """Where a parser state goes: its one next state, or the first `select` case whose keysets all
+        match the keys (read once, in order; `default` matches anything); no case: error.NoMatch."""
+        if isinstance(tr, ir.Goto):
+            self._goto(depth, tr.next)
+            return
+        keys = []
+        for key in tr.keys:
+            name = self.tmp("k")
+            self._let(depth, name, self.expr(key, depth))
+            keys.append(name)
+        for case in tr.cases:
+            tests = [
+                self._keyset(key, keyset)
+                for key, keyset in zip(keys, case.keysets)
+                if not isinstance(keyset, ir.KeysetDefault)
+            ]
+            self._when(depth, tests, case)
+            self._goto(depth + 1, case.next)
+            self._close(depth)
+        self._no_match(depth)
 
     # ----------------------------------------------------------- expressions
     def expr(self, e: ir.Expr, depth: int = 0) -> str:
@@ -382,12 +422,35 @@ class Walker(CallDispatch):
         return target
 
     # How each backend spells statements ...
+    def tmp(self, prefix: str = "t") -> str:
+        """A fresh name for a temporary."""
+
+    def _let(self, depth: int, name: str, value: str, note: str = "") -> None:
+        """A temporary `name` holding `value` (a note for the reader where the language keeps them)."""
+
+    def _arm(self, depth: int, index: int, subject: str, labels: list[str] | None) -> None:
+        """The head of arm `index` of a switch on `subject`: one of `labels` matches (None: any)."""
+
+    def _close(self, depth: int) -> None:
+        """The end of a switch arm or select case."""
+
+    def _goto(self, depth: int, state: str) -> None:
+        """Go on to parser state `state` (`accept`, `reject`: the parser ends)."""
+
+    def _keyset(self, key: str, keyset: ir.KeysetValue | ir.KeysetMask | ir.KeysetRange) -> str:
+        """The test that `key` matches `keyset`."""
+
+    def _when(self, depth: int, tests: list[str], case: ir.SelectCase) -> None:
+        """The head of a select case taken when all `tests` hold (none: always)."""
+
+    def _no_match(self, depth: int) -> None:
+        """No select case matched: the parser ends with error.NoMatch."""
+
     def _nested_block(self, depth: int, block: ir.Block) -> None: ...
     def _vardecl(self, depth: int, s: ir.VarDecl) -> None: ...
     def _if(self, depth: int, cond: str, then: ir.Block, other: ir.Block | None, s: ir.If) -> None: ...
     def _exit(self, depth: int) -> None: ...
     def _return(self, depth: int) -> None: ...
-    def _switch(self, depth: int, s: ir.Switch) -> None: ...
     def _verify(self, depth: int, cond: str, error: int, s: ir.Verify) -> None: ...
     def _store(self, depth: int, lhs: ir.Expr, value: str) -> None:
         """Assign `value` to a local or field (no slice)."""
@@ -453,6 +516,12 @@ class Walker(CallDispatch):
 
     def _unbounded(self, e: ir.Unary | ir.Binary, code: str) -> str:
         """An operator on values of no fixed width (`int`), written as `code` in this language."""
+
+
+def where(node: object) -> str:
+    """A node's source position for a comment or message ("?" when it has none)."""
+    pos = getattr(node, "pos", None)
+    return str(pos) if pos is not None else "?"
 
 
 def is_composite(t: ir.Type) -> bool:

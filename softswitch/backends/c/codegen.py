@@ -64,7 +64,7 @@ from softswitch.backends.common import (
     may_exit,
     packet_types,
     preserved_fields,
-    switch_arms,
+    where,
 )
 from softswitch.runtime.pipeline import DIGEST_PORT_BASE
 
@@ -111,11 +111,6 @@ def _storage(width: int) -> str:
 def _byte_span(bit: int, width: int) -> int:
     """How many bytes a field of `width` bits starting at bit `bit` touches."""
     return (bit + width - 1) // 8 - bit // 8 + 1 if width else 0
-
-
-def _pos(node: object) -> str:
-    pos = getattr(node, "pos", None)
-    return str(pos) if pos is not None else "?"
 
 
 @dataclass
@@ -260,18 +255,17 @@ class CCompiler(Walker):
                     members.append(f"{self.varbit_type(f.type)} {cname(f.name)};")
                     continue
                 members.append(f"{self.scalar_type(f.type, f'field {t.name}.{f.name}')} {cname(f.name)};")
-            comment = f"header {t.name} ({_pos(decl)})"
+            comment = f"header {t.name} ({where(decl)})"
         elif isinstance(t, ir.StructType):
             decl_s = self.structs[t.name]
             name = f"struct_{cname(t.name)}_t"
             std = t.name == "standard_metadata_t"
             members = []
             for f in decl_s.fields:
-                where = f"field {t.name}.{f.name}"
-                ftype = "uint64_t" if std else self.ctype(f.type, where)
+                ftype = "uint64_t" if std else self.ctype(f.type, f"field {t.name}.{f.name}")
                 members.append(f"{ftype} {cname(f.name)};")
             members = members or ["uint8_t unused_;"]
-            comment = f"struct {t.name} ({_pos(decl_s)})" + (
+            comment = f"struct {t.name} ({where(decl_s)})" + (
                 ": 64-bit fields, port numbers come from outside" if std else ""
             )
         else:
@@ -512,7 +506,7 @@ class CCompiler(Walker):
         saved = self._begin(
             name,
             f"void {name}(ctx_t *ctx, packet_t *P, uint64_t plen)",
-            f"control {decl.name} ({_pos(decl)})",
+            f"control {decl.name} ({where(decl)})",
             Scope(decl.name, params, shared=shared),
         )
         self._locals_init(decl.name)
@@ -528,7 +522,7 @@ class CCompiler(Walker):
         saved = self._begin(
             name,
             f"uint32_t {name}(ctx_t *ctx, packet_t *P, const uint8_t *buf, uint32_t n)",
-            f"parser {decl.name} ({_pos(decl)}): returns where the payload starts",
+            f"parser {decl.name} ({where(decl)}): returns where the payload starts",
             Scope(decl.name, params, in_parser=True),
         )
         self.emit(1, "uint32_t off = 0;")
@@ -538,7 +532,7 @@ class CCompiler(Walker):
             self._stmt(1, local)
         self.emit(1, "goto state_start;")
         for state in decl.states:
-            self.emit(0, f"state_{cname(state.name)}: /* {_pos(state)} */")
+            self.emit(0, f"state_{cname(state.name)}: /* {where(state)} */")
             self.emit(1, ";")
             for stmt in state.stmts:
                 self._stmt(1, stmt)
@@ -552,29 +546,20 @@ class CCompiler(Walker):
         else:
             self.emit(depth, f"goto state_{cname(target)};")
 
-    def _transition(self, depth: int, tr: ir.Goto | ir.Select) -> None:
-        if isinstance(tr, ir.Goto):
-            self._goto(depth, tr.next)
-            return
-        keys = []
-        for key in tr.keys:
-            name = self.tmp("k")
-            self.emit(depth, f"uint64_t {name} = {self.expr(key, depth)};")
-            keys.append(name)
-        for case in tr.cases:
-            tests = []
-            for key, ks in zip(keys, case.keysets):
-                if isinstance(ks, ir.KeysetValue):
-                    tests.append(f"{key} == {_lit(ks.value)}" if 0 <= ks.value < 1 << 64 else "0")
-                elif isinstance(ks, ir.KeysetMask):
-                    bits, value = ks.mask & mask(64), ks.value & ks.mask
-                    tests.append(f"({key} & {_lit(bits)}) == {_lit(value)}" if 0 <= value < 1 << 64 else "0")
-                elif isinstance(ks, ir.KeysetRange):
-                    lo, hi = max(ks.lo, 0), min(ks.hi, mask(64))
-                    tests.append(f"({_lit(lo)} <= {key} && {key} <= {_lit(hi)})" if lo <= hi else "0")
-            self.emit(depth, f"if ({' && '.join(tests) or '1'}) {{ /* {_pos(case)} */")
-            self._goto(depth + 1, case.next)
-            self.emit(depth, "}")
+    def _keyset(self, key: str, keyset: ir.KeysetValue | ir.KeysetMask | ir.KeysetRange) -> str:
+        """(A keyset that no 64-bit key can match is the test 0.)"""
+        if isinstance(keyset, ir.KeysetValue):
+            return f"{key} == {_lit(keyset.value)}" if 0 <= keyset.value < 1 << 64 else "0"
+        if isinstance(keyset, ir.KeysetMask):
+            bits, value = keyset.mask & mask(64), keyset.value & keyset.mask
+            return f"({key} & {_lit(bits)}) == {_lit(value)}" if 0 <= value < 1 << 64 else "0"
+        lo, hi = max(keyset.lo, 0), min(keyset.hi, mask(64))
+        return f"({_lit(lo)} <= {key} && {key} <= {_lit(hi)})" if lo <= hi else "0"
+
+    def _when(self, depth: int, tests: list[str], case: ir.SelectCase) -> None:
+        self.emit(depth, f"if ({' && '.join(tests) or '1'}) {{ /* {where(case)} */")
+
+    def _no_match(self, depth: int) -> None:
         self._parser_error_set(depth, "NoMatch")
         self.emit(depth, "return off;")
 
@@ -583,7 +568,7 @@ class CCompiler(Walker):
         saved = self._begin(
             name,
             f"size_t {name}(ctx_t *ctx, packet_t *P, uint8_t *out, uint32_t *shared_at)",
-            f"deparser {decl.name} ({_pos(decl)}): returns how many bytes it wrote; shared_at: see p4_pass",
+            f"deparser {decl.name} ({where(decl)}): returns how many bytes it wrote; shared_at: see p4_pass",
             Scope(decl.name, params, shared=shared),
         )
         self.emit(1, "size_t at = 0;")
@@ -609,7 +594,7 @@ class CCompiler(Walker):
         self.emit(depth, "}")
 
     def _if(self, depth: int, cond: str, then: ir.Block, other: ir.Block | None, s: ir.If) -> None:
-        self.emit(depth, f"if ({cond}) {{ /* {_pos(s)} */")
+        self.emit(depth, f"if ({cond}) {{ /* {where(s)} */")
         self._block(depth + 1, then)
         if other is not None:
             self.emit(depth, "} else {")
@@ -617,7 +602,7 @@ class CCompiler(Walker):
         self.emit(depth, "}")
 
     def _verify(self, depth: int, cond: str, error: int, s: ir.Verify) -> None:
-        self.emit(depth, f"if (!({cond})) {{ /* verify at {_pos(s)} */")
+        self.emit(depth, f"if (!({cond})) {{ /* verify at {where(s)} */")
         self.emit(depth + 1, f"P->sm.parser_error = {error};")
         self.emit(depth + 1, "return off;")
         self.emit(depth, "}")
@@ -657,25 +642,18 @@ class CCompiler(Walker):
     def _either(self, kept: str, put: str) -> str:
         return f"({kept} | {put})"
 
-    def _switch(self, depth: int, s: ir.Switch) -> None:
-        subject = self.expr(s.expr, depth)
-        name = self.tmp("sw")
-        self.emit(depth, f"uint64_t {name} = {subject}; /* switch at {_pos(s)} */")
-        for i, (labels, body) in enumerate(switch_arms(s.cases, lambda e: self._label(e, depth))):
-            if labels is None:
-                self.emit(depth, "else {" if i else "{")
-            else:
-                test = " || ".join(f"{name} == {p}" for p in labels) or "0"
-                self.emit(depth, f"{'else if' if i else 'if'} ({test}) {{")
-            self._block(depth + 1, body)
-            self.emit(depth, "}")
+    def _let(self, depth: int, name: str, value: str, note: str = "") -> None:
+        self.emit(depth, f"uint64_t {name} = {value};" + (f" /* {note} */" if note else ""))
 
-    def _label(self, label: ir.Expr, depth: int) -> str:
-        return (
-            _lit(self.action_ids[label.action])
-            if isinstance(label, ir.ActionRef)
-            else self.expr(label, depth)
-        )
+    def _arm(self, depth: int, index: int, subject: str, labels: list[str] | None) -> None:
+        if labels is None:
+            self.emit(depth, "else {" if index else "{")
+        else:
+            test = " || ".join(f"{subject} == {label}" for label in labels) or "0"
+            self.emit(depth, f"{'else if' if index else 'if'} ({test}) {{")
+
+    def _close(self, depth: int) -> None:
+        self.emit(depth, "}")
 
     # ================================================================ calls
     def _set_valid(self, depth: int, header: ir.Expr, valid: bool) -> None:
@@ -709,7 +687,7 @@ class CCompiler(Walker):
         saved = self._begin(
             fn,
             f"p4_applied_t {fn}(ctx_t *ctx, packet_t *P, {self._locals_ptr(scope.owner)})",
-            f"table {table_name} ({_pos(table)})",
+            f"table {table_name} ({where(table)})",
             Scope(scope.owner, scope.params, shared=scope.shared),
         )
         self.emit(1, f"p4_table_t *T = &ctx->tables[{info.index}];")
@@ -834,7 +812,7 @@ class CCompiler(Walker):
         saved = self._begin(
             fn,
             f"int {fn}({', '.join(params)})",
-            f"action {decl.fq_name} ({_pos(decl)}): returns 1 when it executed exit",
+            f"action {decl.fq_name} ({where(decl)}): returns 1 when it executed exit",
             Scope(owner, scope.params if not top else {}, names, in_action=True, shared=scope.shared),
         )
         self.locals.setdefault(owner, {})
@@ -886,7 +864,7 @@ class CCompiler(Walker):
 
     def _index(self, depth: int, expr: ir.Expr) -> str:
         name = self.tmp("i")
-        self.emit(depth, f"uint64_t {name} = {self.expr(expr, depth)};")
+        self._let(depth, name, self.expr(expr, depth))
         return name
 
     def _extern_function(self, depth: int, call: ir.ExternFunctionCall) -> None:
@@ -897,7 +875,7 @@ class CCompiler(Walker):
             cond, data, target, algo = call.args
             if not isinstance(algo, ir.EnumValue) or algo.member != "csum16":
                 raise UnsupportedError(f"{name} supports HashAlgorithm.csum16 only, at {call.pos}")
-            self.emit(depth, f"if ({self.expr(cond, depth)}) {{ /* {name} at {_pos(call)} */")
+            self.emit(depth, f"if ({self.expr(cond, depth)}) {{ /* {name} at {where(call)} */")
             checksum = self._csum16(depth + 1, data)
             if name == "verify_checksum":
                 self.emit(
@@ -1036,7 +1014,7 @@ class CCompiler(Walker):
         leaves = self._leaves(depth, data) if leaves is None else leaves
         items = data.elements if isinstance(data, ir.ListExpr) else (data,)
         if sum(self._max_bits(item.type) for item in items) > 8 * 1024:
-            raise UnsupportedError(f"a checksum or hash over more than 8192 bits at {_pos(data)}")
+            raise UnsupportedError(f"a checksum or hash over more than 8192 bits at {where(data)}")
         name = self.tmp("bits")
         self.emit(depth, f"p4_bits_t {name}; {name}.bits = 0;")
         for value, width in leaves:
@@ -1072,7 +1050,7 @@ class CCompiler(Walker):
             self.emit(depth + 1, "return off;")
         else:  # the Python backend fails here (its `off` exists only in the parser): so do we
             self.may_fail = True
-            self.emit(depth + 1, f'p4_fail(&ctx->base, "error.{error} outside the parser", "{_pos(None)}");')
+            self.emit(depth + 1, f'p4_fail(&ctx->base, "error.{error} outside the parser", "{where(None)}");')
         self.emit(depth, "}")
 
     def _header_bits(self, name: str) -> int:
@@ -1382,7 +1360,7 @@ class CCompiler(Walker):
             return f"{self.place(e.expr, depth)}.e[{int(e.index.value)}]"
         if isinstance(e, ir.StackMember) and e.member == "last":
             return self._last(e, depth)
-        raise UnsupportedError(f"expected a header or field of the packet at {_pos(e)}")
+        raise UnsupportedError(f"expected a header or field of the packet at {where(e)}")
 
     def _last(self, e: ir.StackMember, depth: int) -> str:
         stack = self.place(e.expr, depth)
@@ -1398,7 +1376,7 @@ class CCompiler(Walker):
     def _check_expr(self, e: ir.Expr) -> None:
         t = getattr(e, "type", None)
         if isinstance(t, ir.BitType) and t.width > MAX_WIDTH:
-            raise UnsupportedError(f"an expression of type bit<{t.width}> at {_pos(e)} {HINT}")
+            raise UnsupportedError(f"an expression of type bit<{t.width}> at {where(e)} {HINT}")
 
     def _const(self, e: ir.Const) -> str:
         if isinstance(e.value, bool):
@@ -1407,7 +1385,7 @@ class CCompiler(Walker):
         if isinstance(e.type, ir.BitType):
             value &= mask(e.type.width)
         if not 0 <= value < 1 << 64:
-            raise UnsupportedError(f"constant {value} does not fit 64 bits at {_pos(e)}")
+            raise UnsupportedError(f"constant {value} does not fit 64 bits at {where(e)}")
         return _lit(value)
 
     def _number(self, value: int) -> str:
@@ -1462,7 +1440,7 @@ class CCompiler(Walker):
     def _divide(self, e: ir.Binary, a: str, b: str) -> str:
         self.may_fail = True  # by zero: the packet fails, as Python raises
         fn = "p4_div" if e.op == "/" else "p4_mod"
-        return f'{fn}(&ctx->base, {a}, {b}, "{_pos(e)}")'
+        return f'{fn}(&ctx->base, {a}, {b}, "{where(e)}")'
 
     def _saturating(self, e: ir.Binary, a: str, b: str) -> str:
         assert isinstance(e.type, ir.BitType)

@@ -51,7 +51,6 @@ from softswitch.backends.common import (
     may_exit,
     packet_types,
     preserved_fields,
-    switch_arms,
 )
 from softswitch.backends.python.layout import (
     Path,
@@ -182,6 +181,7 @@ class Compiler(Walker):
         self.counter = itertools.count()
         self.env: list[dict[str, str]] = []
         self.block: Block | None = None
+        self.states: dict[str, int] = {}  # the parser's states, numbered
         self.template = self.bind("Z", self.layout.initial)
 
     # ------------------------------------------------------------------ entry
@@ -247,52 +247,39 @@ class Compiler(Walker):
         self.emit(1, "return")
 
     def _parser(self, fn: str, decl: ir.ParserDecl) -> None:
-        states = {s.name: i for i, s in enumerate(decl.states)}
+        self.states = {s.name: i for i, s in enumerate(decl.states)}
         self.env = [{}]
-        pe = self.std("parser_error")
         self.emit(0, f"def {fn}(V, buf, n):")
         self.emit(1, "off = 0")
         self._locals(1, decl.locals)
-        self.emit(1, f"state = {states['start']}")
+        self.emit(1, f"state = {self.states['start']}")
         self.emit(1, "while True:")
         for s in decl.states:
-            self.emit(2, f"if state == {states[s.name]}:  # {s.name}")
+            self.emit(2, f"if state == {self.states[s.name]}:  # {s.name}")
             for stmt in s.stmts:
                 self._stmt(3, stmt)
-            self._transition(3, s.transition, states, pe)
-        self.emit(2, f"V[{pe}] = {self.errors.get('NoMatch', 2)}")
-        self.emit(2, "return off")
+            self._transition(3, s.transition)
+        self._no_match(2)
 
-    def _transition(self, depth: int, tr: ir.Goto | ir.Select, states: dict[str, int], pe: int) -> None:
-        def goto(d: int, target: str) -> None:
-            if target == "accept":
-                self.emit(d, "return off")
-            elif target == "reject":
-                self.emit(d, "return off")  # bmv2: ingress still runs, parser_error says why
-            else:
-                self.emit(d, f"state = {states[target]}")
-                self.emit(d, "continue")
+    def _goto(self, depth: int, state: str) -> None:
+        if state in ("accept", "reject"):  # reject: ingress still runs, parser_error says why (bmv2)
+            self.emit(depth, "return off")
+        else:
+            self.emit(depth, f"state = {self.states[state]}")
+            self.emit(depth, "continue")
 
-        if isinstance(tr, ir.Goto):
-            goto(depth, tr.next)
-            return
-        keys = []
-        for key in tr.keys:
-            name = self.tmp("k")
-            self.emit(depth, f"{name} = {self.expr(key, depth)}")
-            keys.append(name)
-        for case in tr.cases:
-            tests = []
-            for key, ks in zip(keys, case.keysets):
-                if isinstance(ks, ir.KeysetValue):
-                    tests.append(f"{key} == {ks.value}")
-                elif isinstance(ks, ir.KeysetMask):
-                    tests.append(f"{key} & {ks.mask} == {ks.value & ks.mask}")
-                elif isinstance(ks, ir.KeysetRange):
-                    tests.append(f"{ks.lo} <= {key} <= {ks.hi}")
-            self.emit(depth, f"if {' and '.join(tests) or 'True'}:")
-            goto(depth + 1, case.next)
-        self.emit(depth, f"V[{pe}] = {self.errors.get('NoMatch', 2)}")
+    def _keyset(self, key: str, keyset: ir.KeysetValue | ir.KeysetMask | ir.KeysetRange) -> str:
+        if isinstance(keyset, ir.KeysetValue):
+            return f"{key} == {keyset.value}"
+        if isinstance(keyset, ir.KeysetMask):
+            return f"{key} & {keyset.mask} == {keyset.value & keyset.mask}"
+        return f"{keyset.lo} <= {key} <= {keyset.hi}"
+
+    def _when(self, depth: int, tests: list[str], case: ir.SelectCase) -> None:
+        self.emit(depth, f"if {' and '.join(tests) or 'True'}:")
+
+    def _no_match(self, depth: int) -> None:
+        self.emit(depth, f"V[{self.std('parser_error')}] = {self.errors.get('NoMatch', 2)}")
         self.emit(depth, "return off")
 
     def _deparser(self, fn: str, decl: ir.ControlDecl) -> None:
@@ -398,21 +385,17 @@ class Compiler(Walker):
     def _either(self, kept: str, put: str) -> str:
         return f"{kept} | {put}"  # the right-hand side of a statement: no parentheses needed
 
-    def _switch(self, depth: int, s: ir.Switch) -> None:
-        subject = self.expr(s.expr, depth)
-        name = self.tmp("sw")
-        self.emit(depth, f"{name} = {subject}")
-        for i, (labels, body) in enumerate(switch_arms(s.cases, lambda e: self._label(e, depth))):
-            if labels is None:
-                self.emit(depth, "else:" if i else "if True:")
-            else:
-                self.emit(depth, f"{'elif' if i else 'if'} {name} in ({', '.join(labels)},):")
-            self._block(depth + 1, body)
+    def _let(self, depth: int, name: str, value: str, note: str = "") -> None:
+        self.emit(depth, f"{name} = {value}")
 
-    def _label(self, label: ir.Expr, depth: int) -> str:
-        return (
-            str(self.action_ids[label.action]) if isinstance(label, ir.ActionRef) else self.expr(label, depth)
-        )
+    def _arm(self, depth: int, index: int, subject: str, labels: list[str] | None) -> None:
+        if labels is None:
+            self.emit(depth, "else:" if index else "if True:")
+        else:
+            self.emit(depth, f"{'elif' if index else 'if'} {subject} in ({', '.join(labels)},):")
+
+    def _close(self, depth: int) -> None:
+        """Nothing: the indentation ends the block."""
 
     # ------------------------------------------------------------------ calls
     def _set_valid(self, depth: int, header: ir.Expr, valid: bool) -> None:
