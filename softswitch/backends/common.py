@@ -10,7 +10,7 @@ shape the generated code (does it `exit`, which actions does it call).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from finsy.proto import p4i
 
@@ -130,6 +130,26 @@ def switch_arms(
         if case.is_default:
             break
     return arms
+
+
+class Checksum(NamedTuple):
+    """verify_checksum (`verify`) or update_checksum with csum16 of `data`, when `cond` holds."""
+
+    verify: bool
+    cond: ir.Expr
+    data: ir.Expr
+    target: ir.Expr
+
+
+class Hash(NamedTuple):
+    """hash(): `result` = `base` + the hash of `data` % `maximum` (the hash itself when `maximum` is 0),
+    cut to the width of `result`."""
+
+    result: ir.Expr
+    algorithm: str
+    base: ir.Expr
+    data: ir.Expr
+    maximum: ir.Expr
 
 
 class CallDispatch:
@@ -421,6 +441,84 @@ class Walker(CallDispatch):
             raise UnsupportedError.at(f"cannot assign to {type(e).__name__}", e)
         return target
 
+    # ---------------------------------------------------------------- externs
+    def _extern_method(self, depth: int, call: ir.ExternMethodCall) -> None:
+        """A method of a register, counter or meter instance, with bmv2's meaning."""
+        kind = (call.extern, call.method)
+        if kind == ("register", "read"):
+            result, index = call.args
+            self._register_read(depth, call, result, index)
+        elif kind == ("register", "write"):
+            index, value = call.args
+            self._register_write(depth, call, index, value)
+        elif kind == ("counter", "count"):
+            self._counter_count(depth, call, call.args[0])
+        elif kind == ("direct_counter", "count"):
+            self._nothing(depth, "direct counters count on table hits")
+        elif kind in (("meter", "execute_meter"), ("direct_meter", "read")):
+            # No P4Runtime client can configure a meter here (MeterEntry is UNIMPLEMENTED), and an
+            # unconfigured bmv2 meter marks every packet GREEN (0).
+            self.store(depth, call.args[-1], "0")
+        else:
+            raise UnsupportedError.at(f"extern {call.extern}.{call.method}", call)
+
+    def _extern_function(self, depth: int, call: ir.ExternFunctionCall) -> None:
+        """A v1model extern function: what each one's arguments are, and which are refused."""
+        name, args = call.name, call.args
+        if name == "mark_to_drop":
+            self._mark_to_drop(depth)
+        elif name in ("verify_checksum", "update_checksum"):
+            cond, data, target, algo = args
+            if not isinstance(algo, ir.EnumValue) or algo.member != "csum16":
+                raise UnsupportedError.at(f"{name} supports HashAlgorithm.csum16 only", call)
+            self._checksum(depth, call, Checksum(name == "verify_checksum", cond, data, target))
+        elif name == "hash":
+            result, algo, base, data, maximum = args
+            assert isinstance(algo, ir.EnumValue)
+            self._hash(depth, call, Hash(result, algo.member, base, data, maximum))
+        elif name == "random":
+            result, lo, hi = args
+            self._random(depth, result, lo, hi)
+        elif name in ("log_msg", "assume", "assert"):
+            self._nothing(depth, name)
+        elif name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
+            (index,) = args
+            self._again(depth, name, field_list_request(index))
+        elif name in ("clone", "clone_preserving_field_list"):
+            listed = field_list_request(args[2]) if len(args) > 2 else 0
+            self._clone(depth, name, self.expr(args[1], depth), listed)
+        elif name == "digest":
+            assert isinstance(call.type_args[0], ir.StructType)
+            self._digest(depth, call.type_args[0].name, args[1])
+        else:
+            raise UnsupportedError.at(f"extern function {name}", call)
+
+    # How each backend spells the externs ...
+    def _register_read(self, depth: int, call: ir.ExternMethodCall, result: ir.Expr, index: ir.Expr) -> None:
+        """`result` = the cell at `index` (0 out of range, as bmv2)."""
+
+    def _register_write(self, depth: int, call: ir.ExternMethodCall, index: ir.Expr, value: ir.Expr) -> None:
+        """The cell at `index` = `value` (nothing out of range, as bmv2)."""
+
+    def _counter_count(self, depth: int, call: ir.ExternMethodCall, index: ir.Expr) -> None:
+        """One packet and its bytes more in cell `index` (nothing out of range)."""
+
+    def _nothing(self, depth: int, why: str) -> None:
+        """A statement that does nothing here (`why` says what it is)."""
+
+    def _mark_to_drop(self, depth: int) -> None: ...
+    def _checksum(self, depth: int, call: ir.ExternFunctionCall, spec: Checksum) -> None: ...
+    def _hash(self, depth: int, call: ir.ExternFunctionCall, spec: Hash) -> None: ...
+    def _random(self, depth: int, result: ir.Expr, lo: ir.Expr, hi: ir.Expr) -> None: ...
+    def _again(self, depth: int, name: str, request: int) -> None:
+        """resubmit/recirculate, with the field list request (index + 1); the last call of a pass wins."""
+
+    def _clone(self, depth: int, name: str, session: str, request: int) -> None:
+        """clone to `session` with the field list request (0: none; else index + 1)."""
+
+    def _digest(self, depth: int, struct: str, data: ir.Expr) -> None:
+        """digest<struct>(_, data): the data packed now, sent at the end of ingress."""
+
     # How each backend spells statements ...
     def tmp(self, prefix: str = "t") -> str:
         """A fresh name for a temporary."""
@@ -516,6 +614,12 @@ class Walker(CallDispatch):
 
     def _unbounded(self, e: ir.Unary | ir.Binary, code: str) -> str:
         """An operator on values of no fixed width (`int`), written as `code` in this language."""
+
+
+def field_list_request(index: ir.Expr) -> int:
+    """What a resubmit, recirculate or clone call requests: its field list index + 1 (0 is no list)."""
+    assert isinstance(index, ir.Const)
+    return (int(index.value) & 0xFF) + 1
 
 
 def where(node: object) -> str:

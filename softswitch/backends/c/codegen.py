@@ -51,6 +51,8 @@ from softswitch.backends.common import (
     MAX_PASSES,
     STD_ROOT,
     V1MODEL_BLOCKS,
+    Checksum,
+    Hash,
     UnsupportedError,
     Walker,
     all_actions,
@@ -824,125 +826,109 @@ class CCompiler(Walker):
         self._end(saved)
         return fn
 
-    def _extern_method(self, depth: int, call: ir.ExternMethodCall) -> None:
-        if call.extern == "register":
-            reg = self.manifest.registers.get(call.instance)
-            if reg is None:
-                raise UnsupportedError(f"register {call.instance} is absent from the P4Info at {call.pos}")
+    def _register(self, call: ir.ExternMethodCall) -> tuple[ArrayInfo, str]:
+        """A register of the context and the C code of its cell at `{}` (cells are interleaved by bank)."""
+        reg = self.manifest.registers.get(call.instance)
+        if reg is None:
+            raise UnsupportedError(f"register {call.instance} is absent from the P4Info at {call.pos}")
+        return reg, f"ctx->bank_{reg.bank}[{{}} * {reg.stride} + {reg.column}]"
 
-            def cell(idx: str) -> str:
-                return f"ctx->bank_{reg.bank}[{idx} * {reg.stride} + {reg.column}]"
+    def _register_read(self, depth: int, call: ir.ExternMethodCall, result: ir.Expr, index: ir.Expr) -> None:
+        reg, cell = self._register(call)
+        idx = self._index(depth, index)
+        self.store(depth, result, f"({idx} < {reg.size} ? (uint64_t){cell.format(idx)} : 0)")
 
-            if call.method == "read":
-                idx = self._index(depth, call.args[1])
-                self.store(depth, call.args[0], f"({idx} < {reg.size} ? (uint64_t){cell(idx)} : 0)")
-            elif call.method == "write":
-                idx = self._index(depth, call.args[0])
-                value = self.expr(call.args[1], depth)
-                self.emit(depth, f"if ({idx} < {reg.size}) {cell(idx)} = ({_storage(reg.width)})({value});")
-            else:
-                raise UnsupportedError(f"register.{call.method} at {call.pos}")
-        elif call.extern == "counter" and call.method == "count":
-            ctr = self.manifest.counters.get(call.instance)
-            if ctr is None:
-                raise UnsupportedError(f"counter {call.instance} is absent from the P4Info at {call.pos}")
-            idx = self._index(depth, call.args[0])
-            array = f"ctx->ctr_{cname(call.instance)}"
-            self.emit(
-                depth,
-                f"if ({idx} < {ctr.size}) {{ {array}[2 * {idx}] += 1; "
-                f"{array}[2 * {idx} + 1] += ctx->base.plen; }}",
-            )
-        elif call.extern == "direct_counter" and call.method == "count":
-            self.emit(depth, "/* direct counters count on table hits */")
-        elif (call.extern, call.method) in (("meter", "execute_meter"), ("direct_meter", "read")):
-            # No P4Runtime client can configure a meter here (MeterEntry is UNIMPLEMENTED), and an
-            # unconfigured bmv2 meter marks every packet GREEN (0).
-            self.store(depth, call.args[-1], "0")
-        else:
-            raise UnsupportedError(f"extern {call.extern}.{call.method} at {call.pos}")
+    def _register_write(self, depth: int, call: ir.ExternMethodCall, index: ir.Expr, value: ir.Expr) -> None:
+        reg, cell = self._register(call)
+        idx = self._index(depth, index)
+        code = self.expr(value, depth)
+        self.emit(depth, f"if ({idx} < {reg.size}) {cell.format(idx)} = ({_storage(reg.width)})({code});")
+
+    def _counter_count(self, depth: int, call: ir.ExternMethodCall, index: ir.Expr) -> None:
+        ctr = self.manifest.counters.get(call.instance)
+        if ctr is None:
+            raise UnsupportedError(f"counter {call.instance} is absent from the P4Info at {call.pos}")
+        idx = self._index(depth, index)
+        array = f"ctx->ctr_{cname(call.instance)}"
+        self.emit(
+            depth,
+            f"if ({idx} < {ctr.size}) {{ {array}[2 * {idx}] += 1; "
+            f"{array}[2 * {idx} + 1] += ctx->base.plen; }}",
+        )
+
+    def _nothing(self, depth: int, why: str) -> None:
+        self.emit(depth, f"/* {why} */")
 
     def _index(self, depth: int, expr: ir.Expr) -> str:
         name = self.tmp("i")
         self._let(depth, name, self.expr(expr, depth))
         return name
 
-    def _extern_function(self, depth: int, call: ir.ExternFunctionCall) -> None:
-        name = call.name
-        if name == "mark_to_drop":
-            self.emit(depth, f"P->sm.egress_spec = {DROP_PORT}; P->sm.mcast_grp = 0; /* mark_to_drop */")
-        elif name in ("verify_checksum", "update_checksum"):
-            cond, data, target, algo = call.args
-            if not isinstance(algo, ir.EnumValue) or algo.member != "csum16":
-                raise UnsupportedError(f"{name} supports HashAlgorithm.csum16 only, at {call.pos}")
-            self.emit(depth, f"if ({self.expr(cond, depth)}) {{ /* {name} at {where(call)} */")
-            checksum = self._csum16(depth + 1, data)
-            if name == "verify_checksum":
-                self.emit(
-                    depth + 1, f"if ({checksum} != {self.expr(target, depth + 1)}) P->sm.checksum_error = 1;"
-                )
-            else:
-                self.store(depth + 1, target, checksum)
-            self.emit(depth, "}")
-        elif name == "hash":
-            result, algo, base, data, maximum = call.args
-            assert isinstance(algo, ir.EnumValue)
-            functions = {"crc32": "p4_crc32", "crc16": "p4_crc16"}
-            if algo.member == "csum16":
-                h = self._csum16(depth, data)
-            elif algo.member in functions:
-                bits, _ = self._concat(depth, data)
-                h = f"{functions[algo.member]}(&{bits})"
-            elif algo.member == "identity":
-                bits, width = self._concat(depth, data)
-                if width is None:  # its width is only known when run
-                    raise UnsupportedError(f"identity hash of varbit data at {call.pos} {HINT}")
-                if width > MAX_WIDTH:
-                    raise UnsupportedError(f"identity hash of more than 64 bits at {call.pos} {HINT}")
-                h = f"p4_get_bits({bits}.bytes, 0, (unsigned){bits}.bits)"
-            else:
-                raise UnsupportedError(f"hash algorithm {algo.member} at {call.pos}")
-            hv, b, m = self.tmp("h"), self.tmp("b"), self.tmp("m")
+    def _mark_to_drop(self, depth: int) -> None:
+        self.emit(depth, f"P->sm.egress_spec = {DROP_PORT}; P->sm.mcast_grp = 0; /* mark_to_drop */")
+
+    def _checksum(self, depth: int, call: ir.ExternFunctionCall, spec: Checksum) -> None:
+        verify, cond, data, target = spec
+        self.emit(depth, f"if ({self.expr(cond, depth)}) {{ /* {call.name} at {where(call)} */")
+        checksum = self._csum16(depth + 1, data)
+        if verify:
             self.emit(
-                depth,
-                f"uint64_t {hv} = {h}, {b} = {self.expr(base, depth)}, {m} = {self.expr(maximum, depth)};",
+                depth + 1, f"if ({checksum} != {self.expr(target, depth + 1)}) P->sm.checksum_error = 1;"
             )
-            out_width = ir.width_of(result.type)
-            self.store(depth, result, f"(({b} + ({m} ? {hv} % {m} : {hv})) & {_lit(mask(out_width))})")
-        elif name == "random":
-            result, lo, hi = call.args
-            self.store(
-                depth, result, f"p4_random(&ctx->base, {self.expr(lo, depth)}, {self.expr(hi, depth)})"
-            )
-        elif name in ("log_msg", "assume", "assert"):
-            self.emit(depth, f"/* {name} */")
-        elif name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
-            (index,) = call.args
-            assert isinstance(index, ir.Const)
-            self.may_fail = True  # a pass too many fails the packet
-            self.passes = True
-            member = "resubmit" if name.startswith("resubmit") else "recirculate"
-            self.emit(depth, f"P->{member} = {(int(index.value) & 0xFF) + 1}; /* {name} */")
-        elif name in ("clone", "clone_preserving_field_list"):
-            self.may_fail = True  # a clone operation counts as a pass
-            self.clones = True
-            session, index = call.args[1], call.args[2] if len(call.args) > 2 else None
-            listed = 0 if index is None else (int(index.value) & 0xFF) + 1  # type: ignore[attr-defined]
-            self.emit(
-                depth,
-                f"P->clone = (uint32_t)({self.expr(session, depth)} & {CLONE_SESSION_MASK}) + 1; "
-                f"P->clone_list = {listed}; /* {name} */",
-            )
-        elif name == "digest":
-            assert isinstance(call.type_args[0], ir.StructType)
-            index, widths = self.digests[call.type_args[0].name]
-            self.emit(depth, f"P->digest = {index + 1}; /* digest<{call.type_args[0].name}> */")
-            at = 0
-            for (value, _), width in zip(self._leaves(depth, call.args[1]), widths, strict=True):
-                self.emit(depth, f"p4_digest_put(P->digest_data + {at}, {value}, {(width + 7) // 8});")
-                at += (width + 7) // 8
         else:
-            raise UnsupportedError(f"extern function {name} at {call.pos}")
+            self.store(depth + 1, target, checksum)
+        self.emit(depth, "}")
+
+    def _hash(self, depth: int, call: ir.ExternFunctionCall, spec: Hash) -> None:
+        result, algorithm, base, data, maximum = spec
+        functions = {"crc32": "p4_crc32", "crc16": "p4_crc16"}
+        if algorithm == "csum16":
+            h = self._csum16(depth, data)
+        elif algorithm in functions:
+            bits, _ = self._concat(depth, data)
+            h = f"{functions[algorithm]}(&{bits})"
+        elif algorithm == "identity":
+            bits, width = self._concat(depth, data)
+            if width is None:  # its width is only known when run
+                raise UnsupportedError(f"identity hash of varbit data at {call.pos} {HINT}")
+            if width > MAX_WIDTH:
+                raise UnsupportedError(f"identity hash of more than 64 bits at {call.pos} {HINT}")
+            h = f"p4_get_bits({bits}.bytes, 0, (unsigned){bits}.bits)"
+        else:
+            raise UnsupportedError(f"hash algorithm {algorithm} at {call.pos}")
+        hv, b, m = self.tmp("h"), self.tmp("b"), self.tmp("m")
+        self.emit(
+            depth,
+            f"uint64_t {hv} = {h}, {b} = {self.expr(base, depth)}, {m} = {self.expr(maximum, depth)};",
+        )
+        modulo = self._mux(m, f"{hv} % {m}", hv)
+        self.store(depth, result, f"(({b} + {modulo}) & {_lit(mask(ir.width_of(result.type)))})")
+
+    def _random(self, depth: int, result: ir.Expr, lo: ir.Expr, hi: ir.Expr) -> None:
+        self.store(depth, result, f"p4_random(&ctx->base, {self.expr(lo, depth)}, {self.expr(hi, depth)})")
+
+    def _again(self, depth: int, name: str, request: int) -> None:
+        self.may_fail = True  # a pass too many fails the packet
+        self.passes = True
+        member = "resubmit" if name.startswith("resubmit") else "recirculate"
+        self.emit(depth, f"P->{member} = {request}; /* {name} */")
+
+    def _clone(self, depth: int, name: str, session: str, request: int) -> None:
+        self.may_fail = True  # a clone operation counts as a pass
+        self.clones = True
+        self.emit(
+            depth,
+            f"P->clone = (uint32_t)({session} & {CLONE_SESSION_MASK}) + 1; "
+            f"P->clone_list = {request}; /* {name} */",
+        )
+
+    def _digest(self, depth: int, struct: str, data: ir.Expr) -> None:
+        index, widths = self.digests[struct]
+        self.emit(depth, f"P->digest = {index + 1}; /* digest<{struct}> */")
+        at = 0
+        for (value, _), width in zip(self._leaves(depth, data), widths, strict=True):
+            self.emit(depth, f"p4_digest_put(P->digest_data + {at}, {value}, {(width + 7) // 8});")
+            at += (width + 7) // 8
 
     def _composite_leaves(self, place: str, t: ir.Type) -> list[tuple[str, int]]:
         """Scalars of a composite in declaration order (validity bits excluded), as the Python layout."""

@@ -40,6 +40,8 @@ from softswitch.backends.common import (
     DROP_PORT,
     STD_ROOT,
     V1MODEL_BLOCKS,
+    Checksum,
+    Hash,
     UnsupportedError,
     Walker,
     all_actions,
@@ -522,98 +524,83 @@ class Compiler(Walker):
         self.emit(depth, f"{name} = {code}")
         return name
 
-    def _extern_method(self, depth: int, call: ir.ExternMethodCall) -> None:
-        if call.extern == "register":
-            reg = self.runtime.registers[self.register_ids[call.instance]]
-            rvar = self.bind("R", reg.values)
-            if call.method == "read":
-                idx = self._index(depth, call.args[1])
-                if idx.isdigit():  # a constant index is checked here, once
-                    value = f"{rvar}[{idx}]" if int(idx) < reg.size else "0"
-                else:
-                    value = f"({rvar}[{idx}] if {idx} < {reg.size} else 0)"
-                self.store(depth, call.args[0], value)
-            elif call.method == "write":
-                idx = self._index(depth, call.args[0])
-                value = self.expr(call.args[1], depth)
-                if idx.isdigit():
-                    if int(idx) < reg.size:
-                        self.emit(depth, f"{rvar}[{idx}] = {value}")
-                else:
-                    self.emit(depth, f"if {idx} < {reg.size}:")
-                    self.emit(depth + 1, f"{rvar}[{idx}] = {value}")
-            else:
-                raise UnsupportedError.at(f"register.{call.method}", call)
-        elif call.extern == "counter" and call.method == "count":
-            ctr = self.runtime.counters[self.counter_ids[call.instance]]
-            pvar, bvar = self.bind("Cp", ctr.packets), self.bind("Cb", ctr.bytes)
-            idx = self._index(depth, call.args[0])
-            if idx.isdigit():
-                if int(idx) < ctr.size:
-                    self.emit(depth, f"{pvar}[{idx}] += 1")
-                    self.emit(depth, f"{bvar}[{idx}] += plen")
-            else:
-                self.emit(depth, f"if {idx} < {ctr.size}:")
-                self.emit(depth + 1, f"{pvar}[{idx}] += 1")
-                self.emit(depth + 1, f"{bvar}[{idx}] += plen")
-        elif call.extern == "direct_counter" and call.method == "count":
-            self.emit(depth, "pass  # direct counters count on table hits")
-        elif (call.extern, call.method) in (("meter", "execute_meter"), ("direct_meter", "read")):
-            # No P4Runtime client can configure a meter here (MeterEntry is UNIMPLEMENTED), and an
-            # unconfigured bmv2 meter marks every packet GREEN (0).
-            self.store(depth, call.args[-1], "0")
+    def _register_read(self, depth: int, call: ir.ExternMethodCall, result: ir.Expr, index: ir.Expr) -> None:
+        reg = self.runtime.registers[self.register_ids[call.instance]]
+        rvar = self.bind("R", reg.values)
+        idx = self._index(depth, index)
+        if idx.isdigit():  # a constant index is checked here, once
+            value = f"{rvar}[{idx}]" if int(idx) < reg.size else "0"
         else:
-            raise UnsupportedError.at(f"extern {call.extern}.{call.method}", call)
+            value = f"({rvar}[{idx}] if {idx} < {reg.size} else 0)"
+        self.store(depth, result, value)
 
-    def _extern_function(self, depth: int, call: ir.ExternFunctionCall) -> None:
-        name = call.name
-        if name == "mark_to_drop":
-            self.emit(depth, f"V[{self.std('egress_spec')}] = {DROP_PORT}")
-            self.emit(depth, f"V[{self.std('mcast_grp')}] = 0")
-        elif name in ("verify_checksum", "update_checksum"):
-            cond, data, target, algo = call.args
-            if not isinstance(algo, ir.EnumValue) or algo.member != "csum16":
-                raise UnsupportedError.at(f"{name} supports HashAlgorithm.csum16 only", call)
-            value, width = self._concat(depth, data)
-            self.emit(depth, f"if {self.expr(cond, depth)}:")
-            if name == "verify_checksum":
-                self.emit(depth + 1, f"if _csum16({value}, {width}) != {self.expr(target, depth)}:")
-                self.emit(depth + 2, f"V[{self.std('checksum_error')}] = 1")
-            else:
-                self.store(depth + 1, target, f"_csum16({value}, {width})")
-        elif name == "hash":
-            result, algo, base, data, maximum = call.args
-            assert isinstance(algo, ir.EnumValue)
-            value, width = self._concat(depth, data)
-            out_width = ir.width_of(result.type)
-            h = f"_hash({algo.member!r}, {value}, {width})"
-            b, m = self.expr(base, depth), self.expr(maximum, depth)
-            self.store(depth, result, f"({b} + ({h} % {m} if {m} else {h})) & {mask(out_width)}")
-        elif name == "random":
-            result, lo, hi = call.args
-            low, high = self.expr(lo, depth), self.expr(hi, depth)
-            self.store(depth, result, f"(_random({low}, {high}) if {low} <= {high} else {low})")
-        elif name in ("log_msg", "assume", "assert"):
-            self.emit(depth, "pass  # " + name)
-        elif name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
-            slot = self.resubmit_slot if name.startswith("resubmit") else self.recirculate_slot
-            (index,) = call.args
-            assert isinstance(index, ir.Const)
-            self.emit(depth, f"V[{slot}] = {(int(index.value) & 0xFF) + 1}")
-        elif name in ("clone", "clone_preserving_field_list"):
-            session, index = call.args[1], call.args[2] if len(call.args) > 2 else None
-            self.emit(
-                depth, f"V[{self.clone_slot}] = ({self.expr(session, depth)} & {CLONE_SESSION_MASK}) + 1"
-            )
-            listed = 0 if index is None else (int(index.value) & 0xFF) + 1  # type: ignore[attr-defined]
-            self.emit(depth, f"V[{self.clone_list_slot}] = {listed}")
-        elif name == "digest":
-            assert isinstance(call.type_args[0], ir.StructType)
-            index, widths = self.digests[call.type_args[0].name]
-            values = ", ".join(code for code, _ in self._leaf_codes(depth, call.args[1]))
-            self.emit(depth, f"V[{self.digest_slot}] = ({index}, _digest(({values},), {widths}))")
+    def _register_write(self, depth: int, call: ir.ExternMethodCall, index: ir.Expr, value: ir.Expr) -> None:
+        reg = self.runtime.registers[self.register_ids[call.instance]]
+        rvar = self.bind("R", reg.values)
+        idx = self._index(depth, index)
+        code = self.expr(value, depth)
+        if idx.isdigit():
+            if int(idx) < reg.size:
+                self.emit(depth, f"{rvar}[{idx}] = {code}")
         else:
-            raise UnsupportedError.at(f"extern function {name}", call)
+            self.emit(depth, f"if {idx} < {reg.size}:")
+            self.emit(depth + 1, f"{rvar}[{idx}] = {code}")
+
+    def _counter_count(self, depth: int, call: ir.ExternMethodCall, index: ir.Expr) -> None:
+        ctr = self.runtime.counters[self.counter_ids[call.instance]]
+        pvar, bvar = self.bind("Cp", ctr.packets), self.bind("Cb", ctr.bytes)
+        idx = self._index(depth, index)
+        if idx.isdigit():
+            if int(idx) < ctr.size:
+                self.emit(depth, f"{pvar}[{idx}] += 1")
+                self.emit(depth, f"{bvar}[{idx}] += plen")
+        else:
+            self.emit(depth, f"if {idx} < {ctr.size}:")
+            self.emit(depth + 1, f"{pvar}[{idx}] += 1")
+            self.emit(depth + 1, f"{bvar}[{idx}] += plen")
+
+    def _nothing(self, depth: int, why: str) -> None:
+        self.emit(depth, f"pass  # {why}")
+
+    def _mark_to_drop(self, depth: int) -> None:
+        self.emit(depth, f"V[{self.std('egress_spec')}] = {DROP_PORT}")
+        self.emit(depth, f"V[{self.std('mcast_grp')}] = 0")
+
+    def _checksum(self, depth: int, call: ir.ExternFunctionCall, spec: Checksum) -> None:
+        verify, cond, data, target = spec
+        value, width = self._concat(depth, data)
+        self.emit(depth, f"if {self.expr(cond, depth)}:")
+        if verify:
+            self.emit(depth + 1, f"if _csum16({value}, {width}) != {self.expr(target, depth)}:")
+            self.emit(depth + 2, f"V[{self.std('checksum_error')}] = 1")
+        else:
+            self.store(depth + 1, target, f"_csum16({value}, {width})")
+
+    def _hash(self, depth: int, call: ir.ExternFunctionCall, spec: Hash) -> None:
+        result, algorithm, base, data, maximum = spec
+        value, width = self._concat(depth, data)
+        h = f"_hash({algorithm!r}, {value}, {width})"
+        b, m = self.expr(base, depth), self.expr(maximum, depth)
+        self.store(
+            depth, result, f"({b} + {self._mux(m, f'{h} % {m}', h)}) & {mask(ir.width_of(result.type))}"
+        )
+
+    def _random(self, depth: int, result: ir.Expr, lo: ir.Expr, hi: ir.Expr) -> None:
+        low, high = self.expr(lo, depth), self.expr(hi, depth)
+        self.store(depth, result, f"(_random({low}, {high}) if {low} <= {high} else {low})")
+
+    def _again(self, depth: int, name: str, request: int) -> None:
+        slot = self.resubmit_slot if name.startswith("resubmit") else self.recirculate_slot
+        self.emit(depth, f"V[{slot}] = {request}")
+
+    def _clone(self, depth: int, name: str, session: str, request: int) -> None:
+        self.emit(depth, f"V[{self.clone_slot}] = ({session} & {CLONE_SESSION_MASK}) + 1")
+        self.emit(depth, f"V[{self.clone_list_slot}] = {request}")
+
+    def _digest(self, depth: int, struct: str, data: ir.Expr) -> None:
+        index, widths = self.digests[struct]
+        values = ", ".join(code for code, _ in self._leaf_codes(depth, data))
+        self.emit(depth, f"V[{self.digest_slot}] = ({index}, _digest(({values},), {widths}))")
 
     def _concat(self, depth: int, data: ir.Expr) -> tuple[str, str]:
         """The bits of a list, header or struct as one integer (first element most significant), and
