@@ -315,6 +315,23 @@ class Walker(CallDispatch):
             return self._mux(cond, then, other)
         raise UnsupportedError.at(f"expression {type(e).__name__}", e)
 
+    def _lookahead_field(self, e: ir.Member, depth: int) -> str:
+        """`pkt.lookahead<H>().f`: field f where it lies in the packet's next bits."""
+        assert isinstance(e.expr, ir.Lookahead) and isinstance(e.expr.type, ir.HeaderType)
+        bit = 0
+        for f in self.program.header(e.expr.type.name).fields:
+            width = ir.width_of(f.type)
+            if f.name == e.field:
+                return self._peek_field(depth, e.expr, bit, width, f.type)
+            bit += width
+        raise UnsupportedError.at(f"no field {e.field}", e)
+
+    def _bits_of(self, t: ir.Type) -> int:
+        """The bits a value of `t` takes in the packet (a header's: its fields', but a varbit field's)."""
+        if isinstance(t, ir.HeaderType):
+            return sum(ir.width_of(f.type) for f in ir.fixed_fields(self.program.header(t.name)))
+        return ir.width_of(t)
+
     # ------------------------------------------------------------- operators
     # A value is the unsigned bit pattern of its type, W bits wide; an `int<W>` is read as signed
     # (`_signed`) only where the operation needs it: comparisons, `>>`, saturation and widening casts.
@@ -572,7 +589,9 @@ class Walker(CallDispatch):
     def _const(self, e: ir.Const) -> str: ...
     def _number(self, value: int) -> str: ...
     def _read(self, e: ir.Var | ir.Member | ir.StackIndex, depth: int) -> str: ...
-    def _lookahead_field(self, e: ir.Member, depth: int) -> str: ...
+    def _peek_field(self, depth: int, e: ir.Lookahead, bit: int, width: int, t: ir.Type) -> str:
+        """A field of `width` bits at bit `bit` of the packet's next bits (those of `e`), not moving past."""
+
     def _lookahead_bits(self, depth: int, e: ir.Lookahead) -> str: ...
     def _last_index(self, stack: ir.Expr, depth: int) -> str: ...
     def _is_valid(self, header: ir.Expr, depth: int) -> str: ...

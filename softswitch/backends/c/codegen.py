@@ -1040,8 +1040,7 @@ class CCompiler(Walker):
         self.emit(depth, "}")
 
     def _header_bits(self, name: str) -> int:
-        """The bits of a header but its varbit field's."""
-        return sum(ir.width_of(f.type) for f in ir.fixed_fields(self.headers[name]))
+        return self._bits_of(ir.HeaderType(name))
 
     def _read_varbit_header(self, depth: int, header: str, target: str, size_expr: ir.Expr) -> None:
         """extract(h, size): the checks in bmv2's order (ir.Extract), then the fields where they lie, those
@@ -1268,22 +1267,9 @@ class CCompiler(Walker):
         self.emit(depth, f"uint64_t {value} = p4_get_bits(buf + off, 0, {width});")
         return value
 
-    def _lookahead_field(self, e: ir.Member, depth: int) -> str:
-        assert isinstance(e.expr, ir.Lookahead) and isinstance(e.expr.type, ir.HeaderType)
-        nbytes = self._bits_of(e.expr.type) // 8
-        self._parser_error(depth, f"(size_t)off + {nbytes} > n", "PacketTooShort")
-        bit = 0
-        for f in self.headers[e.expr.type.name].fields:
-            width = ir.width_of(f.type)
-            if f.name == e.field:
-                return "(" + self._get_field("off", bit, width, f.type) + ")"
-            bit += width
-        raise UnsupportedError(f"no field {e.field} at {e.pos}")
-
-    def _bits_of(self, t: ir.Type) -> int:
-        if isinstance(t, ir.HeaderType):
-            return self._header_bits(t.name)
-        return ir.width_of(t)
+    def _peek_field(self, depth: int, e: ir.Lookahead, bit: int, width: int, t: ir.Type) -> str:
+        self._parser_error(depth, f"(size_t)off + {self._bits_of(e.type) // 8} > n", "PacketTooShort")
+        return "(" + self._get_field("off", bit, width, t) + ")"
 
     def _stack_op(self, depth: int, op: ir.StackOp) -> None:
         stack = self.place(op.stack, depth)

@@ -737,20 +737,10 @@ class Compiler(Walker):
         self.emit(depth, f"{value} = {read} >> {drop}" if drop else f"{value} = {read}")
         return value
 
-    def _lookahead_field(self, e: ir.Member, depth: int) -> str:
-        assert isinstance(e.expr, ir.Lookahead) and isinstance(e.expr.type, ir.HeaderType)
-        value = self._lookahead_bits(depth, e.expr)
-        shift = self._bits_of(e.expr.type)
-        for f in self.program.header(e.expr.type.name).fields:
-            shift -= ir.width_of(f.type)
-            if f.name == e.field:
-                return "(" + _from_bits(f"({value} >> {shift})", ir.width_of(f.type), f.type) + ")"
-        raise UnsupportedError.at(f"no field {e.field}", e)
-
-    def _bits_of(self, t: ir.Type) -> int:
-        if isinstance(t, ir.HeaderType):
-            return sum(ir.width_of(f.type) for f in self.program.header(t.name).fields)
-        return ir.width_of(t)
+    def _peek_field(self, depth: int, e: ir.Lookahead, bit: int, width: int, t: ir.Type) -> str:
+        value = self._lookahead_bits(depth, e)
+        shift = self._bits_of(e.type) - bit - width
+        return "(" + _from_bits(f"({value} >> {shift})", width, t) + ")"
 
     def _stack_op(self, depth: int, op: ir.StackOp) -> None:
         s = self.layout.stacks[self._need_path(op.stack)]
