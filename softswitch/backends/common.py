@@ -3,8 +3,11 @@
 Both backends (`python/`, the reference, and `c/`) must agree bit for bit,
 so whatever they decide alike is decided once here: which runtime state a
 freshly loaded program starts from (its default actions and const entries,
-resolved to P4Info ids), and the small questions about action bodies that
-shape the generated code (does it `exit`, which actions does it call).
+resolved to P4Info ids), the small questions about action bodies that
+shape the generated code (does it `exit`, which actions does it call), and
+the `Walker` both code generators derive from: what every statement,
+expression, operator and call means, so that each generator only spells it
+(docs/softswitch-compiler.md).
 """
 
 from __future__ import annotations
