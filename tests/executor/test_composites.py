@@ -69,3 +69,14 @@ def test_a_header_without_fields_is_extracted_valid_and_takes_no_bytes(tmp_path:
     top = "header empty_t { }\nstruct more_t { empty_t e; }"
     parser = "more_t m; pkt.extract(m.e); pkt.extract(hdr.h); hdr.h.a = (bit<8>) (bit<1>) m.e.isValid();"
     assert run(tmp_path, backend, bytes([7, 8, 9]), top=top, parser=parser) == bytes([1, 8, 9])
+
+
+def test_the_last_element_of_a_stack_is_assigned_from_a_list_and_from_lookahead(
+    tmp_path: Path, backend: str
+) -> None:
+    frame = bytes([1, 2, 3, 4, 5, 6, 10, 11, 12])
+    two = "pkt.extract(hdr.st.next); pkt.extract(hdr.st.next);"
+    listed = f"{two} hdr.st.last = {{8w7, hdr.st.last.b}}; hdr.h = hdr.st.last;"
+    assert run(tmp_path, backend, frame, parser=listed) == bytes([7, 5, 6, 10, 11, 12])
+    looked = f"{two} hdr.st.last = pkt.lookahead<h_t>(); hdr.h = hdr.st.last;"
+    assert run(tmp_path, backend, frame, parser=looked) == bytes([10, 11, 12, 10, 11, 12])

@@ -51,17 +51,22 @@ from softswitch.backends.common import (
     MAX_PASSES,
     STD_ROOT,
     V1MODEL_BLOCKS,
+    Checksum,
+    Hash,
     UnsupportedError,
     Walker,
     all_actions,
     all_instances,
     block_roots,
+    cast_constant,
     check_v1model,
     digest_widths,
+    is_composite,
+    mask,
     may_exit,
     packet_types,
     preserved_fields,
-    switch_arms,
+    where,
 )
 from softswitch.runtime.pipeline import DIGEST_PORT_BASE
 
@@ -74,6 +79,9 @@ _C_KEYWORDS = frozenset(
     "long register restrict return short signed sizeof static struct switch typedef union unsigned void "
     "volatile while".split()
 )
+# The kind of an ir.Var that names a C variable of the function being written (an argument built from a
+# list before an action call), not a P4 name.
+TEMP = "c_temporary"
 _KIND_CODES = {"exact": 0, "lpm": 1, "ternary": 2, "range": 3, "optional": 4}
 
 
@@ -83,10 +91,6 @@ def cname(name: str) -> str:
     if not clean or clean[0].isdigit() or clean in _C_KEYWORDS or clean.startswith("p4_"):
         clean += "_"
     return clean
-
-
-def _mask(width: int) -> int:
-    return (1 << width) - 1
 
 
 def _lit(value: int) -> str:
@@ -109,11 +113,6 @@ def _storage(width: int) -> str:
 def _byte_span(bit: int, width: int) -> int:
     """How many bytes a field of `width` bits starting at bit `bit` touches."""
     return (bit + width - 1) // 8 - bit // 8 + 1 if width else 0
-
-
-def _pos(node: object) -> str:
-    pos = getattr(node, "pos", None)
-    return str(pos) if pos is not None else "?"
 
 
 @dataclass
@@ -258,18 +257,17 @@ class CCompiler(Walker):
                     members.append(f"{self.varbit_type(f.type)} {cname(f.name)};")
                     continue
                 members.append(f"{self.scalar_type(f.type, f'field {t.name}.{f.name}')} {cname(f.name)};")
-            comment = f"header {t.name} ({_pos(decl)})"
+            comment = f"header {t.name} ({where(decl)})"
         elif isinstance(t, ir.StructType):
             decl_s = self.structs[t.name]
             name = f"struct_{cname(t.name)}_t"
             std = t.name == "standard_metadata_t"
             members = []
             for f in decl_s.fields:
-                where = f"field {t.name}.{f.name}"
-                ftype = "uint64_t" if std else self.ctype(f.type, where)
+                ftype = "uint64_t" if std else self.ctype(f.type, f"field {t.name}.{f.name}")
                 members.append(f"{ftype} {cname(f.name)};")
             members = members or ["uint8_t unused_;"]
-            comment = f"struct {t.name} ({_pos(decl_s)})" + (
+            comment = f"struct {t.name} ({where(decl_s)})" + (
                 ": 64-bit fields, port numbers come from outside" if std else ""
             )
         else:
@@ -510,7 +508,7 @@ class CCompiler(Walker):
         saved = self._begin(
             name,
             f"void {name}(ctx_t *ctx, packet_t *P, uint64_t plen)",
-            f"control {decl.name} ({_pos(decl)})",
+            f"control {decl.name} ({where(decl)})",
             Scope(decl.name, params, shared=shared),
         )
         self._locals_init(decl.name)
@@ -526,7 +524,7 @@ class CCompiler(Walker):
         saved = self._begin(
             name,
             f"uint32_t {name}(ctx_t *ctx, packet_t *P, const uint8_t *buf, uint32_t n)",
-            f"parser {decl.name} ({_pos(decl)}): returns where the payload starts",
+            f"parser {decl.name} ({where(decl)}): returns where the payload starts",
             Scope(decl.name, params, in_parser=True),
         )
         self.emit(1, "uint32_t off = 0;")
@@ -536,7 +534,7 @@ class CCompiler(Walker):
             self._stmt(1, local)
         self.emit(1, "goto state_start;")
         for state in decl.states:
-            self.emit(0, f"state_{cname(state.name)}: /* {_pos(state)} */")
+            self.emit(0, f"state_{cname(state.name)}: /* {where(state)} */")
             self.emit(1, ";")
             for stmt in state.stmts:
                 self._stmt(1, stmt)
@@ -550,29 +548,20 @@ class CCompiler(Walker):
         else:
             self.emit(depth, f"goto state_{cname(target)};")
 
-    def _transition(self, depth: int, tr: ir.Goto | ir.Select) -> None:
-        if isinstance(tr, ir.Goto):
-            self._goto(depth, tr.next)
-            return
-        keys = []
-        for key in tr.keys:
-            name = self.tmp("k")
-            self.emit(depth, f"uint64_t {name} = {self.expr(key, depth)};")
-            keys.append(name)
-        for case in tr.cases:
-            tests = []
-            for key, ks in zip(keys, case.keysets):
-                if isinstance(ks, ir.KeysetValue):
-                    tests.append(f"{key} == {_lit(ks.value)}" if 0 <= ks.value < 1 << 64 else "0")
-                elif isinstance(ks, ir.KeysetMask):
-                    mask, value = ks.mask & _mask(64), ks.value & ks.mask
-                    tests.append(f"({key} & {_lit(mask)}) == {_lit(value)}" if 0 <= value < 1 << 64 else "0")
-                elif isinstance(ks, ir.KeysetRange):
-                    lo, hi = max(ks.lo, 0), min(ks.hi, _mask(64))
-                    tests.append(f"({_lit(lo)} <= {key} && {key} <= {_lit(hi)})" if lo <= hi else "0")
-            self.emit(depth, f"if ({' && '.join(tests) or '1'}) {{ /* {_pos(case)} */")
-            self._goto(depth + 1, case.next)
-            self.emit(depth, "}")
+    def _keyset(self, key: str, keyset: ir.KeysetValue | ir.KeysetMask | ir.KeysetRange) -> str:
+        """(A keyset that no 64-bit key can match is the test 0.)"""
+        if isinstance(keyset, ir.KeysetValue):
+            return f"{key} == {_lit(keyset.value)}" if 0 <= keyset.value < 1 << 64 else "0"
+        if isinstance(keyset, ir.KeysetMask):
+            bits, value = keyset.mask & mask(64), keyset.value & keyset.mask
+            return f"({key} & {_lit(bits)}) == {_lit(value)}" if 0 <= value < 1 << 64 else "0"
+        lo, hi = max(keyset.lo, 0), min(keyset.hi, mask(64))
+        return f"({_lit(lo)} <= {key} && {key} <= {_lit(hi)})" if lo <= hi else "0"
+
+    def _when(self, depth: int, tests: list[str], case: ir.SelectCase) -> None:
+        self.emit(depth, f"if ({' && '.join(tests) or '1'}) {{ /* {where(case)} */")
+
+    def _no_match(self, depth: int) -> None:
         self._parser_error_set(depth, "NoMatch")
         self.emit(depth, "return off;")
 
@@ -581,7 +570,7 @@ class CCompiler(Walker):
         saved = self._begin(
             name,
             f"size_t {name}(ctx_t *ctx, packet_t *P, uint8_t *out, uint32_t *shared_at)",
-            f"deparser {decl.name} ({_pos(decl)}): returns how many bytes it wrote; shared_at: see p4_pass",
+            f"deparser {decl.name} ({where(decl)}): returns how many bytes it wrote; shared_at: see p4_pass",
             Scope(decl.name, params, shared=shared),
         )
         self.emit(1, "size_t at = 0;")
@@ -607,7 +596,7 @@ class CCompiler(Walker):
         self.emit(depth, "}")
 
     def _if(self, depth: int, cond: str, then: ir.Block, other: ir.Block | None, s: ir.If) -> None:
-        self.emit(depth, f"if ({cond}) {{ /* {_pos(s)} */")
+        self.emit(depth, f"if ({cond}) {{ /* {where(s)} */")
         self._block(depth + 1, then)
         if other is not None:
             self.emit(depth, "} else {")
@@ -615,7 +604,7 @@ class CCompiler(Walker):
         self.emit(depth, "}")
 
     def _verify(self, depth: int, cond: str, error: int, s: ir.Verify) -> None:
-        self.emit(depth, f"if (!({cond})) {{ /* verify at {_pos(s)} */")
+        self.emit(depth, f"if (!({cond})) {{ /* verify at {where(s)} */")
         self.emit(depth + 1, f"P->sm.parser_error = {error};")
         self.emit(depth + 1, "return off;")
         self.emit(depth, "}")
@@ -631,7 +620,7 @@ class CCompiler(Walker):
             raise UnsupportedError(f"local {s.name} declared twice with different types at {s.pos}")
         names[s.name] = s.type
         var = ir.Var(s.name, s.type, "local", "", s.pos)
-        if _composite(s.type) or isinstance(s.type, ir.VarbitType):  # zeroed: a varbit holds no bits
+        if is_composite(s.type) or isinstance(s.type, ir.VarbitType):  # zeroed: a varbit holds no bits
             self._local_ctype(s.type, owner, s.name)
             self.emit(depth, f"memset(&L->{cname(s.name)}, 0, sizeof L->{cname(s.name)});")
             if s.init is not None:
@@ -641,68 +630,32 @@ class CCompiler(Walker):
         value = self.expr(s.init, depth) if s.init is not None else "0"
         self.emit(depth, f"L->{cname(s.name)} = {value};")
 
-    def _assign(self, depth: int, lhs: ir.Expr, rhs: ir.Expr) -> None:
-        if not _composite(lhs.type):
-            self.store(depth, lhs, self.expr(rhs, depth))
-            return
+    def _assign_lookahead(self, depth: int, lhs: ir.Expr, rhs: ir.Lookahead) -> None:
+        assert isinstance(lhs.type, ir.HeaderType)
+        self._read_header(depth, lhs.type.name, self.place(lhs, depth), "off", advance=False)
+
+    def _copy(self, depth: int, lhs: ir.Expr, rhs: ir.Expr) -> None:
         target = self.place(lhs, depth)
-        if isinstance(rhs, ir.ListExpr):
-            self._fill(depth, target, lhs.type, rhs)
-            return
-        if isinstance(rhs, ir.Lookahead):
-            assert isinstance(lhs.type, ir.HeaderType)
-            self._read_header(depth, lhs.type.name, target, "off", advance=False)
-            return
         self.emit(depth, f"{target} = {self.place(rhs, depth)};")
 
-    def _fill(self, depth: int, target: str, t: ir.Type, items: ir.ListExpr) -> None:
-        """`target = {f1, f2, ...}` for a header or struct in C: each field; a header becomes valid."""
-        if isinstance(t, ir.HeaderType):
-            self.emit(depth, f"{target}.valid = 1;")
-        for (fname, ftype), item in zip(self._fields_of(t), items.elements):
-            field = f"{target}.{cname(fname)}"
-            if isinstance(item, ir.ListExpr):
-                self._fill(depth, field, ftype, item)
-            else:
-                value = self.place(item, depth) if _composite(ftype) else self.expr(item, depth)
-                self.emit(depth, f"{field} = {value};")
-
-    def _fields_of(self, t: ir.Type) -> list[tuple[str, ir.Type]]:
-        if isinstance(t, ir.HeaderType):
-            return [(f.name, f.type) for f in self.headers[t.name].fields]
-        assert isinstance(t, ir.StructType)
-        return [(f.name, f.type) for f in self.structs[t.name].fields]
-
-    def store(self, depth: int, lhs: ir.Expr, value: str) -> None:
-        """`lhs = value` for a scalar l-value (local, field, or a slice of either)."""
-        if isinstance(lhs, ir.Slice):
-            whole = self.expr(lhs.expr, depth)
-            m = _mask(lhs.hi - lhs.lo + 1)
-            keep = _mask(ir.width_of(lhs.expr.type)) ^ (m << lhs.lo)
-            part = f"(((uint64_t)({value}) & {_lit(m)}) << {lhs.lo})"
-            self.store(depth, lhs.expr, f"((({whole}) & {_lit(keep)}) | {part})")
-            return
+    def _store(self, depth: int, lhs: ir.Expr, value: str) -> None:
         self.emit(depth, f"{self.lvalue(lhs, depth)} = {value};")
 
-    def _switch(self, depth: int, s: ir.Switch) -> None:
-        subject = self.expr(s.expr, depth)
-        name = self.tmp("sw")
-        self.emit(depth, f"uint64_t {name} = {subject}; /* switch at {_pos(s)} */")
-        for i, (labels, body) in enumerate(switch_arms(s.cases, lambda e: self._label(e, depth))):
-            if labels is None:
-                self.emit(depth, "else {" if i else "{")
-            else:
-                test = " || ".join(f"{name} == {p}" for p in labels) or "0"
-                self.emit(depth, f"{'else if' if i else 'if'} ({test}) {{")
-            self._block(depth + 1, body)
-            self.emit(depth, "}")
+    def _either(self, kept: str, put: str) -> str:
+        return f"({kept} | {put})"
 
-    def _label(self, label: ir.Expr, depth: int) -> str:
-        return (
-            _lit(self.action_ids[label.action])
-            if isinstance(label, ir.ActionRef)
-            else self.expr(label, depth)
-        )
+    def _let(self, depth: int, name: str, value: str, note: str = "") -> None:
+        self.emit(depth, f"uint64_t {name} = {value};" + (f" /* {note} */" if note else ""))
+
+    def _arm(self, depth: int, index: int, subject: str, labels: list[str] | None) -> None:
+        if labels is None:
+            self.emit(depth, "else {" if index else "{")
+        else:
+            test = " || ".join(f"{subject} == {label}" for label in labels) or "0"
+            self.emit(depth, f"{'else if' if index else 'if'} ({test}) {{")
+
+    def _close(self, depth: int) -> None:
+        self.emit(depth, "}")
 
     # ================================================================ calls
     def _set_valid(self, depth: int, header: ir.Expr, valid: bool) -> None:
@@ -736,7 +689,7 @@ class CCompiler(Walker):
         saved = self._begin(
             fn,
             f"p4_applied_t {fn}(ctx_t *ctx, packet_t *P, {self._locals_ptr(scope.owner)})",
-            f"table {table_name} ({_pos(table)})",
+            f"table {table_name} ({where(table)})",
             Scope(scope.owner, scope.params, shared=scope.shared),
         )
         self.emit(1, f"p4_table_t *T = &ctx->tables[{info.index}];")
@@ -748,7 +701,7 @@ class CCompiler(Walker):
             for k, value in zip(table.keys, keys):
                 width = ir.width_of(k.expr.type)
                 left -= width
-                part = f"({value} & {_lit(_mask(width))})"
+                part = f"({value} & {_lit(mask(width))})"
                 parts.append(f"({part} << {left})" if left else part)
             self.emit(1, f"uint64_t word = {' | '.join(parts)}; /* the key fields in one word (p4_pack) */")
             self.emit(1, "int32_t h = p4_exact_find_word(T, word); /* all exact: a hash probe */")
@@ -796,12 +749,12 @@ class CCompiler(Walker):
         directional = [p for p in decl.params if p.direction]
         for prm, arg in zip(directional, args):
             tmp = self.tmp("a")
-            composite = _composite(prm.type)
+            composite = is_composite(prm.type)
             ctype = self.ctype(prm.type, f"parameter {prm.name} of {action}") if composite else "uint64_t"
             if isinstance(arg, ir.ListExpr):  # `{...}` for a header or struct: built field by field
                 self.emit(depth, f"{ctype} {tmp};")
                 self.emit(depth, f"memset(&{tmp}, 0, sizeof {tmp});")
-                self._fill(depth, tmp, prm.type, arg)
+                self._assign_list(depth, ir.Var(tmp, prm.type, TEMP), arg)
             elif prm.direction in ("in", "inout"):
                 value = self.place(arg, depth) if composite else self.expr(arg, depth)
                 self.emit(depth, f"{ctype} {tmp} = {value};")
@@ -846,12 +799,12 @@ class CCompiler(Walker):
             c = f"p_{cname(prm.name)}"
             if prm.direction:
                 ctype = self.ctype(prm.type, f"parameter {prm.name} of action {decl.fq_name}")
-                if not _composite(prm.type):
+                if not is_composite(prm.type):
                     ctype = "uint64_t"
                 params.append(f"{ctype} *{c}")
                 names[prm.name] = f"(*{c})"
             else:
-                if _composite(prm.type):
+                if is_composite(prm.type):
                     raise UnsupportedError(
                         f"directionless parameter {prm.name} of a composite type at {prm.pos}"
                     )
@@ -861,7 +814,7 @@ class CCompiler(Walker):
         saved = self._begin(
             fn,
             f"int {fn}({', '.join(params)})",
-            f"action {decl.fq_name} ({_pos(decl)}): returns 1 when it executed exit",
+            f"action {decl.fq_name} ({where(decl)}): returns 1 when it executed exit",
             Scope(owner, scope.params if not top else {}, names, in_action=True, shared=scope.shared),
         )
         self.locals.setdefault(owner, {})
@@ -873,125 +826,109 @@ class CCompiler(Walker):
         self._end(saved)
         return fn
 
-    def _extern_method(self, depth: int, call: ir.ExternMethodCall) -> None:
-        if call.extern == "register":
-            reg = self.manifest.registers.get(call.instance)
-            if reg is None:
-                raise UnsupportedError(f"register {call.instance} is absent from the P4Info at {call.pos}")
+    def _register(self, call: ir.ExternMethodCall) -> tuple[ArrayInfo, str]:
+        """A register of the context and the C code of its cell at `{}` (cells are interleaved by bank)."""
+        reg = self.manifest.registers.get(call.instance)
+        if reg is None:
+            raise UnsupportedError(f"register {call.instance} is absent from the P4Info at {call.pos}")
+        return reg, f"ctx->bank_{reg.bank}[{{}} * {reg.stride} + {reg.column}]"
 
-            def cell(idx: str) -> str:
-                return f"ctx->bank_{reg.bank}[{idx} * {reg.stride} + {reg.column}]"
+    def _register_read(self, depth: int, call: ir.ExternMethodCall, result: ir.Expr, index: ir.Expr) -> None:
+        reg, cell = self._register(call)
+        idx = self._index(depth, index)
+        self.store(depth, result, f"({idx} < {reg.size} ? (uint64_t){cell.format(idx)} : 0)")
 
-            if call.method == "read":
-                idx = self._index(depth, call.args[1])
-                self.store(depth, call.args[0], f"({idx} < {reg.size} ? (uint64_t){cell(idx)} : 0)")
-            elif call.method == "write":
-                idx = self._index(depth, call.args[0])
-                value = self.expr(call.args[1], depth)
-                self.emit(depth, f"if ({idx} < {reg.size}) {cell(idx)} = ({_storage(reg.width)})({value});")
-            else:
-                raise UnsupportedError(f"register.{call.method} at {call.pos}")
-        elif call.extern == "counter" and call.method == "count":
-            ctr = self.manifest.counters.get(call.instance)
-            if ctr is None:
-                raise UnsupportedError(f"counter {call.instance} is absent from the P4Info at {call.pos}")
-            idx = self._index(depth, call.args[0])
-            array = f"ctx->ctr_{cname(call.instance)}"
-            self.emit(
-                depth,
-                f"if ({idx} < {ctr.size}) {{ {array}[2 * {idx}] += 1; "
-                f"{array}[2 * {idx} + 1] += ctx->base.plen; }}",
-            )
-        elif call.extern == "direct_counter" and call.method == "count":
-            self.emit(depth, "/* direct counters count on table hits */")
-        elif (call.extern, call.method) in (("meter", "execute_meter"), ("direct_meter", "read")):
-            # No P4Runtime client can configure a meter here (MeterEntry is UNIMPLEMENTED), and an
-            # unconfigured bmv2 meter marks every packet GREEN (0).
-            self.store(depth, call.args[-1], "0")
-        else:
-            raise UnsupportedError(f"extern {call.extern}.{call.method} at {call.pos}")
+    def _register_write(self, depth: int, call: ir.ExternMethodCall, index: ir.Expr, value: ir.Expr) -> None:
+        reg, cell = self._register(call)
+        idx = self._index(depth, index)
+        code = self.expr(value, depth)
+        self.emit(depth, f"if ({idx} < {reg.size}) {cell.format(idx)} = ({_storage(reg.width)})({code});")
+
+    def _counter_count(self, depth: int, call: ir.ExternMethodCall, index: ir.Expr) -> None:
+        ctr = self.manifest.counters.get(call.instance)
+        if ctr is None:
+            raise UnsupportedError(f"counter {call.instance} is absent from the P4Info at {call.pos}")
+        idx = self._index(depth, index)
+        array = f"ctx->ctr_{cname(call.instance)}"
+        self.emit(
+            depth,
+            f"if ({idx} < {ctr.size}) {{ {array}[2 * {idx}] += 1; "
+            f"{array}[2 * {idx} + 1] += ctx->base.plen; }}",
+        )
+
+    def _nothing(self, depth: int, why: str) -> None:
+        self.emit(depth, f"/* {why} */")
 
     def _index(self, depth: int, expr: ir.Expr) -> str:
         name = self.tmp("i")
-        self.emit(depth, f"uint64_t {name} = {self.expr(expr, depth)};")
+        self._let(depth, name, self.expr(expr, depth))
         return name
 
-    def _extern_function(self, depth: int, call: ir.ExternFunctionCall) -> None:
-        name = call.name
-        if name == "mark_to_drop":
-            self.emit(depth, f"P->sm.egress_spec = {DROP_PORT}; P->sm.mcast_grp = 0; /* mark_to_drop */")
-        elif name in ("verify_checksum", "update_checksum"):
-            cond, data, target, algo = call.args
-            if not isinstance(algo, ir.EnumValue) or algo.member != "csum16":
-                raise UnsupportedError(f"{name} supports HashAlgorithm.csum16 only, at {call.pos}")
-            self.emit(depth, f"if ({self.expr(cond, depth)}) {{ /* {name} at {_pos(call)} */")
-            checksum = self._csum16(depth + 1, data)
-            if name == "verify_checksum":
-                self.emit(
-                    depth + 1, f"if ({checksum} != {self.expr(target, depth + 1)}) P->sm.checksum_error = 1;"
-                )
-            else:
-                self.store(depth + 1, target, checksum)
-            self.emit(depth, "}")
-        elif name == "hash":
-            result, algo, base, data, maximum = call.args
-            assert isinstance(algo, ir.EnumValue)
-            functions = {"crc32": "p4_crc32", "crc16": "p4_crc16"}
-            if algo.member == "csum16":
-                h = self._csum16(depth, data)
-            elif algo.member in functions:
-                bits, _ = self._concat(depth, data)
-                h = f"{functions[algo.member]}(&{bits})"
-            elif algo.member == "identity":
-                bits, width = self._concat(depth, data)
-                if width is None:  # its width is only known when run
-                    raise UnsupportedError(f"identity hash of varbit data at {call.pos} {HINT}")
-                if width > MAX_WIDTH:
-                    raise UnsupportedError(f"identity hash of more than 64 bits at {call.pos} {HINT}")
-                h = f"p4_get_bits({bits}.bytes, 0, (unsigned){bits}.bits)"
-            else:
-                raise UnsupportedError(f"hash algorithm {algo.member} at {call.pos}")
-            hv, b, m = self.tmp("h"), self.tmp("b"), self.tmp("m")
+    def _mark_to_drop(self, depth: int) -> None:
+        self.emit(depth, f"P->sm.egress_spec = {DROP_PORT}; P->sm.mcast_grp = 0; /* mark_to_drop */")
+
+    def _checksum(self, depth: int, call: ir.ExternFunctionCall, spec: Checksum) -> None:
+        verify, cond, data, target = spec
+        self.emit(depth, f"if ({self.expr(cond, depth)}) {{ /* {call.name} at {where(call)} */")
+        checksum = self._csum16(depth + 1, data)
+        if verify:
             self.emit(
-                depth,
-                f"uint64_t {hv} = {h}, {b} = {self.expr(base, depth)}, {m} = {self.expr(maximum, depth)};",
+                depth + 1, f"if ({checksum} != {self.expr(target, depth + 1)}) P->sm.checksum_error = 1;"
             )
-            out_width = ir.width_of(result.type)
-            self.store(depth, result, f"(({b} + ({m} ? {hv} % {m} : {hv})) & {_lit(_mask(out_width))})")
-        elif name == "random":
-            result, lo, hi = call.args
-            self.store(
-                depth, result, f"p4_random(&ctx->base, {self.expr(lo, depth)}, {self.expr(hi, depth)})"
-            )
-        elif name in ("log_msg", "assume", "assert"):
-            self.emit(depth, f"/* {name} */")
-        elif name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
-            (index,) = call.args
-            assert isinstance(index, ir.Const)
-            self.may_fail = True  # a pass too many fails the packet
-            self.passes = True
-            member = "resubmit" if name.startswith("resubmit") else "recirculate"
-            self.emit(depth, f"P->{member} = {(int(index.value) & 0xFF) + 1}; /* {name} */")
-        elif name in ("clone", "clone_preserving_field_list"):
-            self.may_fail = True  # a clone operation counts as a pass
-            self.clones = True
-            session, index = call.args[1], call.args[2] if len(call.args) > 2 else None
-            listed = 0 if index is None else (int(index.value) & 0xFF) + 1  # type: ignore[attr-defined]
-            self.emit(
-                depth,
-                f"P->clone = (uint32_t)({self.expr(session, depth)} & {CLONE_SESSION_MASK}) + 1; "
-                f"P->clone_list = {listed}; /* {name} */",
-            )
-        elif name == "digest":
-            assert isinstance(call.type_args[0], ir.StructType)
-            index, widths = self.digests[call.type_args[0].name]
-            self.emit(depth, f"P->digest = {index + 1}; /* digest<{call.type_args[0].name}> */")
-            at = 0
-            for (value, _), width in zip(self._leaves(depth, call.args[1]), widths, strict=True):
-                self.emit(depth, f"p4_digest_put(P->digest_data + {at}, {value}, {(width + 7) // 8});")
-                at += (width + 7) // 8
         else:
-            raise UnsupportedError(f"extern function {name} at {call.pos}")
+            self.store(depth + 1, target, checksum)
+        self.emit(depth, "}")
+
+    def _hash(self, depth: int, call: ir.ExternFunctionCall, spec: Hash) -> None:
+        result, algorithm, base, data, maximum = spec
+        functions = {"crc32": "p4_crc32", "crc16": "p4_crc16"}
+        if algorithm == "csum16":
+            h = self._csum16(depth, data)
+        elif algorithm in functions:
+            bits, _ = self._concat(depth, data)
+            h = f"{functions[algorithm]}(&{bits})"
+        elif algorithm == "identity":
+            bits, width = self._concat(depth, data)
+            if width is None:  # its width is only known when run
+                raise UnsupportedError(f"identity hash of varbit data at {call.pos} {HINT}")
+            if width > MAX_WIDTH:
+                raise UnsupportedError(f"identity hash of more than 64 bits at {call.pos} {HINT}")
+            h = f"p4_get_bits({bits}.bytes, 0, (unsigned){bits}.bits)"
+        else:
+            raise UnsupportedError(f"hash algorithm {algorithm} at {call.pos}")
+        hv, b, m = self.tmp("h"), self.tmp("b"), self.tmp("m")
+        self.emit(
+            depth,
+            f"uint64_t {hv} = {h}, {b} = {self.expr(base, depth)}, {m} = {self.expr(maximum, depth)};",
+        )
+        modulo = self._mux(m, f"{hv} % {m}", hv)
+        self.store(depth, result, f"(({b} + {modulo}) & {_lit(mask(ir.width_of(result.type)))})")
+
+    def _random(self, depth: int, result: ir.Expr, lo: ir.Expr, hi: ir.Expr) -> None:
+        self.store(depth, result, f"p4_random(&ctx->base, {self.expr(lo, depth)}, {self.expr(hi, depth)})")
+
+    def _again(self, depth: int, name: str, request: int) -> None:
+        self.may_fail = True  # a pass too many fails the packet
+        self.passes = True
+        member = "resubmit" if name.startswith("resubmit") else "recirculate"
+        self.emit(depth, f"P->{member} = {request}; /* {name} */")
+
+    def _clone(self, depth: int, name: str, session: str, request: int) -> None:
+        self.may_fail = True  # a clone operation counts as a pass
+        self.clones = True
+        self.emit(
+            depth,
+            f"P->clone = (uint32_t)({session} & {CLONE_SESSION_MASK}) + 1; "
+            f"P->clone_list = {request}; /* {name} */",
+        )
+
+    def _digest(self, depth: int, struct: str, data: ir.Expr) -> None:
+        index, widths = self.digests[struct]
+        self.emit(depth, f"P->digest = {index + 1}; /* digest<{struct}> */")
+        at = 0
+        for (value, _), width in zip(self._leaves(depth, data), widths, strict=True):
+            self.emit(depth, f"p4_digest_put(P->digest_data + {at}, {value}, {(width + 7) // 8});")
+            at += (width + 7) // 8
 
     def _composite_leaves(self, place: str, t: ir.Type) -> list[tuple[str, int]]:
         """Scalars of a composite in declaration order (validity bits excluded), as the Python layout."""
@@ -1005,7 +942,7 @@ class CCompiler(Walker):
         assert isinstance(t, ir.StructType)
         out = []
         for f in self.structs[t.name].fields:
-            if _composite(f.type):
+            if is_composite(f.type):
                 out += self._composite_leaves(f"{place}.{cname(f.name)}", f.type)
             else:
                 out.append((f"{place}.{cname(f.name)}", ir.width_of(f.type)))
@@ -1015,7 +952,7 @@ class CCompiler(Walker):
         """The scalars of a list, header or struct, first element first: (C expression, width)."""
         leaves = []
         for item in data.elements if isinstance(data, ir.ListExpr) else (data,):
-            if _composite(item.type):
+            if is_composite(item.type):
                 leaves += self._composite_leaves(self.place(item, depth), item.type)
             else:
                 leaves.append((self.expr(item, depth), _leaf_width(item.type)))
@@ -1045,7 +982,7 @@ class CCompiler(Walker):
                 take = min(16 - within, left)
                 left -= take
                 piece = f"({value} >> {left})" if left else value
-                piece = f"({piece} & {_lit(_mask(take))})"
+                piece = f"({piece} & {_lit(mask(take))})"
                 shift = 16 - within - take
                 terms.append(f"({piece} << {shift})" if shift else piece)
                 bit += take
@@ -1063,7 +1000,7 @@ class CCompiler(Walker):
         leaves = self._leaves(depth, data) if leaves is None else leaves
         items = data.elements if isinstance(data, ir.ListExpr) else (data,)
         if sum(self._max_bits(item.type) for item in items) > 8 * 1024:
-            raise UnsupportedError(f"a checksum or hash over more than 8192 bits at {_pos(data)}")
+            raise UnsupportedError(f"a checksum or hash over more than 8192 bits at {where(data)}")
         name = self.tmp("bits")
         self.emit(depth, f"p4_bits_t {name}; {name}.bits = 0;")
         for value, width in leaves:
@@ -1099,12 +1036,11 @@ class CCompiler(Walker):
             self.emit(depth + 1, "return off;")
         else:  # the Python backend fails here (its `off` exists only in the parser): so do we
             self.may_fail = True
-            self.emit(depth + 1, f'p4_fail(&ctx->base, "error.{error} outside the parser", "{_pos(None)}");')
+            self.emit(depth + 1, f'p4_fail(&ctx->base, "error.{error} outside the parser", "{where(None)}");')
         self.emit(depth, "}")
 
     def _header_bits(self, name: str) -> int:
-        """The bits of a header but its varbit field's."""
-        return sum(ir.width_of(f.type) for f in ir.fixed_fields(self.headers[name]))
+        return self._bits_of(ir.HeaderType(name))
 
     def _read_varbit_header(self, depth: int, header: str, target: str, size_expr: ir.Expr) -> None:
         """extract(h, size): the checks in bmv2's order (ir.Extract), then the fields where they lie, those
@@ -1183,7 +1119,7 @@ class CCompiler(Walker):
             value = f"p4_load_be(buf + {offset} + {first}, {count})"
             shift = 8 * count - bit % 8 - width
             value = f"({value} >> {shift})" if shift else value
-            value = f"({value} & {_lit(_mask(width))})"
+            value = f"({value} & {_lit(mask(width))})"
         else:  # 9 bytes: a field of 57 to 64 bits that starts inside a byte
             value = f"p4_get_bits(buf + {offset}, {bit}, {width})"
         return f"({value} & 1)" if isinstance(t, ir.BoolType) else value
@@ -1299,7 +1235,7 @@ class CCompiler(Walker):
             parts, left = [], total
             for value, width in run:
                 left -= width
-                part = value if width in (8, 16, 32, 64) else f"({value} & {_lit(_mask(width))})"
+                part = value if width in (8, 16, 32, 64) else f"({value} & {_lit(mask(width))})"
                 parts.append(f"({part} << {left})" if left else part)
             self.emit(depth, f"p4_store_be({at}, {' | '.join(parts)}, {total // 8});")
         else:
@@ -1331,22 +1267,9 @@ class CCompiler(Walker):
         self.emit(depth, f"uint64_t {value} = p4_get_bits(buf + off, 0, {width});")
         return value
 
-    def _lookahead_field(self, e: ir.Member, depth: int) -> str:
-        assert isinstance(e.expr, ir.Lookahead) and isinstance(e.expr.type, ir.HeaderType)
-        nbytes = self._bits_of(e.expr.type) // 8
-        self._parser_error(depth, f"(size_t)off + {nbytes} > n", "PacketTooShort")
-        bit = 0
-        for f in self.headers[e.expr.type.name].fields:
-            width = ir.width_of(f.type)
-            if f.name == e.field:
-                return "(" + self._get_field("off", bit, width, f.type) + ")"
-            bit += width
-        raise UnsupportedError(f"no field {e.field} at {e.pos}")
-
-    def _bits_of(self, t: ir.Type) -> int:
-        if isinstance(t, ir.HeaderType):
-            return self._header_bits(t.name)
-        return ir.width_of(t)
+    def _peek_field(self, depth: int, e: ir.Lookahead, bit: int, width: int, t: ir.Type) -> str:
+        self._parser_error(depth, f"(size_t)off + {self._bits_of(e.type) // 8} > n", "PacketTooShort")
+        return "(" + self._get_field("off", bit, width, t) + ")"
 
     def _stack_op(self, depth: int, op: ir.StackOp) -> None:
         stack = self.place(op.stack, depth)
@@ -1381,6 +1304,8 @@ class CCompiler(Walker):
         if isinstance(e, ir.Var):
             if e.kind == "param" and e.name in scope.params:
                 return {"hdr": "P->hdr", "meta": "P->meta", STD_ROOT: "P->sm"}[scope.params[e.name]]
+            if e.kind == TEMP:
+                return e.name
             if e.kind == "action_param" and e.name in scope.action_params:
                 return scope.action_params[e.name]
             if e.kind == "local" or (e.kind == "action_param" and not scope.action_params):
@@ -1407,7 +1332,7 @@ class CCompiler(Walker):
             return f"{self.place(e.expr, depth)}.e[{int(e.index.value)}]"
         if isinstance(e, ir.StackMember) and e.member == "last":
             return self._last(e, depth)
-        raise UnsupportedError(f"expected a header or field of the packet at {_pos(e)}")
+        raise UnsupportedError(f"expected a header or field of the packet at {where(e)}")
 
     def _last(self, e: ir.StackMember, depth: int) -> str:
         stack = self.place(e.expr, depth)
@@ -1417,28 +1342,26 @@ class CCompiler(Walker):
     def _valid(self, header: ir.Expr, depth: int) -> str:
         return f"{self.place(header, depth)}.valid"
 
-    def lvalue(self, e: ir.Expr, depth: int = 0) -> str:
-        if isinstance(e, ir.Var | ir.Member | ir.StackIndex):
-            return self.place(e, depth)
-        raise UnsupportedError(f"cannot assign to {type(e).__name__} at {_pos(e)}")
+    def _target(self, e: ir.Var | ir.Member | ir.StackIndex, depth: int) -> str | None:
+        return self.place(e, depth)
 
     def _check_expr(self, e: ir.Expr) -> None:
         t = getattr(e, "type", None)
         if isinstance(t, ir.BitType) and t.width > MAX_WIDTH:
-            raise UnsupportedError(f"an expression of type bit<{t.width}> at {_pos(e)} {HINT}")
+            raise UnsupportedError(f"an expression of type bit<{t.width}> at {where(e)} {HINT}")
 
     def _const(self, e: ir.Const) -> str:
         if isinstance(e.value, bool):
             return _lit(int(e.value))
         value = int(e.value)
         if isinstance(e.type, ir.BitType):
-            value &= _mask(e.type.width)
+            value &= mask(e.type.width)
         if not 0 <= value < 1 << 64:
-            raise UnsupportedError(f"constant {value} does not fit 64 bits at {_pos(e)}")
+            raise UnsupportedError(f"constant {value} does not fit 64 bits at {where(e)}")
         return _lit(value)
 
     def _number(self, value: int) -> str:
-        return _lit(value & _mask(64))
+        return _lit(value & mask(64))
 
     def _read(self, e: ir.Var | ir.Member | ir.StackIndex, depth: int) -> str:
         if isinstance(e.type, ir.VarbitType):  # a p4_varbitN_t: copied, compared, hashed whole
@@ -1457,89 +1380,59 @@ class CCompiler(Walker):
     def _negation(self, flag: str) -> str:
         return f"(uint64_t)!{flag}"
 
-    def _bits(self, value: str, lo: int, width: int) -> str:
-        return f"(({value} >> {lo}) & {_lit(_mask(width))})"
-
     def _mux(self, cond: str, then: str, other: str) -> str:
         return f"({cond} ? {then} : {other})"
 
-    def _unary(self, e: ir.Unary, depth: int) -> str:
-        x = self.expr(e.expr, depth)
-        if e.op == "!":
-            return f"(uint64_t)!{x}"
-        if isinstance(e.type, ir.BitType):
-            m = _lit(_mask(e.type.width))
-            return f"({x} ^ {m})" if e.op == "~" else f"((0 - {x}) & {m})"
-        raise UnsupportedError(f"operator {e.op} on {type(e.type).__name__} at {_pos(e)}")
+    # Operators (common.Walker decides what each means): every value a uint64_t, so a shift by the width
+    # or more is p4rt.h's (0, or the sign), never C's undefined behaviour; a signed value is an int64_t.
+    def _spell(self, op: str) -> str:
+        return op
 
-    def _binary(self, e: ir.Binary, depth: int) -> str:
-        op = e.op
-        if op in ("&&", "||") and ir.contains_apply(e.right):
-            raise UnsupportedError(f"table apply on the right of {op} at {e.pos}")
-        a, b = self.expr(e.left, depth), self.expr(e.right, depth)
-        if op in ("&&", "||"):
-            return f"(uint64_t)({a} {op} {b})"
-        lt = e.left.type
-        signed = isinstance(lt, ir.BitType) and lt.signed
-        if op in ("==", "!="):
-            if isinstance(lt, ir.VarbitType):  # the same length and the same bits
-                same = f"({a}.len == {b}.len && !memcmp({a}.bytes, {b}.bytes, {a}.len / 8))"
-                return f"(uint64_t)({'' if op == '==' else '!'}{same})"
-            return f"(uint64_t)({a} {op} {b})"
-        if op in ("<", "<=", ">", ">="):
-            if signed:
-                w = lt.width  # type: ignore[union-attr]
-                return f"(uint64_t)(p4_sx({a}, {w}) {op} p4_sx({b}, {w}))"
-            return f"(uint64_t)({a} {op} {b})"
-        t = e.type
-        if not isinstance(t, ir.BitType):
-            raise UnsupportedError(f"operator {op} on {type(t).__name__} at {_pos(e)}")
-        w, m = t.width, _lit(_mask(t.width))
-        if op == "++":
-            return f"(p4_shl({a}, {ir.width_of(e.right.type)}) | {b})"
-        if op in ("&", "|", "^"):
-            return f"({a} {op} {b})"
-        if op in ("+", "-", "*"):
-            return f"(({a} {op} {b}) & {m})"
-        if op == "<<":
-            return f"(p4_shl({a}, {b}) & {m})"
-        if op == ">>":
-            return f"((uint64_t)p4_sar(p4_sx({a}, {w}), {b}) & {m})" if t.signed else f"p4_shr({a}, {b})"
-        if op in ("/", "%"):
-            if t.signed:
-                raise UnsupportedError(f"{op} on signed values at {e.pos}")
-            fn = "p4_div" if op == "/" else "p4_mod"
-            self.may_fail = True
-            return f'{fn}(&ctx->base, {a}, {b}, "{_pos(e)}")'
-        if op == "|+|":
-            return f"p4_sat_add_s({a}, {b}, {w})" if t.signed else f"p4_sat_add_u({a}, {b}, {w})"
-        if op == "|-|":
-            return f"p4_sat_sub_s({a}, {b}, {w})" if t.signed else f"p4_sat_sub_u({a}, {b})"
-        raise UnsupportedError(f"operator {op} at {e.pos}")
+    def _signed(self, value: str, width: int) -> str:
+        return f"p4_sx({value}, {width})"
+
+    def _unsigned(self, value: str) -> str:
+        return f"(uint64_t){value}"
+
+    def _neg(self, value: str) -> str:
+        return f"(0 - {value})"
+
+    def _shl(self, value: str, amount: str) -> str:
+        return f"p4_shl({value}, {amount})"
+
+    def _shr(self, value: str, amount: str) -> str:
+        return f"p4_shr({value}, {amount})"
+
+    def _sar(self, value: str, amount: str) -> str:
+        return f"p4_sar({value}, {amount})"
+
+    def _from_bool(self, value: str) -> str:
+        return value
+
+    def _divide(self, e: ir.Binary, a: str, b: str) -> str:
+        self.may_fail = True  # by zero: the packet fails, as Python raises
+        fn = "p4_div" if e.op == "/" else "p4_mod"
+        return f'{fn}(&ctx->base, {a}, {b}, "{where(e)}")'
+
+    def _saturating(self, e: ir.Binary, a: str, b: str) -> str:
+        assert isinstance(e.type, ir.BitType)
+        w, sign = e.type.width, "s" if e.type.signed else "u"
+        if e.op == "|+|":
+            return f"p4_sat_add_{sign}({a}, {b}, {w})"
+        return f"p4_sat_sub_s({a}, {b}, {w})" if e.type.signed else f"p4_sat_sub_u({a}, {b})"
+
+    def _varbit_equality(self, op: str, a: str, b: str) -> str:
+        same = f"({a}.len == {b}.len && !memcmp({a}.bytes, {b}.bytes, {a}.len / 8))"
+        return f"(uint64_t)({'' if op == '==' else '!'}{same})"
+
+    def _unbounded(self, e: ir.Unary | ir.Binary, code: str) -> str:
+        raise UnsupportedError.at(f"operator {e.op} on {type(e.type).__name__}", e)
 
     def _cast(self, e: ir.Cast, depth: int) -> str:
-        src, dst = e.expr.type, e.type
-        if isinstance(e.expr, ir.Const) and isinstance(dst, ir.BitType):  # folded, as Python would compute it
-            value = int(e.expr.value)
-            if isinstance(src, ir.BitType) and src.signed and dst.width > src.width:
-                value = value - (1 << src.width) if value >> (src.width - 1) & 1 else value
-            return _lit(value & _mask(dst.width))
-        x = self.expr(e.expr, depth)
-        if isinstance(dst, ir.BoolType):
-            return f"(uint64_t)({x} != 0)" if not isinstance(src, ir.BoolType) else x
-        if isinstance(dst, ir.BitType):
-            if isinstance(src, ir.BoolType):
-                return x
-            if isinstance(src, ir.BitType):
-                if src.signed and dst.width > src.width:
-                    return f"((uint64_t)p4_sx({x}, {src.width}) & {_lit(_mask(dst.width))})"
-                if dst.width < src.width:
-                    return f"({x} & {_lit(_mask(dst.width))})"
-                return x
-            return f"({x} & {_lit(_mask(dst.width))})"
-        if isinstance(dst, ir.EnumType):
-            return x
-        raise UnsupportedError(f"cast to {dst} at {e.pos}")
+        if isinstance(e.expr, ir.Const) and isinstance(e.type, ir.BitType):
+            # folded, as Python computes it: a C literal must be the bit pattern (an `int` may be negative)
+            return _lit(cast_constant(e.expr, e.type))
+        return super()._cast(e, depth)
 
     # ================================================================ the pipeline
     def _preserve_function(self) -> str:
@@ -1873,10 +1766,6 @@ def _packed(table: ir.TableDecl) -> bool:
 def _leaf_width(t: ir.Type) -> int | None:
     """The width of a scalar of hash or checksum data; None for a varbit field (its length is run-time)."""
     return None if isinstance(t, ir.VarbitType) else ir.width_of(t)
-
-
-def _composite(t: ir.Type) -> bool:
-    return isinstance(t, ir.HeaderType | ir.StructType | ir.StackType)
 
 
 def generate(program: ir.Program, info: p4i.P4Info) -> tuple[str, Manifest]:

@@ -40,6 +40,8 @@ from softswitch.backends.common import (
     DROP_PORT,
     STD_ROOT,
     V1MODEL_BLOCKS,
+    Checksum,
+    Hash,
     UnsupportedError,
     Walker,
     all_actions,
@@ -47,10 +49,10 @@ from softswitch.backends.common import (
     block_roots,
     contains,
     digest_widths,
+    mask,
     may_exit,
     packet_types,
     preserved_fields,
-    switch_arms,
 )
 from softswitch.backends.python.layout import (
     Path,
@@ -181,6 +183,7 @@ class Compiler(Walker):
         self.counter = itertools.count()
         self.env: list[dict[str, str]] = []
         self.block: Block | None = None
+        self.states: dict[str, int] = {}  # the parser's states, numbered
         self.template = self.bind("Z", self.layout.initial)
 
     # ------------------------------------------------------------------ entry
@@ -246,52 +249,39 @@ class Compiler(Walker):
         self.emit(1, "return")
 
     def _parser(self, fn: str, decl: ir.ParserDecl) -> None:
-        states = {s.name: i for i, s in enumerate(decl.states)}
+        self.states = {s.name: i for i, s in enumerate(decl.states)}
         self.env = [{}]
-        pe = self.std("parser_error")
         self.emit(0, f"def {fn}(V, buf, n):")
         self.emit(1, "off = 0")
         self._locals(1, decl.locals)
-        self.emit(1, f"state = {states['start']}")
+        self.emit(1, f"state = {self.states['start']}")
         self.emit(1, "while True:")
         for s in decl.states:
-            self.emit(2, f"if state == {states[s.name]}:  # {s.name}")
+            self.emit(2, f"if state == {self.states[s.name]}:  # {s.name}")
             for stmt in s.stmts:
                 self._stmt(3, stmt)
-            self._transition(3, s.transition, states, pe)
-        self.emit(2, f"V[{pe}] = {self.errors.get('NoMatch', 2)}")
-        self.emit(2, "return off")
+            self._transition(3, s.transition)
+        self._no_match(2)
 
-    def _transition(self, depth: int, tr: ir.Goto | ir.Select, states: dict[str, int], pe: int) -> None:
-        def goto(d: int, target: str) -> None:
-            if target == "accept":
-                self.emit(d, "return off")
-            elif target == "reject":
-                self.emit(d, "return off")  # bmv2: ingress still runs, parser_error says why
-            else:
-                self.emit(d, f"state = {states[target]}")
-                self.emit(d, "continue")
+    def _goto(self, depth: int, state: str) -> None:
+        if state in ("accept", "reject"):  # reject: ingress still runs, parser_error says why (bmv2)
+            self.emit(depth, "return off")
+        else:
+            self.emit(depth, f"state = {self.states[state]}")
+            self.emit(depth, "continue")
 
-        if isinstance(tr, ir.Goto):
-            goto(depth, tr.next)
-            return
-        keys = []
-        for key in tr.keys:
-            name = self.tmp("k")
-            self.emit(depth, f"{name} = {self.expr(key, depth)}")
-            keys.append(name)
-        for case in tr.cases:
-            tests = []
-            for key, ks in zip(keys, case.keysets):
-                if isinstance(ks, ir.KeysetValue):
-                    tests.append(f"{key} == {ks.value}")
-                elif isinstance(ks, ir.KeysetMask):
-                    tests.append(f"{key} & {ks.mask} == {ks.value & ks.mask}")
-                elif isinstance(ks, ir.KeysetRange):
-                    tests.append(f"{ks.lo} <= {key} <= {ks.hi}")
-            self.emit(depth, f"if {' and '.join(tests) or 'True'}:")
-            goto(depth + 1, case.next)
-        self.emit(depth, f"V[{pe}] = {self.errors.get('NoMatch', 2)}")
+    def _keyset(self, key: str, keyset: ir.KeysetValue | ir.KeysetMask | ir.KeysetRange) -> str:
+        if isinstance(keyset, ir.KeysetValue):
+            return f"{key} == {keyset.value}"
+        if isinstance(keyset, ir.KeysetMask):
+            return f"{key} & {keyset.mask} == {keyset.value & keyset.mask}"
+        return f"{keyset.lo} <= {key} <= {keyset.hi}"
+
+    def _when(self, depth: int, tests: list[str], case: ir.SelectCase) -> None:
+        self.emit(depth, f"if {' and '.join(tests) or 'True'}:")
+
+    def _no_match(self, depth: int) -> None:
+        self.emit(depth, f"V[{self.std('parser_error')}] = {self.errors.get('NoMatch', 2)}")
         self.emit(depth, "return off")
 
     def _deparser(self, fn: str, decl: ir.ControlDecl) -> None:
@@ -355,34 +345,25 @@ class Compiler(Walker):
         self.env[-1][name] = py
         return py
 
-    def _assign(self, depth: int, lhs: ir.Expr, rhs: ir.Expr) -> None:
-        if not is_composite(lhs.type):
-            self.store(depth, lhs, self.expr(rhs, depth))
-            return
-        if _in_element(lhs) or _in_element(rhs):  # under `s.last`, found when run
-            (a, b), (c, d) = self._span(lhs, depth), self._span(rhs, depth)
-            self.emit(depth, f"V[{a}:{b}] = V[{c}:{d}]")
-            return
-        path = self._need_path(lhs)
-        a, b = self.layout.composites[path]
-        if isinstance(rhs, ir.ListExpr):  # {f1, f2, ...}: each field; a header becomes valid
-            if path in self.layout.headers:
-                self.emit(depth, f"V[{self.layout.headers[path].valid}] = True")
-            decls = self._fields_of(lhs.type)
-            for (fname, ftype), item in zip(decls, rhs.elements):
-                self._assign(depth, ir.Member(lhs, fname, ftype, rhs.pos), item)
-            return
-        if isinstance(rhs, ir.Lookahead):
-            hs = self.layout.headers[path]
-            value = self._lookahead_bits(depth, rhs)
-            self.emit(depth, f"V[{hs.valid}] = True")
-            shift = hs.nbytes * 8
-            for _name, index, width, ftype in hs.fields:
-                shift -= width
-                self.emit(depth, f"V[{index}] = {_from_bits(f'({value} >> {shift})', width, ftype)}")
-            return
-        src = self._need_path(rhs)
-        c, d = self.layout.composites[src]
+    def _assign_lookahead(self, depth: int, lhs: ir.Expr, rhs: ir.Lookahead) -> None:
+        value = self._lookahead_bits(depth, rhs)
+        hs, at = self._header_slots(lhs, depth)
+        self.emit(depth, f"V[{at(hs.valid)}] = True")
+        shift = hs.nbytes * 8
+        for _name, index, width, ftype in hs.fields:
+            shift -= width
+            self.emit(depth, f"V[{at(index)}] = {_from_bits(f'({value} >> {shift})', width, ftype)}")
+
+    def _header_slots(self, header: ir.Expr, depth: int) -> tuple[Any, Any]:
+        """A header's layout and code of each of its slots (under `stack.last`, found when run)."""
+        found = self._element(header, depth)
+        if found is None:
+            return self.layout.headers[self._need_path(header)], str
+        path, offset = found
+        return self.layout.headers[path], lambda i: f"{i} + {offset}"
+
+    def _copy(self, depth: int, lhs: ir.Expr, rhs: ir.Expr) -> None:
+        (a, b), (c, d) = self._span(lhs, depth), self._span(rhs, depth)
         self.emit(depth, f"V[{a}:{b}] = V[{c}:{d}]")
 
     def _span(self, e: ir.Expr, depth: int) -> tuple[str, str]:
@@ -395,41 +376,28 @@ class Compiler(Walker):
         a, b = self.layout.composites[self._need_path(e)]
         return str(a), str(b)
 
-    def _fields_of(self, t: ir.Type) -> list[tuple[str, ir.Type]]:
-        if isinstance(t, ir.HeaderType):
-            return [(f.name, f.type) for f in self.program.header(t.name).fields]
-        return [(f.name, f.type) for f in self.program.struct(t.name).fields]
-
-    def store(self, depth: int, lhs: ir.Expr, value: str) -> None:
-        """Emit `lhs = value` for a scalar l-value (local, field, or a slice of either); a varbit
-        field's value is the pair (bits, length), in two slots."""
+    def _store(self, depth: int, lhs: ir.Expr, value: str) -> None:
+        """A varbit field's value is the pair (bits, length), in two slots."""
         if isinstance(lhs.type, ir.VarbitType) and not isinstance(lhs, ir.Var):
             slot = self._varbit_slot(lhs, depth)
             self.emit(depth, f"V[{slot}], V[{slot} + 1] = {value}")
             return
-        if isinstance(lhs, ir.Slice):
-            whole = self.expr(lhs.expr, depth)
-            m = _mask(lhs.hi - lhs.lo + 1)
-            keep = _mask(ir.width_of(lhs.expr.type)) ^ (m << lhs.lo)
-            self.store(depth, lhs.expr, f"(({whole}) & {keep}) | ((({value}) & {m}) << {lhs.lo})")
-            return
         self.emit(depth, f"{self.lvalue(lhs, depth)} = {value}")
 
-    def _switch(self, depth: int, s: ir.Switch) -> None:
-        subject = self.expr(s.expr, depth)
-        name = self.tmp("sw")
-        self.emit(depth, f"{name} = {subject}")
-        for i, (labels, body) in enumerate(switch_arms(s.cases, lambda e: self._label(e, depth))):
-            if labels is None:
-                self.emit(depth, "else:" if i else "if True:")
-            else:
-                self.emit(depth, f"{'elif' if i else 'if'} {name} in ({', '.join(labels)},):")
-            self._block(depth + 1, body)
+    def _either(self, kept: str, put: str) -> str:
+        return f"{kept} | {put}"  # the right-hand side of a statement: no parentheses needed
 
-    def _label(self, label: ir.Expr, depth: int) -> str:
-        return (
-            str(self.action_ids[label.action]) if isinstance(label, ir.ActionRef) else self.expr(label, depth)
-        )
+    def _let(self, depth: int, name: str, value: str, note: str = "") -> None:
+        self.emit(depth, f"{name} = {value}")
+
+    def _arm(self, depth: int, index: int, subject: str, labels: list[str] | None) -> None:
+        if labels is None:
+            self.emit(depth, "else:" if index else "if True:")
+        else:
+            self.emit(depth, f"{'elif' if index else 'if'} {subject} in ({', '.join(labels)},):")
+
+    def _close(self, depth: int) -> None:
+        """Nothing: the indentation ends the block."""
 
     # ------------------------------------------------------------------ calls
     def _set_valid(self, depth: int, header: ir.Expr, valid: bool) -> None:
@@ -556,98 +524,83 @@ class Compiler(Walker):
         self.emit(depth, f"{name} = {code}")
         return name
 
-    def _extern_method(self, depth: int, call: ir.ExternMethodCall) -> None:
-        if call.extern == "register":
-            reg = self.runtime.registers[self.register_ids[call.instance]]
-            rvar = self.bind("R", reg.values)
-            if call.method == "read":
-                idx = self._index(depth, call.args[1])
-                if idx.isdigit():  # a constant index is checked here, once
-                    value = f"{rvar}[{idx}]" if int(idx) < reg.size else "0"
-                else:
-                    value = f"({rvar}[{idx}] if {idx} < {reg.size} else 0)"
-                self.store(depth, call.args[0], value)
-            elif call.method == "write":
-                idx = self._index(depth, call.args[0])
-                value = self.expr(call.args[1], depth)
-                if idx.isdigit():
-                    if int(idx) < reg.size:
-                        self.emit(depth, f"{rvar}[{idx}] = {value}")
-                else:
-                    self.emit(depth, f"if {idx} < {reg.size}:")
-                    self.emit(depth + 1, f"{rvar}[{idx}] = {value}")
-            else:
-                raise UnsupportedError.at(f"register.{call.method}", call)
-        elif call.extern == "counter" and call.method == "count":
-            ctr = self.runtime.counters[self.counter_ids[call.instance]]
-            pvar, bvar = self.bind("Cp", ctr.packets), self.bind("Cb", ctr.bytes)
-            idx = self._index(depth, call.args[0])
-            if idx.isdigit():
-                if int(idx) < ctr.size:
-                    self.emit(depth, f"{pvar}[{idx}] += 1")
-                    self.emit(depth, f"{bvar}[{idx}] += plen")
-            else:
-                self.emit(depth, f"if {idx} < {ctr.size}:")
-                self.emit(depth + 1, f"{pvar}[{idx}] += 1")
-                self.emit(depth + 1, f"{bvar}[{idx}] += plen")
-        elif call.extern == "direct_counter" and call.method == "count":
-            self.emit(depth, "pass  # direct counters count on table hits")
-        elif (call.extern, call.method) in (("meter", "execute_meter"), ("direct_meter", "read")):
-            # No P4Runtime client can configure a meter here (MeterEntry is UNIMPLEMENTED), and an
-            # unconfigured bmv2 meter marks every packet GREEN (0).
-            self.store(depth, call.args[-1], "0")
+    def _register_read(self, depth: int, call: ir.ExternMethodCall, result: ir.Expr, index: ir.Expr) -> None:
+        reg = self.runtime.registers[self.register_ids[call.instance]]
+        rvar = self.bind("R", reg.values)
+        idx = self._index(depth, index)
+        if idx.isdigit():  # a constant index is checked here, once
+            value = f"{rvar}[{idx}]" if int(idx) < reg.size else "0"
         else:
-            raise UnsupportedError.at(f"extern {call.extern}.{call.method}", call)
+            value = f"({rvar}[{idx}] if {idx} < {reg.size} else 0)"
+        self.store(depth, result, value)
 
-    def _extern_function(self, depth: int, call: ir.ExternFunctionCall) -> None:
-        name = call.name
-        if name == "mark_to_drop":
-            self.emit(depth, f"V[{self.std('egress_spec')}] = {DROP_PORT}")
-            self.emit(depth, f"V[{self.std('mcast_grp')}] = 0")
-        elif name in ("verify_checksum", "update_checksum"):
-            cond, data, target, algo = call.args
-            if not isinstance(algo, ir.EnumValue) or algo.member != "csum16":
-                raise UnsupportedError.at(f"{name} supports HashAlgorithm.csum16 only", call)
-            value, width = self._concat(depth, data)
-            self.emit(depth, f"if {self.expr(cond, depth)}:")
-            if name == "verify_checksum":
-                self.emit(depth + 1, f"if _csum16({value}, {width}) != {self.expr(target, depth)}:")
-                self.emit(depth + 2, f"V[{self.std('checksum_error')}] = 1")
-            else:
-                self.store(depth + 1, target, f"_csum16({value}, {width})")
-        elif name == "hash":
-            result, algo, base, data, maximum = call.args
-            assert isinstance(algo, ir.EnumValue)
-            value, width = self._concat(depth, data)
-            out_width = ir.width_of(result.type)
-            h = f"_hash({algo.member!r}, {value}, {width})"
-            b, m = self.expr(base, depth), self.expr(maximum, depth)
-            self.store(depth, result, f"({b} + ({h} % {m} if {m} else {h})) & {_mask(out_width)}")
-        elif name == "random":
-            result, lo, hi = call.args
-            low, high = self.expr(lo, depth), self.expr(hi, depth)
-            self.store(depth, result, f"(_random({low}, {high}) if {low} <= {high} else {low})")
-        elif name in ("log_msg", "assume", "assert"):
-            self.emit(depth, "pass  # " + name)
-        elif name in ("resubmit_preserving_field_list", "recirculate_preserving_field_list"):
-            slot = self.resubmit_slot if name.startswith("resubmit") else self.recirculate_slot
-            (index,) = call.args
-            assert isinstance(index, ir.Const)
-            self.emit(depth, f"V[{slot}] = {(int(index.value) & 0xFF) + 1}")
-        elif name in ("clone", "clone_preserving_field_list"):
-            session, index = call.args[1], call.args[2] if len(call.args) > 2 else None
-            self.emit(
-                depth, f"V[{self.clone_slot}] = ({self.expr(session, depth)} & {CLONE_SESSION_MASK}) + 1"
-            )
-            listed = 0 if index is None else (int(index.value) & 0xFF) + 1  # type: ignore[attr-defined]
-            self.emit(depth, f"V[{self.clone_list_slot}] = {listed}")
-        elif name == "digest":
-            assert isinstance(call.type_args[0], ir.StructType)
-            index, widths = self.digests[call.type_args[0].name]
-            values = ", ".join(code for code, _ in self._leaf_codes(depth, call.args[1]))
-            self.emit(depth, f"V[{self.digest_slot}] = ({index}, _digest(({values},), {widths}))")
+    def _register_write(self, depth: int, call: ir.ExternMethodCall, index: ir.Expr, value: ir.Expr) -> None:
+        reg = self.runtime.registers[self.register_ids[call.instance]]
+        rvar = self.bind("R", reg.values)
+        idx = self._index(depth, index)
+        code = self.expr(value, depth)
+        if idx.isdigit():
+            if int(idx) < reg.size:
+                self.emit(depth, f"{rvar}[{idx}] = {code}")
         else:
-            raise UnsupportedError.at(f"extern function {name}", call)
+            self.emit(depth, f"if {idx} < {reg.size}:")
+            self.emit(depth + 1, f"{rvar}[{idx}] = {code}")
+
+    def _counter_count(self, depth: int, call: ir.ExternMethodCall, index: ir.Expr) -> None:
+        ctr = self.runtime.counters[self.counter_ids[call.instance]]
+        pvar, bvar = self.bind("Cp", ctr.packets), self.bind("Cb", ctr.bytes)
+        idx = self._index(depth, index)
+        if idx.isdigit():
+            if int(idx) < ctr.size:
+                self.emit(depth, f"{pvar}[{idx}] += 1")
+                self.emit(depth, f"{bvar}[{idx}] += plen")
+        else:
+            self.emit(depth, f"if {idx} < {ctr.size}:")
+            self.emit(depth + 1, f"{pvar}[{idx}] += 1")
+            self.emit(depth + 1, f"{bvar}[{idx}] += plen")
+
+    def _nothing(self, depth: int, why: str) -> None:
+        self.emit(depth, f"pass  # {why}")
+
+    def _mark_to_drop(self, depth: int) -> None:
+        self.emit(depth, f"V[{self.std('egress_spec')}] = {DROP_PORT}")
+        self.emit(depth, f"V[{self.std('mcast_grp')}] = 0")
+
+    def _checksum(self, depth: int, call: ir.ExternFunctionCall, spec: Checksum) -> None:
+        verify, cond, data, target = spec
+        value, width = self._concat(depth, data)
+        self.emit(depth, f"if {self.expr(cond, depth)}:")
+        if verify:
+            self.emit(depth + 1, f"if _csum16({value}, {width}) != {self.expr(target, depth)}:")
+            self.emit(depth + 2, f"V[{self.std('checksum_error')}] = 1")
+        else:
+            self.store(depth + 1, target, f"_csum16({value}, {width})")
+
+    def _hash(self, depth: int, call: ir.ExternFunctionCall, spec: Hash) -> None:
+        result, algorithm, base, data, maximum = spec
+        value, width = self._concat(depth, data)
+        h = f"_hash({algorithm!r}, {value}, {width})"
+        b, m = self.expr(base, depth), self.expr(maximum, depth)
+        self.store(
+            depth, result, f"({b} + {self._mux(m, f'{h} % {m}', h)}) & {mask(ir.width_of(result.type))}"
+        )
+
+    def _random(self, depth: int, result: ir.Expr, lo: ir.Expr, hi: ir.Expr) -> None:
+        low, high = self.expr(lo, depth), self.expr(hi, depth)
+        self.store(depth, result, f"(_random({low}, {high}) if {low} <= {high} else {low})")
+
+    def _again(self, depth: int, name: str, request: int) -> None:
+        slot = self.resubmit_slot if name.startswith("resubmit") else self.recirculate_slot
+        self.emit(depth, f"V[{slot}] = {request}")
+
+    def _clone(self, depth: int, name: str, session: str, request: int) -> None:
+        self.emit(depth, f"V[{self.clone_slot}] = ({session} & {CLONE_SESSION_MASK}) + 1")
+        self.emit(depth, f"V[{self.clone_list_slot}] = {request}")
+
+    def _digest(self, depth: int, struct: str, data: ir.Expr) -> None:
+        index, widths = self.digests[struct]
+        values = ", ".join(code for code, _ in self._leaf_codes(depth, data))
+        self.emit(depth, f"V[{self.digest_slot}] = ({index}, _digest(({values},), {widths}))")
 
     def _concat(self, depth: int, data: ir.Expr) -> tuple[str, str]:
         """The bits of a list, header or struct as one integer (first element most significant), and
@@ -784,20 +737,10 @@ class Compiler(Walker):
         self.emit(depth, f"{value} = {read} >> {drop}" if drop else f"{value} = {read}")
         return value
 
-    def _lookahead_field(self, e: ir.Member, depth: int) -> str:
-        assert isinstance(e.expr, ir.Lookahead) and isinstance(e.expr.type, ir.HeaderType)
-        value = self._lookahead_bits(depth, e.expr)
-        shift = self._bits_of(e.expr.type)
-        for f in self.program.header(e.expr.type.name).fields:
-            shift -= ir.width_of(f.type)
-            if f.name == e.field:
-                return "(" + _from_bits(f"({value} >> {shift})", ir.width_of(f.type), f.type) + ")"
-        raise UnsupportedError.at(f"no field {e.field}", e)
-
-    def _bits_of(self, t: ir.Type) -> int:
-        if isinstance(t, ir.HeaderType):
-            return sum(ir.width_of(f.type) for f in self.program.header(t.name).fields)
-        return ir.width_of(t)
+    def _peek_field(self, depth: int, e: ir.Lookahead, bit: int, width: int, t: ir.Type) -> str:
+        value = self._lookahead_bits(depth, e)
+        shift = self._bits_of(e.type) - bit - width
+        return "(" + _from_bits(f"({value} >> {shift})", width, t) + ")"
 
     def _stack_op(self, depth: int, op: ir.StackOp) -> None:
         s = self.layout.stacks[self._need_path(op.stack)]
@@ -876,13 +819,11 @@ class Compiler(Walker):
             return f"{self.layout.headers[found[0]].valid} + {found[1]}"
         return str(self.layout.headers[self._need_path(header)].valid)
 
-    def lvalue(self, e: ir.Expr, depth: int = 0) -> str:
+    def _target(self, e: ir.Var | ir.Member | ir.StackIndex, depth: int) -> str | None:
         if isinstance(e, ir.Var) and self._path(e) is None:
             return self._local(e.name)
         slot = self._slot(e, depth)
-        if slot is not None:
-            return f"V[{slot}]"
-        raise UnsupportedError.at(f"cannot assign to {type(e).__name__}", e)
+        return None if slot is None else f"V[{slot}]"
 
     def _local(self, name: str) -> str:
         for scope in reversed(self.env):
@@ -896,7 +837,7 @@ class Compiler(Walker):
         if isinstance(e.value, bool):
             return repr(e.value)
         if isinstance(e.type, ir.BitType):
-            return str(e.value & _mask(e.type.width))
+            return str(e.value & mask(e.type.width))
         return str(e.value)
 
     def _number(self, value: int) -> str:
@@ -927,101 +868,58 @@ class Compiler(Walker):
     def _negation(self, flag: str) -> str:
         return f"(not {flag})"
 
-    def _bits(self, value: str, lo: int, width: int) -> str:
-        return f"(({value} >> {lo}) & {_mask(width)})"
-
     def _mux(self, cond: str, then: str, other: str) -> str:
         return f"({then} if {cond} else {other})"
 
-    def _unary(self, e: ir.Unary, depth: int) -> str:
-        x = self.expr(e.expr, depth)
-        if e.op == "!":
-            return f"(not {x})"
-        if isinstance(e.type, ir.BitType):
-            m = _mask(e.type.width)
-            return f"({x} ^ {m})" if e.op == "~" else f"((-{x}) & {m})"
-        return f"(~{x})" if e.op == "~" else f"(-{x})"
+    # Operators (common.Walker decides what each means): Python's ints are unbounded, so shifts by any
+    # amount are Python's own, and `>>` of a negative value is arithmetic.
+    def _spell(self, op: str) -> str:
+        return _PY_OPS.get(op, op)
 
-    def _binary(self, e: ir.Binary, depth: int) -> str:
-        op = e.op
-        if op in ("&&", "||") and ir.contains_apply(e.right):
-            raise UnsupportedError.at(f"table apply on the right of {op}", e)
-        a, b = self.expr(e.left, depth), self.expr(e.right, depth)
-        if op == "&&":
-            return f"({a} and {b})"
-        if op == "||":
-            return f"({a} or {b})"
-        lt = e.left.type
-        signed = isinstance(lt, ir.BitType) and lt.signed
-        if op in ("==", "!="):
-            return f"({a} {op} {b})"
-        if op in ("<", "<=", ">", ">="):
-            if signed:
-                w = lt.width  # type: ignore[union-attr]
-                return f"(_sx({a}, {w}) {op} _sx({b}, {w}))"
-            return f"({a} {op} {b})"
-        t = e.type
-        if not isinstance(t, ir.BitType):
-            return f"({a} {_PY_OPS.get(op, op)} {b})"
-        w, m = t.width, _mask(t.width)
-        if op == "++":
-            return f"(({a} << {ir.width_of(e.right.type)}) | {b})"
-        if op in ("&", "|", "^"):
-            return f"({a} {op} {b})"
-        if op in ("+", "-", "*"):
-            return f"(({a} {op} {b}) & {m})"
-        if op == "<<":
-            return f"(({a} << {b}) & {m})"
-        if op == ">>":
-            return f"((_sx({a}, {w}) >> {b}) & {m})" if t.signed else f"({a} >> {b})"
-        if op in ("/", "%"):
-            if t.signed:
-                raise UnsupportedError.at(f"{op} on signed values", e)
-            return f"({a} {'//' if op == '/' else '%'} {b})"
-        if op in ("|+|", "|-|"):
-            pyop = "+" if op == "|+|" else "-"
-            if t.signed:
-                lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
-                return f"(min(max(_sx({a}, {w}) {pyop} _sx({b}, {w}), {lo}), {hi}) & {m})"
-            return f"min({a} + {b}, {m})" if pyop == "+" else f"max({a} - {b}, 0)"
-        raise UnsupportedError.at(f"operator {op}", e)
+    def _signed(self, value: str, width: int) -> str:
+        return f"_sx({value}, {width})"
 
-    def _cast(self, e: ir.Cast, depth: int) -> str:
-        x = self.expr(e.expr, depth)
-        src, dst = e.expr.type, e.type
-        if isinstance(dst, ir.BoolType):
-            return f"({x} != 0)" if not isinstance(src, ir.BoolType) else x
-        if isinstance(dst, ir.BitType):
-            if isinstance(src, ir.BoolType):
-                return f"int({x})"
-            if isinstance(src, ir.BitType):
-                if src.signed and dst.width > src.width:
-                    return f"(_sx({x}, {src.width}) & {_mask(dst.width)})"
-                if dst.width < src.width:
-                    return f"({x} & {_mask(dst.width)})"
-                return x
-            return f"({x} & {_mask(dst.width)})"
-        if isinstance(dst, ir.EnumType):
-            return x
-        raise UnsupportedError.at(f"cast to {dst}", e)
+    def _unsigned(self, value: str) -> str:
+        return value
+
+    def _neg(self, value: str) -> str:
+        return f"(-{value})"
+
+    def _shl(self, value: str, amount: str) -> str:
+        return f"({value} << {amount})"
+
+    def _shr(self, value: str, amount: str) -> str:
+        return f"({value} >> {amount})"
+
+    _sar = _shr
+
+    def _from_bool(self, value: str) -> str:
+        return f"int({value})"
+
+    def _divide(self, e: ir.Binary, a: str, b: str) -> str:
+        return f"({a} {self._spell(e.op)} {b})"
+
+    def _saturating(self, e: ir.Binary, a: str, b: str) -> str:
+        assert isinstance(e.type, ir.BitType)
+        w, m = e.type.width, mask(e.type.width)
+        op = "+" if e.op == "|+|" else "-"
+        if e.type.signed:
+            lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
+            return self._masked(f"min(max({self._signed(a, w)} {op} {self._signed(b, w)}, {lo}), {hi})", w)
+        return f"min({a} + {b}, {m})" if op == "+" else f"max({a} - {b}, 0)"
+
+    def _varbit_equality(self, op: str, a: str, b: str) -> str:
+        return f"({a} {op} {b})"  # the pairs (bits, length)
+
+    def _unbounded(self, e: ir.Unary | ir.Binary, code: str) -> str:
+        return code
 
 
-_PY_OPS = {"/": "//"}
-
-
-def _in_element(e: ir.Expr) -> bool:
-    """Whether `e` is a stack's `.last` or `.next` or a member of one (its place is found when run)."""
-    while isinstance(e, ir.Member):
-        e = e.expr
-    return isinstance(e, ir.StackMember) and e.member in ("last", "next")
-
-
-def _mask(width: int) -> int:
-    return (1 << width) - 1
+_PY_OPS = {"&&": "and", "||": "or", "/": "//"}
 
 
 def _from_bits(source: str, width: int, t: ir.Type) -> str:
     """A field's value from the low `width` bits of `source` (bool fields hold Python bools)."""
     if isinstance(t, ir.BoolType):
         return f"({source} & 1 != 0)"
-    return f"{source} & {_mask(width)}"
+    return f"{source} & {mask(width)}"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from softswitch import ir
+from softswitch.backends.common import is_composite
 
 Path = tuple[str, ...]
 NEXT = "$next"
@@ -150,10 +151,6 @@ def local_root(owner: str, name: str) -> Path:
 
 def param_root(action: str, name: str) -> Path:
     return ("$param", action, name)
-
-
-def is_composite(t: ir.Type) -> bool:
-    return isinstance(t, ir.HeaderType | ir.StructType | ir.StackType)
 
 
 def _action_params(action: ir.ActionDecl) -> list[tuple[Path, ir.Type]]:
