@@ -19,6 +19,7 @@ from softswitch import ir
 from softswitch.frontend import entries as table_entries
 from softswitch.frontend import stack_index, subset
 from softswitch.frontend.diagnostics import CompileError, Diagnostic
+from softswitch.frontend.inline import Alias, BlockParts, Inliner, renamed_transition
 from softswitch.frontend.preprocess import P4INCLUDE, Preprocessed
 from softswitch.frontend.typecheck_expr import (
     ARITH,
@@ -113,8 +114,9 @@ def has_annotation(annotations: Sequence[ir.Annotation], name: str) -> bool:
     return any(a.name == name for a in annotations)
 
 
-class _Checker:
+class _Checker(Inliner):
     def __init__(self, pre: Preprocessed, source: str) -> None:
+        self.init_inliner()
         self.pre = pre
         self.source = source
         self.diagnostics: list[Diagnostic] = []
@@ -178,6 +180,7 @@ class _Checker:
                 self.error(decl, "unsupported: this declaration is too deeply nested or too large")
             except Exception as exc:  # a checker bug must still end in a diagnostic, never a traceback
                 self.error(decl, f"internal compiler error: {type(exc).__name__}: {exc}")
+        self.drop_inlined_only()
         self.check_control_plane_names()
         self.check_direct_meters()
         if self.main is None and not self.diagnostics:
@@ -204,6 +207,14 @@ class _Checker:
             controls=tuple(self.controls.values()),
             main=self.main,
         )
+
+    def drop_inlined_only(self) -> None:
+        """Parsers and controls only instantiated inside others are not blocks of their own: their
+        declarations were checked, and live on, inlined, in the blocks that instantiate them."""
+        bound = {b.block for b in self.main.blocks} if self.main is not None else set()
+        for name in self.inlined - bound:
+            self.parsers.pop(name, None)
+            self.controls.pop(name, None)
 
     def declaration(self, d: Tree) -> None:
         kind = d.data
@@ -879,69 +890,128 @@ class _Checker:
     def decl_parser_decl(self, d: Tree) -> None:
         ann, name, params_tree, ctor, *body = d.children
         pname = str(name.children[0])
-        if ctor is not None:
-            raise self.error(ctor, "unsupported: constructor parameters")
         params = self.params(params_tree)
         self.declare_type(name, pname, ("parser", params), overridable=True)
+        self.block_trees[pname] = d
+        if ctor is not None:
+            raise self.error(ctor, "unsupported: constructor parameters")
         self.used_names = set()
         self.block_name = pname
         scope = Scope(self.globals)
         self.block_params(params, scope)
         ctx = Context(scope, "parser")
-        locals_: list[ir.VarDecl] = []
-        instances: list[ir.InstanceDecl] = []
-        state_trees: list[Tree] = []
-        for item in body:
-            if item.data == "parser_state":
-                state_trees.append(item)
-            elif item.data == "var_decl":
-                v = self.attempt(lambda item=item: self.var_decl(item, ctx))
-                if v is not None:
-                    locals_.append(v)
-            elif item.data == "const_decl":
-                self.attempt(lambda item=item: self.decl_const_decl(item, scope))
-            elif item.data == "instantiation":
-                inst = self.attempt(lambda item=item: self.decl_instantiation(item, scope, pname))
-                if inst is not None:
-                    instances.append(inst)
-            else:
-                self.attempt(lambda item=item: self.declaration(item))
+        state_trees = [item for item in body if item.data == "parser_state"]
+        parts = BlockParts("parser", pname, scope, list(state_trees))
         names = {"accept", "reject"}
         for st in state_trees:
             sname = str(st.children[1].children[0])
             if sname in names:
                 self.error(st.children[1], f"state {sname}: duplicate declaration")
             names.add(sname)
+        self.state_names = set(names)
+        self.parser_locals([item for item in body if item.data != "parser_state"], parts)
         if "start" not in names:
             self.error(d, f"parser {pname}: no start state")
         states: list[ir.ParserState] = []
-        for st in state_trees:
-            s = self.attempt(lambda st=st: self.parser_state(st, ctx, names))
-            if s is not None:
-                states.append(s)
-        if len(states) == len(state_trees) and "start" in names and not _reaches_accept(states):
+        failed = False
+        self.parts = parts
+        try:
+            for st in state_trees:
+                s = self.attempt(lambda st=st: self.parser_state(st, ctx, names))
+                failed |= s is None
+                states += s or []
+        finally:
+            self.parts = None
+        if not failed and "start" in names and not _reaches_accept(states):
             self.error(d, f"parser {pname}: no path from start reaches accept")
         self.parsers[pname] = ir.ParserDecl(
-            pname, params, tuple(locals_), tuple(instances), tuple(states), self.annotations(ann), self.pos(d)
+            pname,
+            params,
+            tuple(parts.locals),
+            tuple(parts.instances),
+            tuple(states),
+            self.annotations(ann),
+            self.pos(d),
         )
 
-    def parser_state(self, st: Tree, ctx: Context, names: set[str]) -> ir.ParserState:
+    def parser_locals(self, items: Sequence[Tree], parts: BlockParts) -> None:
+        """A parser's local declarations (an inlined one's too) into `parts`."""
+        ctx = Context(parts.scope, "parser")
+        for item in items:
+            if not self.block_local(item, parts, ctx):
+                self.attempt(lambda item=item: self.declaration(item))
+        self.expand_instances(parts)
+
+    def block_local(self, item: Tree, parts: BlockParts, ctx: Context) -> bool:
+        """A variable, constant or instance declared in a parser or control, into `parts` (False if
+        `item` is none of them)."""
+        if item.data == "var_decl":
+            v = self.attempt(lambda: self.var_decl(item, ctx))
+            if v is not None:
+                parts.locals.append(v)
+        elif item.data == "const_decl":
+            self.attempt(lambda: self.decl_const_decl(item, parts.scope))
+        elif item.data == "instantiation" and (sub := self.instantiated_block(item)) is not None:
+            self.attempt(lambda: self.sub_block_instance(item, parts, sub))
+        elif item.data == "instantiation":
+            inst = self.attempt(lambda: self.decl_instantiation(item, parts.scope, parts.prefix))
+            if inst is not None:
+                parts.instances.append(inst)
+        else:
+            return False
+        return True
+
+    def instantiated_block(self, d: Tree) -> str | None:
+        """The kind ("parser" or "control") that the instantiation `d` instantiates, if any."""
+        t = d.children[1]
+        found = self.types.get(str(t.children[0])) if t.data in ("named_type", "generic_type") else None
+        if isinstance(found, tuple) and found[0] in ("parser", "control"):
+            return str(found[0])
+        return None
+
+    def parser_state(
+        self, st: Tree, ctx: Context, names: set[str], rename: dict[str, str] | None = None
+    ) -> list[ir.ParserState]:
+        """A parser state, as one IR state or, where it applies sub-parsers, several (`inline`);
+        `rename` gives the names of an inlined parser's copy."""
         ann, name, *items = st.children
         sname = str(name.children[0])
+        names_to = rename or {}
         transition = None
         if items and isinstance(items[-1], Tree) and items[-1].data in ("goto", "select_transition"):
             transition = items.pop()
         inner = Context(Scope(ctx.scope), "parser")
-        stmts = self.statements(items, inner)
+        out: list[ir.ParserState] = []
+        current, stmts = names_to.get(sname, sname), []
+        for item in items:
+            try:
+                split = self.sub_parser_split(item, inner)
+            except Fail:
+                continue
+            if split is None:
+                stmts += self.statements([item], inner)
+                continue
+            before, info, args = split
+            after = self.fresh_state(f"{names_to.get(sname, sname)}_after_{info.name}")
+            start, copies = self.sub_parser_states(info, after)
+            goto = ir.Goto(start, self.pos(item))
+            out.append(ir.ParserState(current, (*stmts, *before), goto, self.pos(st)))
+            out += copies
+            current, stmts = after, self.copy_out(info, args)
+        pos = self.pos(st)
         if transition is not None and transition.data == "select_transition":
-            before, select = self.select_lowered(transition, inner, names)
-            return ir.ParserState(sname, stmts + before, select, self.pos(st))
-        if transition is None:  # p4c: an implicit transition to reject (with a warning)
-            return ir.ParserState(sname, stmts, ir.Goto("reject", self.pos(st)), self.pos(st))
-        target = str(transition.children[0].children[0])
-        if target not in names:
-            raise self.error(transition, f"{target}: no such parser state")
-        return ir.ParserState(sname, stmts, ir.Goto(target, self.pos(transition)), self.pos(st))
+            before_select, select = self.select_lowered(transition, inner, names)
+            final: ir.Goto | ir.Select = renamed_transition(select, names_to)
+            stmts += before_select
+        elif transition is None:  # p4c: an implicit transition to reject (with a warning)
+            final = ir.Goto("reject", pos)
+        else:
+            target = str(transition.children[0].children[0])
+            if target not in names:
+                raise self.error(transition, f"{target}: no such parser state")
+            final = renamed_transition(ir.Goto(target, self.pos(transition)), names_to)
+        out.append(ir.ParserState(current, tuple(stmts), final, pos))
+        return out
 
     def select_lowered(
         self, transition: Tree, ctx: Context, names: set[str]
@@ -1040,59 +1110,58 @@ class _Checker:
     def decl_control_decl(self, d: Tree) -> None:
         ann, name, params_tree, ctor, *body = d.children
         cname = str(name.children[0])
-        if ctor is not None:
-            raise self.error(ctor, "unsupported: constructor parameters")
         params = self.params(params_tree)
         self.declare_type(name, cname, ("control", params), overridable=True)
+        self.block_trees[cname] = d
+        if ctor is not None:
+            raise self.error(ctor, "unsupported: constructor parameters")
         self.used_names = set()
         self.block_name = cname
         self.block_tables = {}
         scope = Scope(self.globals)
         self.block_params(params, scope)
-        ctx = Context(scope, "control")
         apply_tree = body.pop()
-        locals_: list[ir.VarDecl] = []
-        instances: list[ir.InstanceDecl] = []
-        actions: list[ir.ActionDecl] = []
-        tables: list[ir.TableDecl] = []
-        for item in body:
+        parts = BlockParts("control", cname, scope, [apply_tree])
+        self.control_locals(body, parts)
+        self.parts = parts
+        try:
+            apply = self.block(apply_tree, Context(Scope(scope), "control", in_apply=True))
+        finally:
+            self.parts = None
+        self.controls[cname] = ir.ControlDecl(
+            cname,
+            params,
+            tuple(parts.locals),
+            tuple(parts.instances),
+            tuple(parts.actions),
+            tuple(parts.tables),
+            apply,
+            self.annotations(ann),
+            self.pos(d),
+        )
+
+    def control_locals(self, items: Sequence[Tree], parts: BlockParts) -> None:
+        """A control's local declarations (an inlined one's too) into `parts`."""
+        ctx = Context(parts.scope, "control")
+        for item in items:
             kind = item.data
-            if kind == "var_decl":
-                v = self.attempt(lambda item=item: self.var_decl(item, ctx))
-                if v is not None:
-                    locals_.append(v)
-            elif kind == "const_decl":
-                self.attempt(lambda item=item: self.decl_const_decl(item, scope))
-            elif kind == "instantiation":
-                inst = self.attempt(lambda item=item: self.decl_instantiation(item, scope, cname))
-                if inst is not None:
-                    instances.append(inst)
-            elif kind == "action_decl":
-                a = self.attempt(lambda item=item: self.decl_action_decl(item, scope, cname))
+            if self.block_local(item, parts, ctx):
+                continue
+            if kind == "action_decl":
+                a = self.attempt(lambda item=item: self.decl_action_decl(item, parts.scope, parts.prefix))
                 if a is not None:
-                    actions.append(a)
+                    parts.actions.append(a)
             elif kind == "table_decl":
-                t = self.attempt(lambda item=item: self.table(item, ctx, cname, instances))
+                t = self.attempt(lambda item=item: self.table(item, ctx, parts.prefix, parts.instances))
                 if t is not None:
-                    tables.append(t)
+                    parts.tables.append(t)
             elif kind == "function_decl":
                 self.error(
                     item, "unsupported: a function declared inside a control (declare it at top level)"
                 )
             else:
                 self.attempt(lambda item=item: self.declaration(item))
-        apply = self.block(apply_tree, Context(Scope(scope), "control", in_apply=True))
-        self.controls[cname] = ir.ControlDecl(
-            cname,
-            params,
-            tuple(locals_),
-            tuple(instances),
-            tuple(actions),
-            tuple(tables),
-            apply,
-            self.annotations(ann),
-            self.pos(d),
-        )
+        self.expand_instances(parts)
 
     # ------------------------------------------------------------ tables
 
@@ -1517,6 +1586,9 @@ class _Checker:
         t = s.children[0]
         if not (isinstance(t, Tree) and t.data in _CALLS):
             raise self.error(s, "expression statement must be a call")
+        inlined = self.sub_block_apply(t, ctx)
+        if inlined is not None:
+            return inlined
         verify = self.verify(t, ctx) if t.data == "call" else None
         if verify is not None:
             return verify
@@ -1678,6 +1750,8 @@ class _Checker:
             return ir.Const(found.type, found.value, self.pos(t))
         if isinstance(found, ir.EnumValue | ir.ErrorValue):
             return found
+        if isinstance(found, Alias):  # a parameter of an inlined block that stands for its argument
+            return found.expr
         what = {TableInfo: "a table", ActionInfo: "an action", InstanceInfo: "an extern instance"}.get(
             type(found)
         )
