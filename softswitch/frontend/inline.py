@@ -221,6 +221,7 @@ class Inliner:
     parser_state: Callable[..., list[ir.ParserState]]
     declare_local: Callable[[Scope, Any, str, Any], None]
     fq_name: Callable[[str, str, Sequence[ir.Annotation]], str]
+    quietly: Callable[[Callable[[], Any]], Any]
 
     def init_inliner(self) -> None:
         self.block_trees: dict[str, Tree] = {}  # parser/control name -> its declaration
@@ -340,15 +341,11 @@ class Inliner:
 
     def quiet_arg(self, p: ir.Param, tree: Any, call: Tree, parts: BlockParts) -> ir.Expr | None:
         """An argument checked in the enclosing block's own scope, or None (and nothing reported)."""
-        count, saved = len(self.diagnostics), self.hoisted
-        self.hoisted = None
+        saved, self.hoisted = self.hoisted, None  # a function call in it: no statement to go before
         try:
             ctx = Context(Scope(parts.scope), parts.kind, in_apply=parts.kind == "control")
-            return self.args([p], [tree], call, ctx, "apply", {})[0][0]
-        except Fail:
-            return None
+            return self.quietly(lambda: self.args([p], [tree], call, ctx, "apply", {})[0][0])
         finally:
-            del self.diagnostics[count:]
             self.hoisted = saved
 
     # ------------------------------------------------------------ application

@@ -9,6 +9,7 @@ was found, `check` raises CompileError with all of them.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from softswitch.frontend import entries as table_entries
 from softswitch.frontend import stack_index, subset
 from softswitch.frontend.diagnostics import CompileError, Diagnostic
 from softswitch.frontend.inline import Alias, BlockParts, Inliner, renamed_transition
+from softswitch.frontend.parser import RAW_STRUCTURED, annotation_body
 from softswitch.frontend.preprocess import P4INCLUDE, Preprocessed
 from softswitch.frontend.typecheck_expr import (
     ARITH,
@@ -181,6 +183,7 @@ class _Checker(Inliner):
             except Exception as exc:  # a checker bug must still end in a diagnostic, never a traceback
                 self.error(decl, f"internal compiler error: {type(exc).__name__}: {exc}")
         self.drop_inlined_only()
+        self.check_structured(tree)
         self.check_control_plane_names()
         self.check_direct_meters()
         if self.main is None and not self.diagnostics:
@@ -254,6 +257,14 @@ class _Checker(Inliner):
         out = []
         for a in tree.children:
             name = str(a.children[0])
+            if a.data == "raw_annotation":  # free-form: kept as written (parser._raw_bodies)
+                raw = str(a.children[1])
+                if raw[0] == RAW_STRUCTURED:  # its values (checked, and reported, in check_structured)
+                    items = self.quietly(lambda a=a: self.structured_items(a)) or []
+                    out.append(ir.Annotation(name, None, f"[{json.dumps(items)}]"))
+                else:
+                    out.append(ir.Annotation(name, None, raw[1:-1].strip()))
+                continue
             args = a.children[1] if len(a.children) > 1 else None
             value = None
             body = ""
@@ -266,6 +277,61 @@ class _Checker(Inliner):
                     value = str(self.literal(parts[0])[0])
             out.append(ir.Annotation(name, value, body))
         return tuple(out)
+
+    def quietly(self, fn: Callable[[], Any]) -> Any:
+        """`fn()`, or None if it failed, with whatever it reported taken back."""
+        count = len(self.diagnostics)
+        try:
+            return fn()
+        except Fail:
+            del self.diagnostics[count:]
+            return None
+
+    def structured_items(self, a: Tree) -> list[list[Any]]:
+        """A structured annotation's values as P4Info lists them: `[[key or None, int | bool | str], ...]`."""
+        name, raw = str(a.children[0]), str(a.children[1])
+        body = annotation_body(raw[1:-1])
+        if body is None:
+            raise self.error(a, f"@{name}: a structured annotation holds expressions or key = value pairs")
+        pairs = (
+            [(str(i.children[0]), i.children[1]) for i in body.children]
+            if body.data == "annotation_kvs"
+            else [(None, e) for e in body.children]
+        )
+        out: list[list[Any]] = []
+        for key, t in pairs:
+            if key is not None and any(k == key for k, _ in out):
+                raise self.error(a, f"@{name}: duplicate key {key}")
+            count = len(self.diagnostics)
+            try:
+                e = self.expr(t, Context(self.globals, "global"), None)
+            except Fail:  # located in the body's own text: say it at the annotation
+                message = self.diagnostics[count].message
+                del self.diagnostics[count:]
+                raise self.error(a, f"@{name}: {message}") from None
+            if isinstance(e, ir.Const) and isinstance(e.type, ir.BitType | ir.InfIntType | ir.BoolType):
+                value: Any = e.value if isinstance(e.value, bool) else int(e.value)
+            elif isinstance(e, ir.StringLit):
+                value = e.value
+            else:
+                kinds = "a structured annotation holds int, string or bool values"
+                raise self.error(a, f"@{name}: {source_text(t)}: {kinds}")
+            out.append([key, value])
+        return out
+
+    def check_structured(self, tree: Tree) -> None:
+        """Every structured annotation's values are constants of int, string or bool, and no
+        declaration has two annotations of its name, as p4c demands (wherever it is)."""
+        for node in tree.iter_subtrees():
+            if node.data != "annotations":
+                continue
+            names = [str(a.children[0]) for a in node.children]
+            for a in node.children:
+                if a.data == "raw_annotation" and str(a.children[1])[0] == RAW_STRUCTURED:
+                    name = str(a.children[0])
+                    if names.count(name) > 1:
+                        self.error(a, f"@{name}: duplicate name for a structured annotation")
+                    self.attempt(lambda a=a: self.structured_items(a))
 
     # ------------------------------------------------------------ types
 
@@ -1508,6 +1574,10 @@ class _Checker(Inliner):
         kind = s.data
         if kind == "block":
             return self.block(s, ctx)
+        if kind == "annotated_block":  # `@atomic { ... }`: the annotation changes nothing here
+            return self.block(s.children[1], ctx)
+        if kind == "op_assignment":
+            return self.assignment(self.op_assignment(s), ctx)
         if kind == "var_decl":
             return self.var_decl(s, ctx)
         if kind == "const_decl":
@@ -1564,6 +1634,15 @@ class _Checker(Inliner):
         self.check_lvalue(lhs, lhs_t)
         rhs = self.coerce(self.expr(rhs_t, ctx, lhs.type), lhs.type, rhs_t)
         return ir.Assign(lhs, rhs, self.pos(s))
+
+    def op_assignment(self, s: Tree) -> Tree:
+        """`a op= b` as `a = a op b` (P4_16 1.2.4), refused where evaluating `a` twice could differ."""
+        lhs_t, op_tok, rhs_t = s.children
+        if any(isinstance(n, Tree) and n.data in _CALLS for n in lhs_t.iter_subtrees()):
+            raise self.error(lhs_t, f"unsupported: a call on the left of {op_tok}")
+        op = Token("OP", str(op_tok)[:-1])
+        op.line, op.column = op_tok.line, op_tok.column
+        return Tree("assignment", [lhs_t, Tree("binop", [lhs_t, op, rhs_t], s.meta)], s.meta)
 
     def check_lvalue(self, e: ir.Expr, t: Any) -> None:
         root = lvalue_root(e)
@@ -1792,6 +1871,25 @@ class _Checker(Inliner):
             if isinstance(e.type, ir.InfIntType):
                 raise self.error(i, "list elements need a width: write 8w5 or cast the constant")
         return ir.ListExpr(elems, ir.TupleType(tuple(e.type for e in elems)), self.pos(t))
+
+    def e_struct_expr(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        """`{f1 = a, f2 = b}`: a list of the struct's or header's fields in their order, each named once."""
+        if not isinstance(want, ir.HeaderType | ir.StructType):
+            raise self.error(t, "a structure expression {f = ...} needs a struct or header type here")
+        fields = (self.headers if isinstance(want, ir.HeaderType) else self.structs)[want.name].fields
+        given: dict[str, Any] = {}
+        for item in t.children:
+            fname = str(item.children[0])
+            if fname in given:
+                raise self.error(item, f"{fname}: given twice")
+            if all(f.name != fname for f in fields):
+                raise self.error(item, f"{fname}: no field {fname} in {want.name}")
+            given[fname] = item.children[1]
+        missing = [f.name for f in fields if f.name not in given]
+        if missing:
+            raise self.error(t, f"{type_str(want)}: no value for {', '.join(missing)}")
+        items = Tree("expression_list", [given[f.name] for f in fields], t.meta)
+        return self.e_list_expr(Tree("list_expr", [items], t.meta), ctx, want)
 
     def e_member(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
         base_t, name_tok = t.children

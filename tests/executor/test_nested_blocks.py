@@ -19,25 +19,10 @@ from softswitch.frontend.diagnostics import CompileError
 from softswitch.p4c import compile_program
 from softswitch.runtime import state as st
 from softswitch.runtime.pipeline import Pipeline
+from tests.frontend.skeleton import program, run
 
 HERE = Path(__file__).resolve().parent
 NESTED = HERE / "nested.p4"
-SKELETON = (HERE.parent / "frontend/skeleton.p4.in").read_text()
-
-
-def program(tmp_path: Path, body: str, top: str = "", local: str = "") -> Path:
-    text = SKELETON.replace("BODY", body + " sm.egress_spec = 1;")
-    text = text.replace("parser P(", top + "\nparser P(", 1)
-    text = text.replace("    action a(", local + "\n    action a(", 1)
-    path = tmp_path / "prog.p4"
-    path.write_text(text)
-    return path
-
-
-def run(path: Path, backend: str, a: int, b: int) -> tuple[int, int]:
-    pipe = new_pipeline(*compile_program(path), backend)
-    ((_, frame),) = pipe.process(0, bytes([a]) + b.to_bytes(2, "big"))
-    return frame[0], int.from_bytes(frame[1:3], "big")
 
 
 def nested(backend: str) -> tuple[Pipeline, p4i.P4Info]:
