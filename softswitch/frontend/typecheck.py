@@ -147,6 +147,7 @@ class _Checker(Inliner):
         self.hoisted: list[ir.Stmt] | None = None
         self.lowering_select = False  # while a select's keys are checked: they may index stacks at run time
         self.pure: dict[str, bool] = {}  # function -> FunctionInfo.pure
+        self.type_params_of: dict[str, tuple[str, ...]] = {}  # parser/control/package type -> <T, ...>
         # per block
         self.used_names: set[str] = set()
         self.block_name = ""
@@ -645,6 +646,7 @@ class _Checker(Inliner):
             tparams = self.type_params(rest.pop(0))
         params = self.params(rest[0], tparams)
         self.declare_type(name, str(name.children[0]), (kind, params))
+        self.type_params_of[str(name.children[0])] = tparams
 
     # ------------------------------------------------------------ scopes and variables
 
@@ -858,8 +860,7 @@ class _Checker(Inliner):
     def package(self, d: Tree, params: tuple[ir.Param, ...], iname: str) -> None:
         ann, t, args, name = d.children
         pname = str(t.children[0])
-        if t.data == "generic_type":
-            raise self.error(t, "unsupported: explicit type arguments on the package")
+        given = self.package_type_args(t, pname)
         if self.main is not None:
             raise self.error(d, "only one package instantiation is supported")
         if iname != "main":
@@ -893,6 +894,12 @@ class _Checker(Inliner):
                 continue
             block = self.parsers.get(bname) or self.controls.get(bname)
             assert block is not None
+            if isinstance(want, ir.ExternType) and given:  # the block type's <T> as the package's args say
+                inner = dict(zip(self.type_params_of.get(want.name, ()), want.type_args, strict=False))
+                known = {v: self.subst(a, given) for v, a in inner.items()}
+                want_params = tuple(
+                    dataclasses.replace(q, type=self.subst(q.type, known)) for q in want_params
+                )
             if want_kind is not None and not self.signature_matches(block.params, want_params):
                 self.error(
                     a,
@@ -904,6 +911,16 @@ class _Checker(Inliner):
         if blocks and blocks[0].kind == "parser":
             self.check_headers_type(self.parsers[blocks[0].block], a=arg_trees[0])
         self.main = ir.PackageInstance(pname, iname, tuple(blocks), self.pos(d))
+
+    def package_type_args(self, t: Tree, pname: str) -> dict[str, ir.Type]:
+        """`V1Switch<H, M>`: the package's type parameters bound to the types given (none: {})."""
+        if t.data != "generic_type":
+            return {}
+        params = self.type_params_of.get(pname, ())
+        args = [self.resolve_type(a) for a in t.children[-1].children]
+        if len(args) != len(params):
+            raise self.error(t, f"{pname}: expects {len(params)} type arguments, got {len(args)}")
+        return dict(zip(params, args, strict=True))
 
     def check_headers_type(self, parser: ir.ParserDecl, a: Tree) -> None:
         """The packet's headers (the parser's second parameter) must be a struct of headers, header

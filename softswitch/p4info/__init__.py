@@ -23,9 +23,10 @@ front end has run:
   field names from tableKeyNames (`h.$valid$`, a field's @name); ids of match
   fields, params and metadata numbered from 1 unless @id says otherwise;
 * annotations copied except @name, @id, @brief and @description (the latter
-  two become `doc`), structured ones (`@x[...]`) as `structured_annotations`; `type_info` present exactly when p4c touches it (any
-  table, action parameter, extern instance, extern call in a control or
-  controller header), with the serializable enums the listed objects use.
+  two become `doc`), structured ones (`@x[...]`) as `structured_annotations`;
+  `type_info` present exactly when p4c touches it (any table, action
+  parameter, extern instance, extern call in a control or controller
+  header), with the serializable enums the listed objects use.
 """
 
 from __future__ import annotations
