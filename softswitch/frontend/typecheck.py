@@ -20,7 +20,7 @@ from softswitch import ir
 from softswitch.frontend import entries as table_entries
 from softswitch.frontend import stack_index, subset
 from softswitch.frontend.diagnostics import CompileError, Diagnostic
-from softswitch.frontend.inline import Alias, BlockParts, Inliner, renamed_transition
+from softswitch.frontend.inline import Alias, BlockParts, Inliner, renamed_transition, same_expr
 from softswitch.frontend.parser import RAW_STRUCTURED, annotation_body
 from softswitch.frontend.preprocess import P4INCLUDE, Preprocessed
 from softswitch.frontend.typecheck_expr import (
@@ -148,6 +148,9 @@ class _Checker(Inliner):
         self.lowering_select = False  # while a select's keys are checked: they may index stacks at run time
         self.pure: dict[str, bool] = {}  # function -> FunctionInfo.pure
         self.type_params_of: dict[str, tuple[str, ...]] = {}  # parser/control/package type -> <T, ...>
+        self.action_trees: dict[str, tuple[Tree, Scope]] = {}  # action -> its declaration and scope
+        # action -> the arguments a table's action list binds its directional parameters to, and where
+        self.bound_actions: dict[str, tuple[tuple[ir.Expr, ...], ir.Pos]] = {}
         # per block
         self.used_names: set[str] = set()
         self.block_name = ""
@@ -184,6 +187,7 @@ class _Checker(Inliner):
             except Exception as exc:  # a checker bug must still end in a diagnostic, never a traceback
                 self.error(decl, f"internal compiler error: {type(exc).__name__}: {exc}")
         self.drop_inlined_only()
+        self.check_bound_actions()
         self.check_structured(tree)
         self.check_control_plane_names()
         self.check_direct_meters()
@@ -720,15 +724,67 @@ class _Checker(Inliner):
             self.used_names = set()
         else:
             self.declare_local(scope, name, aname, info)
-        inner = Scope(outer)
-        for p in params:
-            inner.names[p.name] = ir.Var(p.name, p.type, "action_param", p.direction, p.pos)
-        ctx = Context(inner, "action")
-        block = self.block(body, ctx)
+        self.action_trees[fq] = (d, outer)
+        block = self.action_body(body, params, outer, {})
         decl = ir.ActionDecl(aname, fq, params, block, annotations, self.pos(d))
         if scope is None:
             self.actions.append(decl)
         return decl
+
+    def action_body(
+        self, body: Tree, params: Sequence[ir.Param], outer: Scope, bound: dict[str, ir.Expr]
+    ) -> ir.Block:
+        """An action's body; the parameters in `bound` stand for those arguments (a table's action list)."""
+        inner = Scope(outer)
+        for p in params:
+            bound_to = bound.get(p.name)
+            var = ir.Var(p.name, p.type, "action_param", p.direction, p.pos)
+            inner.names[p.name] = var if bound_to is None else Alias(bound_to)
+        return self.block(body, Context(inner, "action"))
+
+    def bind_action(self, info: ActionInfo, a: Tree, arg_trees: list[Any], ctx: Context) -> None:
+        """`actions = { a(x); }`: the action's directional parameters stand for those arguments from now
+        on. Its declaration is checked again so (the same control-plane action, whose P4Info parameters
+        are the directionless ones); a second list must bind the same arguments, and the action may
+        not be called directly (`check_bound_actions`)."""
+        directional = [p for p in info.params if p.direction]
+        if len(arg_trees) != len(directional):
+            count = f"{len(directional)} arguments, got {len(arg_trees)}"
+            raise self.error(a, f"{info.name}: the action list binds {count}")
+        args, _ = self.args(directional, arg_trees, a, ctx, info.name, {})
+        before = self.bound_actions.get(info.fq_name)
+        if before is not None:
+            if not all(same_expr(x, y) for x, y in zip(before[0], args, strict=True)):
+                message = f"unsupported: action {info.name} bound to other arguments in another table"
+                raise self.error(a, message)
+            return
+        d, outer = self.action_trees[info.fq_name]
+        bound = {p.name: e for p, e in zip(directional, args, strict=True)}
+        body = self.action_body(d.children[3], info.params, outer, bound)
+        self.bound_actions[info.fq_name] = (args, self.pos(a))
+        parts = self.parts
+        assert parts is not None
+        old = next((x for x in (*parts.actions, *self.actions) if x.fq_name == info.fq_name), None)
+        assert old is not None
+        decl = dataclasses.replace(old, params=tuple(p for p in info.params if not p.direction), body=body)
+        if old in parts.actions:
+            parts.actions[parts.actions.index(old)] = decl
+        else:  # a top-level action: the control's copy stands for it (it reads the control's arguments)
+            parts.actions.append(decl)
+
+    def check_bound_actions(self) -> None:
+        """An action bound in a table's action list is that table's (its directional parameters stand
+        for the list's arguments): calling it directly as well is refused."""
+        if not self.bound_actions:
+            return
+        bodies = [*(a.body for a in self.actions)]
+        for block in self.controls.values():
+            bodies += [block.apply, *(a.body for a in block.actions)]
+        for node in ir.walk(tuple(bodies)):
+            if isinstance(node, ir.ActionCall) and node.action in self.bound_actions:
+                where = self.bound_actions[node.action][1]
+                message = f"unsupported: calling action {node.action}, bound in an action list at {where}"
+                self.diagnostics.append(Diagnostic(node.pos, message))
 
     def check_direct_meters(self) -> None:
         """A direct meter as bmv2 takes it (p4c's DirectMeterMap): attached to one table by `meters =`,
@@ -758,8 +814,9 @@ class _Checker(Inliner):
         "conflicting control plane name"; tables and extern instances: its P4Info's "used for
         multiple objects"). A table and an action may share a name, as in p4c's P4Info."""
         controls = list(self.controls.values())
+        bound = {a for c in controls for a in c.actions if a.fq_name in self.bound_actions}
         kinds: dict[str, list[ir.ActionDecl | ir.TableDecl | ir.InstanceDecl]] = {
-            "action": [*self.actions, *(a for c in controls for a in c.actions)],
+            "action": [*self.actions, *(a for c in controls for a in c.actions if a not in bound)],
             "table": [t for c in controls for t in c.tables],
         }
         for inst in [*self.instances, *(i for c in controls for i in c.instances)]:
@@ -1226,6 +1283,14 @@ class _Checker(Inliner):
     def control_locals(self, items: Sequence[Tree], parts: BlockParts) -> None:
         """A control's local declarations (an inlined one's too) into `parts`."""
         ctx = Context(parts.scope, "control")
+        saved, self.parts = self.parts, parts  # where a table's action list puts the actions it binds
+        try:
+            self.control_items(items, parts, ctx)
+        finally:
+            self.parts = saved
+        self.expand_instances(parts)
+
+    def control_items(self, items: Sequence[Tree], parts: BlockParts, ctx: Context) -> None:
         for item in items:
             kind = item.data
             if self.block_local(item, parts, ctx):
@@ -1244,7 +1309,6 @@ class _Checker(Inliner):
                 )
             else:
                 self.attempt(lambda item=item: self.declaration(item))
-        self.expand_instances(parts)
 
     # ------------------------------------------------------------ tables
 
@@ -1445,11 +1509,12 @@ class _Checker(Inliner):
     def action_ref(self, a: Tree, ctx: Context) -> ir.TableActionRef:
         ann, name, *args = a.children
         annotations = self.annotations(ann)
-        if args and args[0] is not None:
-            raise self.error(a, "unsupported: arguments in a table's action list")
         info = ctx.scope.lookup(str(name))
         if not isinstance(info, ActionInfo):
             raise self.error(name, f"{name}: {'not an action' if info is not None else 'undeclared action'}")
+        arg_trees = list(args[0].children) if args and args[0] is not None else []
+        if arg_trees or any(p.direction for p in info.params):
+            self.bind_action(info, a, arg_trees, ctx)
         scope = "TABLE_AND_DEFAULT"
         for a_name, s in _TABLE_SCOPES.items():
             if has_annotation(annotations, a_name):
@@ -1473,7 +1538,13 @@ class _Checker(Inliner):
         if not any(r.action == info.fq_name for r in actions):
             raise self.error(t, f"{what}: action {info.name} is not in the table's actions list")
         params = [p for p in info.params if p.direction == ""]
-        if any(p.direction != "" for p in info.params):
+        bound = self.bound_actions.get(info.fq_name)
+        if bound is not None and len(arg_trees) == len(info.params):  # the list's arguments again, first
+            given = self.args(info.params[: len(bound[0])], arg_trees[: len(bound[0])], t, ctx, what, {})[0]
+            if not all(same_expr(x, y) for x, y in zip(bound[0], given, strict=True)):
+                raise self.error(t, f"{what}: {info.name} is bound to other arguments in the action list")
+            arg_trees = arg_trees[len(bound[0]) :]
+        elif any(p.direction != "" for p in info.params):
             raise self.error(t, f"{what}: action {info.name} has directional parameters")
         if len(arg_trees) != len(params):
             raise self.error(
