@@ -311,8 +311,12 @@ class Inliner:
         a new local of the enclosing block; directionless parameters always stand for their argument."""
         given = [list(c.children[1].children) if c.children[1] is not None else [] for c in calls]
         same = bool(given) and len(given[0]) == len(params) and all(g == given[0] for g in given)
+        # directionless parameters (packet_in, packet_out) stand for their argument whatever the others do
         args = [
-            self.quiet_arg(p, given[0][i], calls[0], parts) if same else None for i, p in enumerate(params)
+            self.quiet_arg(p, given[0][i], calls[0], parts)
+            if same or (p.direction == "" and all(len(g) > i and g[i] == given[0][i] for g in given))
+            else None
+            for i, p in enumerate(params)
         ]
         places = [set(reads(a)) if a is not None else set() for a in args]
         bound: dict[str, ir.Expr] = {}

@@ -160,3 +160,19 @@ def test_a_sub_parser_applied_inside_a_statement_is_refused(tmp_path: Path) -> N
     path.write_text(text)
     with pytest.raises(CompileError, match="unsupported: applying parser q here"):
         compile_program(path)
+
+
+def test_a_sub_parser_applied_with_other_arguments_copies_them(tmp_path: Path, backend: str) -> None:
+    top = "parser Q(packet_in p, out h_t x) { state start { p.extract(x); transition accept; } }"
+    path = program(tmp_path, "", top)
+    parser = (
+        "Q() q; h_t tmp; state start { transition select(sm.ingress_port) { 0: direct; default: copied; } }"
+        " state direct { q.apply(pkt, hdr.h); transition accept; }"
+        " state copied { q.apply(pkt, tmp); hdr.h = tmp; hdr.h.a = 0xee; transition accept; }"
+    )
+    original = "state start { pkt.extract(hdr.h); transition accept; }"
+    path.write_text(path.read_text().replace(original, parser))
+    program_ir, info = compile_program(path)
+    pipe = new_pipeline(program_ir, info, backend)
+    assert send(pipe, 0, "010203") == "010203"
+    assert send(pipe, 1, "010203") == "ee0203"
