@@ -222,6 +222,10 @@ class Inliner:
     declare_local: Callable[[Scope, Any, str, Any], None]
     fq_name: Callable[[str, str, Sequence[ir.Annotation]], str]
     quietly: Callable[[Callable[[], Any]], Any]
+    ctor_params: dict[str, tuple[ir.Param, ...]]
+    expr: Callable[[Any, Context, ir.Type | None], ir.Expr]
+    coerce: Callable[[ir.Expr, ir.Type, Any], ir.Expr]
+    signature_matches: Callable[[Sequence[ir.Param], Sequence[ir.Param]], bool]
 
     def init_inliner(self) -> None:
         self.block_trees: dict[str, Tree] = {}  # parser/control name -> its declaration
@@ -249,47 +253,59 @@ class Inliner:
             raise self.error(t, f"{callee} takes no type arguments")
         if kind != parts.kind:
             raise self.error(d, f"a {kind} cannot be instantiated inside a {parts.kind} ({callee})")
-        if callee not in self.parsers and callee not in self.controls:
+        if callee not in self.parsers and callee not in self.controls and callee not in self.ctor_params:
             raise Fail()  # its declaration has errors, already reported
-        if args is not None and args.children:
-            raise self.error(args, "unsupported: constructor parameters")
         parts.scope.names[iname] = PendingInstance(kind)
         at = (len(parts.locals), len(parts.instances), len(parts.actions), len(parts.tables))
         parts.pending.append((d, at))
 
     def expand_instances(self, parts: BlockParts) -> None:
-        """Expand the block's instances of parsers and controls (`sub_block_instance`), last first, so
-        that each one's declarations can be moved to where it was declared."""
-        for d, at in reversed(parts.pending):
-            ann, t, _args, name = d.children
+        """Expand the block's instances of parsers and controls (`sub_block_instance`) in order (one
+        may be another's constructor argument), each one's declarations moved to where it was
+        declared (after what earlier ones moved there)."""
+        lists = (parts.locals, parts.instances, parts.actions, parts.tables)
+        moved_before = [0] * len(lists)
+        for d, at in parts.pending:
+            ann, t, args, name = d.children
             iname = str(name.children[0])
-            lists = (parts.locals, parts.instances, parts.actions, parts.tables)
             ends = [len(items) for items in lists]
             prefix = self.fq_name(parts.prefix, iname, self.annotations(ann))
             calls = call_sites(parts.calls_in, iname)
+            given = list(args.children) if args is not None else []
             try:
-                parts.scope.names[iname] = self.expand(iname, str(t.children[0]), prefix, calls, parts, d)
+                info = self.expand(iname, str(t.children[0]), prefix, calls, parts, d, given)
             except Fail:
                 parts.scope.names[iname] = PendingInstance(parts.kind, broken=True)
                 continue
-            for items, index, end in zip(lists, at, ends, strict=True):
+            parts.scope.names[iname] = info
+            for k, (items, index, end) in enumerate(zip(lists, at, ends, strict=True)):
                 moved = items[end:]  # type: ignore[attr-defined]
                 del items[end:]  # type: ignore[attr-defined]
-                items[index:index] = moved  # type: ignore[index]
+                where = index + moved_before[k]
+                items[where:where] = moved  # type: ignore[index]
+                moved_before[k] += len(moved)
         parts.pending.clear()
 
     def expand(
-        self, iname: str, callee: str, prefix: str, calls: list[Tree], parts: BlockParts, at: Any
+        self,
+        iname: str,
+        callee: str,
+        prefix: str,
+        calls: list[Tree],
+        parts: BlockParts,
+        at: Any,
+        ctor_args: Sequence[Any] = (),
     ) -> SubBlockInfo:
         """Check `callee`'s declarations again as instance `iname` (control-plane names under `prefix`),
-        into `parts`; its parameters bound as all of `calls` allow."""
+        into `parts`; its parameters bound as all of `calls` allow, its constructor's to `ctor_args`."""
         found = self.types.get(callee)
         d = self.block_trees.get(callee)
-        if d is None or not (callee in self.parsers or callee in self.controls):
+        if d is None or not (callee in self.parsers or callee in self.controls or callee in self.ctor_params):
             raise Fail()  # the declaration has errors, already reported
-        self.inlined.add(callee)
+        self.inlined.add(callee)  # (tried: an error in its arguments is its only one)
+        constructed = self.constructor_scope(callee, list(ctor_args), parts, at)
         kind, params = found
-        scope = Scope(self.globals)
+        scope = Scope(constructed or self.globals)
         bound, aliased = self.bind(iname, params, calls, parts)
         scope.names.update({p: Alias(e) if p in aliased else e for p, e in bound.items()})
         body = d.children[4:]
@@ -302,6 +318,41 @@ class Inliner:
         inner = dataclasses.replace(parts, prefix=prefix, scope=scope, calls_in=list(states), pending=[])
         self.parser_locals([b for b in body if b.data != "parser_state"], inner)  # type: ignore[attr-defined]
         return SubBlockInfo(iname, kind, params, bound, frozenset(aliased), inner, state_trees=states)
+
+    def constructor_scope(
+        self, callee: str, given: list[Any], parts: BlockParts | None, at: Any
+    ) -> Scope | None:
+        """The constructor parameters of `callee` bound to the arguments `given` where it is instantiated
+        (in `parts`; None: by the package): compile-time values, or instances of parsers and controls
+        declared before in the same block (None if it has no constructor parameters)."""
+        ctor = self.ctor_params.get(callee)
+        if ctor is None:
+            if given:
+                raise self.error(at, f"{callee} takes no constructor arguments")
+            return None
+        if len(given) != len(ctor):
+            raise self.error(at, f"{callee}: expects {len(ctor)} constructor arguments, got {len(given)}")
+        names: dict[str, Any] = {}
+        for p, a in zip(ctor, given, strict=True):
+            block = self.types.get(p.type.name) if isinstance(p.type, ir.ExternType) else None
+            if isinstance(block, tuple):
+                found = parts.scope.lookup(str(a.children[0])) if parts and a.data == "name_ref" else None
+                if not isinstance(found, SubBlockInfo) or found.kind != block[0]:
+                    raise self.error(
+                        a, f"{callee}: constructor argument {p.name} must be a {block[0]} instance"
+                    )
+                if not self.signature_matches(found.params, block[1]):
+                    raise self.error(a, f"{callee}: {a.children[0]} is no {p.type.name}")
+                names[p.name] = found
+                continue
+            ctx = Context(parts.scope if parts else self.globals, "global")
+            e = self.coerce(self.expr(a, ctx, p.type), p.type, a)
+            if not is_const(e):
+                raise self.error(
+                    a, f"{callee}: constructor argument {p.name} must be a compile-time constant"
+                )
+            names[p.name] = e
+        return Scope(self.globals, names)
 
     def bind(
         self, iname: str, params: Sequence[ir.Param], calls: list[Tree], parts: BlockParts
@@ -399,6 +450,9 @@ class Inliner:
         if isinstance(info, SubBlockInfo):
             return info
         assert callee is not None and self.parts is not None
+        if callee in self.ctor_params:
+            self.inlined.add(callee)
+            raise self.error(t, f"{callee} has constructor parameters: instantiate it to apply it")
         if callee not in self.parsers and callee not in self.controls:
             raise Fail()  # its declaration has errors, already reported
         parts = self.parts

@@ -149,6 +149,7 @@ class _Checker(Inliner):
         self.pure: dict[str, bool] = {}  # function -> FunctionInfo.pure
         self.type_params_of: dict[str, tuple[str, ...]] = {}  # parser/control/package type -> <T, ...>
         self.action_trees: dict[str, tuple[Tree, Scope]] = {}  # action -> its declaration and scope
+        self.ctor_params: dict[str, tuple[ir.Param, ...]] = {}  # parser/control -> constructor parameters
         # action -> the arguments a table's action list binds its directional parameters to, and where
         self.bound_actions: dict[str, tuple[tuple[ir.Expr, ...], ir.Pos]] = {}
         # per block
@@ -187,6 +188,7 @@ class _Checker(Inliner):
             except Exception as exc:  # a checker bug must still end in a diagnostic, never a traceback
                 self.error(decl, f"internal compiler error: {type(exc).__name__}: {exc}")
         self.drop_inlined_only()
+        self.check_constructed()
         self.check_bound_actions()
         self.check_structured(tree)
         self.check_control_plane_names()
@@ -927,12 +929,14 @@ class _Checker(Inliner):
             raise self.error(d, f"{pname}: expects {len(params)} arguments, got {len(arg_trees)}")
         blocks: list[ir.PackageBinding] = []
         for p, a in zip(params, arg_trees, strict=True):
-            if not (isinstance(a, Tree) and a.data == "ctor_call" and a.children[1] is None):
+            if not (isinstance(a, Tree) and a.data == "ctor_call"):
                 self.error(
                     a, f"{pname}: argument {p.name} must be a parser or control instantiation like X()"
                 )
                 continue
             bname = str(a.children[0])
+            if not self.attempt(lambda a=a, bname=bname: self.construct_bound(bname, a)):
+                continue
             expected = self.types.get(p.type.name) if isinstance(p.type, ir.ExternType) else None
             kind = "parser" if bname in self.parsers else "control" if bname in self.controls else None
             if kind is None:
@@ -968,6 +972,22 @@ class _Checker(Inliner):
         if blocks and blocks[0].kind == "parser":
             self.check_headers_type(self.parsers[blocks[0].block], a=arg_trees[0])
         self.main = ir.PackageInstance(pname, iname, tuple(blocks), self.pos(d))
+
+    def construct_bound(self, bname: str, a: Tree) -> bool:
+        """A block the package instantiates with constructor arguments (`MyParser(true)`): checked now,
+        with them (False if it cannot be)."""
+        given = list(a.children[1].children) if a.children[1] is not None else []
+        if bname not in self.ctor_params:
+            if given:
+                raise self.error(a, f"{bname} takes no constructor arguments")
+            return True
+        if bname in self.parsers or bname in self.controls:
+            raise self.error(a, f"unsupported: {bname} instantiated twice with constructor arguments")
+        constructed = self.constructor_scope(bname, given, None, a)
+        d = self.block_trees[bname]
+        count = len(self.diagnostics)
+        (self.decl_parser_decl if d.data == "parser_decl" else self.decl_control_decl)(d, constructed)
+        return len(self.diagnostics) == count
 
     def package_type_args(self, t: Tree, pname: str) -> dict[str, ir.Type]:
         """`V1Switch<H, M>`: the package's type parameters bound to the types given (none: {})."""
@@ -1027,17 +1047,17 @@ class _Checker(Inliner):
             scope.names[p.name] = ir.Var(p.name, p.type, "param", p.direction, p.pos)
             self.used_names.add(p.name)
 
-    def decl_parser_decl(self, d: Tree) -> None:
+    def decl_parser_decl(self, d: Tree, constructed: Scope | None = None) -> None:
+        """A parser; one with constructor parameters only where it is instantiated, its parameters
+        then bound in `constructed` (`Inliner.constructor_scope`)."""
         ann, name, params_tree, ctor, *body = d.children
         pname = str(name.children[0])
-        params = self.params(params_tree)
-        self.declare_type(name, pname, ("parser", params), overridable=True)
-        self.block_trees[pname] = d
-        if ctor is not None:
-            raise self.error(ctor, "unsupported: constructor parameters")
+        params = self.block_declared(d, "parser") if constructed is None else self.types[pname][1]
+        if ctor is not None and constructed is None:
+            return
         self.used_names = set()
         self.block_name = pname
-        scope = Scope(self.globals)
+        scope = Scope(constructed or self.globals)
         self.block_params(params, scope)
         ctx = Context(scope, "parser")
         state_trees = [item for item in body if item.data == "parser_state"]
@@ -1073,6 +1093,43 @@ class _Checker(Inliner):
             self.annotations(ann),
             self.pos(d),
         )
+
+    def block_declared(self, d: Tree, kind: str) -> tuple[ir.Param, ...]:
+        """A parser's or control's type: its parameters, and its constructor's (checked where it is
+        instantiated: it has no body of its own before)."""
+        _ann, name, params_tree, ctor, *_body = d.children
+        bname = str(name.children[0])
+        params = self.params(params_tree)
+        self.declare_type(name, bname, (kind, params), overridable=True)
+        self.block_trees[bname] = d
+        if ctor is not None:
+            self.ctor_params[bname] = self.constructor_params(ctor)
+        return params
+
+    def constructor_params(self, ctor: Tree) -> tuple[ir.Param, ...]:
+        """Constructor parameters: compile-time values, or parsers and controls (instances)."""
+        out: list[ir.Param] = []
+        for p in ctor.children[0].children if ctor.children[0] is not None else []:
+            _ann, direction, t, pname, *default = p.children
+            if direction is not None:
+                raise self.error(p, f"{pname}: constructor parameters have no direction")
+            if default and default[0] is not None:
+                raise self.error(p, "unsupported: parameters with default values")
+            found = self.types.get(str(t.children[0])) if t.data == "named_type" else None
+            if isinstance(found, tuple) and found[0] in ("parser", "control"):
+                typ: ir.Type = ir.ExternType(str(t.children[0]))
+            else:
+                typ = self.resolve_type(t)
+            out.append(ir.Param(str(pname), typ, "", (), self.pos(p)))
+        return tuple(out)
+
+    def check_constructed(self) -> None:
+        """A parser or control with constructor parameters is checked where it is instantiated: one
+        never instantiated could hide errors, so it is refused."""
+        bound = {b.block for b in self.main.blocks} if self.main is not None else set()
+        for name in self.ctor_params.keys() - self.inlined - bound:
+            ctor = self.block_trees[name].children[3]
+            self.error(ctor, f"unsupported: constructor parameters of {name}, never instantiated")
 
     def parser_locals(self, items: Sequence[Tree], parts: BlockParts) -> None:
         """A parser's local declarations (an inlined one's too) into `parts`."""
@@ -1247,18 +1304,18 @@ class _Checker(Inliner):
 
     # ------------------------------------------------------------ controls
 
-    def decl_control_decl(self, d: Tree) -> None:
+    def decl_control_decl(self, d: Tree, constructed: Scope | None = None) -> None:
+        """A control; one with constructor parameters only where it is instantiated, its parameters
+        then bound in `constructed` (`Inliner.constructor_scope`)."""
         ann, name, params_tree, ctor, *body = d.children
         cname = str(name.children[0])
-        params = self.params(params_tree)
-        self.declare_type(name, cname, ("control", params), overridable=True)
-        self.block_trees[cname] = d
-        if ctor is not None:
-            raise self.error(ctor, "unsupported: constructor parameters")
+        params = self.block_declared(d, "control") if constructed is None else self.types[cname][1]
+        if ctor is not None and constructed is None:
+            return
         self.used_names = set()
         self.block_name = cname
         self.block_tables = {}
-        scope = Scope(self.globals)
+        scope = Scope(constructed or self.globals)
         self.block_params(params, scope)
         apply_tree = body.pop()
         parts = BlockParts("control", cname, scope, [apply_tree])

@@ -130,8 +130,15 @@ REFUSED = [
      "argument x is 'inout' and needs an l-value"),
     ("an error inside the control", "control C(in bit<8> x) { apply { x = 1; } }", "C() c;",
      "c.apply(hdr.h.a);", "cannot assign to x: it is an 'in' parameter"),
-    ("constructor parameters", "control C()(bit<8> v) { apply { } }", "C(1) c;", "c.apply();",
-     "unsupported: constructor parameters"),
+    ("too few constructor arguments", "control C()(bit<8> v) { apply { } }", "C() c;", "c.apply();",
+     "C: expects 1 constructor arguments, got 0"),
+    ("a constructor argument not constant", "control C()(bit<8> v) { apply { } }", "C(meta.m) c;", "",
+     "constructor argument v must be a compile-time constant"),
+    ("a constructor argument of another control type",
+     "control T(inout bit<8> x); control U(in bit<8> x) { apply { } } control C()(T t) { apply { } }",
+     "U() u; C(u) c;", "", "C: u is no T"),
+    ("a direct invocation of a control with constructor parameters", "control C()(bit<8> v) { apply { } }",
+     "", "C.apply();", "C has constructor parameters: instantiate it to apply it"),
 ]  # fmt: skip
 
 
@@ -176,3 +183,24 @@ def test_a_sub_parser_applied_with_other_arguments_copies_them(tmp_path: Path, b
     pipe = new_pipeline(program_ir, info, backend)
     assert send(pipe, 0, "010203") == "010203"
     assert send(pipe, 1, "010203") == "ee0203"
+
+
+def test_constructor_arguments_are_values_or_instances_where_it_is_instantiated(
+    tmp_path: Path, backend: str
+) -> None:
+    top = (
+        "control T(inout bit<8> x);"
+        " control Add(inout bit<8> x)(bit<8> by) { apply { x = x + by; } }"
+        " control Twice(inout bit<8> x)(T t) { apply { t.apply(x); t.apply(x); } }"
+    )
+    path = program(tmp_path, "one.apply(hdr.h.a); ten.apply(hdr.h.a); twice.apply(hdr.h.a);", top,
+                   "Add(1) one; Add(10) ten; Twice(one) twice;")  # fmt: skip
+    assert run(path, backend, 3, 0) == (16, 0)  # 3 + 1 + 10, then one twice more
+
+
+def test_the_package_may_pass_constructor_arguments(tmp_path: Path, backend: str) -> None:
+    path = program(tmp_path, "hdr.h.a = hdr.h.a + k;")
+    header = "control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm)"
+    text = path.read_text().replace(header + " {", header + "(bit<8> k) {")
+    path.write_text(text.replace(" I(), ", " I(8w7), "))
+    assert run(path, backend, 3, 0) == (10, 0)
