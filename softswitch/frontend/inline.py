@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +91,7 @@ class SubBlockInfo:
 
     name: str
     kind: str
+    callee: str  # the parser's or control's type
     params: tuple[ir.Param, ...]
     bound: dict[str, ir.Expr]  # parameter -> the argument it stands for, or its local
     aliased: frozenset[str]  # the parameters that stand for their arguments
@@ -232,6 +234,7 @@ class Inliner:
         self.inlined: set[str] = set()  # parsers and controls instantiated inside another
         self.parts: BlockParts | None = None  # the block whose apply body or states are being checked
         self.state_names: set[str] = set()  # the enclosing parser's state names, copies' included
+        self.expanding: list[str] = []  # the blocks being inlined, outermost first
 
     def fresh_state(self, base: str) -> str:
         name, n = base, 0
@@ -242,6 +245,13 @@ class Inliner:
         return name
 
     # ------------------------------------------------------------ instantiation
+
+    def unusable(self, at: Any, callee: str) -> Fail:
+        """Why `callee` cannot be inlined: its declaration's errors (reported already), or else it is
+        still being declared, instantiated or applied inside itself."""
+        if self.diagnostics:
+            return Fail()
+        return self.error(at, f"{callee} cannot be instantiated or applied inside itself")
 
     def sub_block_instance(self, d: Tree, parts: BlockParts, kind: str) -> None:
         """`C() c;` inside a parser or control: its name is taken here; C's declarations join the
@@ -254,7 +264,7 @@ class Inliner:
         if kind != parts.kind:
             raise self.error(d, f"a {kind} cannot be instantiated inside a {parts.kind} ({callee})")
         if callee not in self.parsers and callee not in self.controls and callee not in self.ctor_params:
-            raise Fail()  # its declaration has errors, already reported
+            raise self.unusable(d, callee)
         parts.scope.names[iname] = PendingInstance(kind)
         at = (len(parts.locals), len(parts.instances), len(parts.actions), len(parts.tables))
         parts.pending.append((d, at))
@@ -298,11 +308,39 @@ class Inliner:
     ) -> SubBlockInfo:
         """Check `callee`'s declarations again as instance `iname` (control-plane names under `prefix`),
         into `parts`; its parameters bound as all of `calls` allow, its constructor's to `ctor_args`."""
-        found = self.types.get(callee)
         d = self.block_trees.get(callee)
         if d is None or not (callee in self.parsers or callee in self.controls or callee in self.ctor_params):
-            raise Fail()  # the declaration has errors, already reported
+            raise self.unusable(at, callee)
         self.inlined.add(callee)  # (tried: an error in its arguments is its only one)
+        with self.inlining(callee, at):
+            return self.expanded(iname, callee, prefix, calls, parts, at, ctor_args)
+
+    @contextmanager
+    def inlining(self, block: SubBlockInfo | str, at: Any) -> Iterator[None]:
+        """While `block`'s declarations or body are checked again: an error if that is inside itself."""
+        callee = block.callee if isinstance(block, SubBlockInfo) else block
+        if callee in self.expanding:
+            message = f"{callee} cannot be instantiated or applied inside itself"
+            if any(d.pos == self.pos(at) and d.message == message for d in self.diagnostics):
+                raise Fail()  # said where the declaration itself was checked
+            raise self.error(at, message)
+        self.expanding.append(callee)
+        try:
+            yield
+        finally:
+            self.expanding.pop()
+
+    def expanded(
+        self,
+        iname: str,
+        callee: str,
+        prefix: str,
+        calls: list[Tree],
+        parts: BlockParts,
+        at: Any,
+        ctor_args: Sequence[Any],
+    ) -> SubBlockInfo:
+        found, d = self.types[callee], self.block_trees[callee]
         constructed = self.constructor_scope(callee, list(ctor_args), parts, at)
         kind, params = found
         scope = Scope(constructed or self.globals)
@@ -313,11 +351,13 @@ class Inliner:
             apply_tree = body[-1]
             inner = dataclasses.replace(parts, prefix=prefix, scope=scope, calls_in=[apply_tree], pending=[])
             self.control_locals(body[:-1], inner)  # type: ignore[attr-defined]
-            return SubBlockInfo(iname, kind, params, bound, frozenset(aliased), inner, apply_tree=apply_tree)
+            info = SubBlockInfo(iname, kind, callee, params, bound, frozenset(aliased), inner)
+            return dataclasses.replace(info, apply_tree=apply_tree)
         states = tuple(b for b in body if b.data == "parser_state")
         inner = dataclasses.replace(parts, prefix=prefix, scope=scope, calls_in=list(states), pending=[])
         self.parser_locals([b for b in body if b.data != "parser_state"], inner)  # type: ignore[attr-defined]
-        return SubBlockInfo(iname, kind, params, bound, frozenset(aliased), inner, state_trees=states)
+        info = SubBlockInfo(iname, kind, callee, params, bound, frozenset(aliased), inner)
+        return dataclasses.replace(info, state_trees=states)
 
     def constructor_scope(
         self, callee: str, given: list[Any], parts: BlockParts | None, at: Any
@@ -365,7 +405,8 @@ class Inliner:
         # directionless parameters (packet_in, packet_out) stand for their argument whatever the others do
         args = [
             self.quiet_arg(p, given[0][i], calls[0], parts)
-            if same or (p.direction == "" and all(len(g) > i and g[i] == given[0][i] for g in given))
+            if same
+            or (p.direction == "" and given and all(len(g) > i and g[i] == given[0][i] for g in given))
             else None
             for i, p in enumerate(params)
         ]
@@ -416,7 +457,8 @@ class Inliner:
         saved, self.parts = self.parts, info.parts
         try:
             assert info.apply_tree is not None
-            body = self.block(info.apply_tree, Context(Scope(info.parts.scope), "control", in_apply=True))
+            with self.inlining(info, t):
+                body = self.block(info.apply_tree, Context(Scope(info.parts.scope), "control", in_apply=True))
         finally:
             self.parts = saved
         if any(isinstance(n, ir.Return) for n in ir.walk(body)):
@@ -454,7 +496,7 @@ class Inliner:
             self.inlined.add(callee)
             raise self.error(t, f"{callee} has constructor parameters: instantiate it to apply it")
         if callee not in self.parsers and callee not in self.controls:
-            raise Fail()  # its declaration has errors, already reported
+            raise self.unusable(t, callee)
         parts = self.parts
         return self.expand(callee, callee, f"{parts.prefix}.{callee}", [t], parts, t)
 
@@ -502,8 +544,9 @@ class Inliner:
         states: list[ir.ParserState] = []
         saved, self.parts = self.parts, info.parts
         try:
-            for st in info.state_trees:
-                states += self.parser_state(st, Context(info.parts.scope, "parser"), names, rename)
+            with self.inlining(info, info.state_trees[0] if info.state_trees else None):
+                for st in info.state_trees:
+                    states += self.parser_state(st, Context(info.parts.scope, "parser"), names, rename)
         finally:
             self.parts = saved
         return rename["start"], states

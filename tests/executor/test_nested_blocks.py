@@ -137,6 +137,10 @@ REFUSED = [
     ("a constructor argument of another control type",
      "control T(inout bit<8> x); control U(in bit<8> x) { apply { } } control C()(T t) { apply { } }",
      "U() u; C(u) c;", "", "C: u is no T"),
+    ("recursion", "control C(inout bit<8> x) { apply { C.apply(x); } }", "C() c;", "c.apply(hdr.h.a);",
+     "C cannot be instantiated or applied inside itself"),
+    ("recursion through constructor arguments", "control C()(bit<8> k) { C(k) c; apply { c.apply(); } }",
+     "C(1) c;", "c.apply();", "C cannot be instantiated or applied inside itself"),
     ("a direct invocation of a control with constructor parameters", "control C()(bit<8> v) { apply { } }",
      "", "C.apply();", "C has constructor parameters: instantiate it to apply it"),
 ]  # fmt: skip
@@ -204,3 +208,15 @@ def test_the_package_may_pass_constructor_arguments(tmp_path: Path, backend: str
     text = path.read_text().replace(header + " {", header + "(bit<8> k) {")
     path.write_text(text.replace(" I(), ", " I(8w7), "))
     assert run(path, backend, 3, 0) == (10, 0)
+
+
+def test_instances_never_applied_compile_and_their_tables_are_not_in_the_p4info(tmp_path: Path) -> None:
+    top = (
+        "parser Q(packet_in p, inout headers_t h) { state start { transition accept; } }"
+        " control C(inout bit<8> x) { table u { key = { x: exact; } actions = { NoAction; } }"
+        " apply { u.apply(); } }"
+    )
+    path = program(tmp_path, "", top, "C() c;")
+    path.write_text(path.read_text().replace("state start { pkt", "Q() q; state start { pkt", 1))
+    _, info = compile_program(path)
+    assert [t.preamble.name for t in info.tables] == []
