@@ -312,8 +312,25 @@ class Inliner:
         if d is None or not (callee in self.parsers or callee in self.controls or callee in self.ctor_params):
             raise self.unusable(at, callee)
         self.inlined.add(callee)  # (tried: an error in its arguments is its only one)
+        kind, params = self.types[callee]
         with self.inlining(callee, at):
-            return self.expanded(iname, callee, prefix, calls, parts, at, ctor_args)
+            constructed = self.constructor_scope(callee, list(ctor_args), parts, at)
+            scope = Scope(constructed or self.globals)
+            bound, aliased = self.bind(iname, params, calls, parts)
+            scope.names.update({p: Alias(e) if p in aliased else e for p, e in bound.items()})
+            info = SubBlockInfo(iname, kind, callee, params, bound, frozenset(aliased), parts)
+            body = d.children[4:]
+            if kind == "control":
+                apply_tree = body[-1]
+                inner = dataclasses.replace(
+                    parts, prefix=prefix, scope=scope, calls_in=[apply_tree], pending=[]
+                )
+                self.control_locals(body[:-1], inner)  # type: ignore[attr-defined]
+                return dataclasses.replace(info, parts=inner, apply_tree=apply_tree)
+            states = tuple(b for b in body if b.data == "parser_state")
+            inner = dataclasses.replace(parts, prefix=prefix, scope=scope, calls_in=list(states), pending=[])
+            self.parser_locals([b for b in body if b.data != "parser_state"], inner)  # type: ignore[attr-defined]
+            return dataclasses.replace(info, parts=inner, state_trees=states)
 
     @contextmanager
     def inlining(self, block: SubBlockInfo | str, at: Any) -> Iterator[None]:
@@ -329,35 +346,6 @@ class Inliner:
             yield
         finally:
             self.expanding.pop()
-
-    def expanded(
-        self,
-        iname: str,
-        callee: str,
-        prefix: str,
-        calls: list[Tree],
-        parts: BlockParts,
-        at: Any,
-        ctor_args: Sequence[Any],
-    ) -> SubBlockInfo:
-        found, d = self.types[callee], self.block_trees[callee]
-        constructed = self.constructor_scope(callee, list(ctor_args), parts, at)
-        kind, params = found
-        scope = Scope(constructed or self.globals)
-        bound, aliased = self.bind(iname, params, calls, parts)
-        scope.names.update({p: Alias(e) if p in aliased else e for p, e in bound.items()})
-        body = d.children[4:]
-        if kind == "control":
-            apply_tree = body[-1]
-            inner = dataclasses.replace(parts, prefix=prefix, scope=scope, calls_in=[apply_tree], pending=[])
-            self.control_locals(body[:-1], inner)  # type: ignore[attr-defined]
-            info = SubBlockInfo(iname, kind, callee, params, bound, frozenset(aliased), inner)
-            return dataclasses.replace(info, apply_tree=apply_tree)
-        states = tuple(b for b in body if b.data == "parser_state")
-        inner = dataclasses.replace(parts, prefix=prefix, scope=scope, calls_in=list(states), pending=[])
-        self.parser_locals([b for b in body if b.data != "parser_state"], inner)  # type: ignore[attr-defined]
-        info = SubBlockInfo(iname, kind, callee, params, bound, frozenset(aliased), inner)
-        return dataclasses.replace(info, state_trees=states)
 
     def constructor_scope(
         self, callee: str, given: list[Any], parts: BlockParts | None, at: Any
