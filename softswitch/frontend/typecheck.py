@@ -326,6 +326,20 @@ class _Checker(Inliner):
             out.append([key, value])
         return out
 
+    def package_info(self, ann: Tree | None) -> tuple[ir.Annotation, ...]:
+        """The package instance's @pkginfo(k = v, ...) and @platform_property(k = v, ...), whose values
+        p4c puts in the P4Info's pkg_info (kept as a structured annotation keeps its values)."""
+        out = []
+        for a in ann.children if ann is not None else []:
+            name = str(a.children[0])
+            if name in ("pkginfo", "platform_property") and a.data == "raw_annotation":
+                items = self.structured_items(a)
+                want = str if name == "pkginfo" else int
+                if any(key is None or type(value) is not want for key, value in items):
+                    raise self.error(a, f"@{name}: expects key = value pairs of {want.__name__} values")
+                out.append(ir.Annotation(name, None, f"[{json.dumps(items)}]"))
+        return tuple(out)
+
     def check_structured(self, tree: Tree) -> None:
         """Every structured annotation's values are constants of int, string or bool, and no
         declaration has two annotations of its name, as p4c demands (wherever it is)."""
@@ -971,7 +985,7 @@ class _Checker(Inliner):
             blocks.append(ir.PackageBinding(p.name, bname, kind))
         if blocks and blocks[0].kind == "parser":
             self.check_headers_type(self.parsers[blocks[0].block], a=arg_trees[0])
-        self.main = ir.PackageInstance(pname, iname, tuple(blocks), self.pos(d))
+        self.main = ir.PackageInstance(pname, iname, tuple(blocks), self.pos(d), self.package_info(ann))
 
     def construct_bound(self, bname: str, a: Tree) -> bool:
         """A block the package instantiates with constructor arguments (`MyParser(true)`): checked now,

@@ -23,7 +23,8 @@ front end has run:
   field names from tableKeyNames (`h.$valid$`, a field's @name); ids of match
   fields, params and metadata numbered from 1 unless @id says otherwise;
 * annotations copied except @name, @id, @brief and @description (the latter
-  two become `doc`), structured ones (`@x[...]`) as `structured_annotations`;
+  two become `doc`), structured ones (`@x[...]`) as `structured_annotations`,
+  the package instance's @pkginfo and @platform_property as `pkg_info`;
   `type_info` present exactly when p4c touches it (any table, action
   parameter, extern instance, extern call in a control or controller
   header), with the serializable enums the listed objects use.
@@ -226,6 +227,12 @@ def build_p4info(program: ir.Program) -> p4i.P4Info:
 
     info = p4i.P4Info()
     info.pkg_info.arch = program.arch
+    for a in program.main.annotations:  # @pkginfo, @platform_property (the checker keeps their pairs)
+        pairs = json.loads(a.body[1:-1])
+        target = info.pkg_info if a.name == "pkginfo" else info.pkg_info.platform_properties
+        for key, value in pairs:
+            if key in target.DESCRIPTOR.fields_by_name and key != "arch":
+                setattr(target, key, value)
     used_enums: list[str] = []
 
     def note_type(t: ir.Type) -> None:

@@ -110,3 +110,15 @@ def test_package_type_arguments_that_the_blocks_do_not_take_are_refused(tmp_path
     path.write_text(path.read_text().replace("V1Switch<headers_t, headers_t>(", "V1Switch<headers_t>("))
     with pytest.raises(CompileError, match="V1Switch: expects 2 type arguments, got 1"):
         compile_program(path)
+
+
+def test_pkginfo_and_platform_properties_on_the_package_reach_the_p4info(tmp_path: Path) -> None:
+    path = program(tmp_path, "")
+    annotated = '@pkginfo(name = "prog", version = "1.2") @platform_property(multicast_group_table_size = 8) '
+    path.write_text(path.read_text().replace("V1Switch(", annotated + "V1Switch("))
+    _, info = compile_program(path)
+    assert (info.pkg_info.name, info.pkg_info.version, info.pkg_info.arch) == ("prog", "1.2", "v1model")
+    assert info.pkg_info.platform_properties.multicast_group_table_size == 8
+    path.write_text(path.read_text().replace("= 8", '= "eight"'))
+    with pytest.raises(CompileError, match="@platform_property: expects key = value pairs of int values"):
+        compile_program(path)
