@@ -6,6 +6,10 @@ queues (docs/lab.md, *ECN-marking links*):
     h1  rank 0 of job A, rank 0 of job B, and the iperf3 server
     h2  rank 1 of job A        h3  rank 1 of job B        h4  the iperf3 client (TCP with ECN)
 
+The TCP flow's congestion control is named (--tcp, cubic by default), not
+left to the machine: a kernel whose default is BBR (v1) sends one that
+ignores CE marks, and the share then measures BBR, not p4reduce.
+
 The switch's port towards h1 carries both jobs' RESULTs and the TCP data:
 that link is the one bottleneck, and the three flows share it. Each job
 all-reduces float32 tensors back to back for --duration seconds while
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -60,7 +65,7 @@ from lab import (  # noqa: E402
     new_credential,
     record_network,
 )
-from lab_ecn import DEFAULT_MARK_MS  # noqa: E402
+from lab_ecn import DEFAULT_MARK_MS, threshold_bytes  # noqa: E402
 from topology import generate  # noqa: E402
 
 JOBS = {"A": ("h1", "h2"), "B": ("h1", "h3")}  # job -> (host of rank 0, host of rank 1)
@@ -117,9 +122,10 @@ class Bottleneck(MininetRun):
     """The star, its controller and ECN-marking links; phases run on it one after the other."""
 
     def __init__(
-        self, bw: float, queue: int, burst: int | None, ecn_ms: float, pool: int, logs: Path
+        self, bw: float, queue: int, burst: int | None, ecn_ms: float, pool: int, logs: Path, tcp: str
     ) -> None:
         self.bw, self.queue, self.ecn_ms, self.pool, self.logs = bw, queue, ecn_ms, pool, logs
+        self.tcp = tcp  # the TCP flow's congestion control (iperf3 -C)
         self.burst = LINK_BURST_KB if burst is None else burst
         self.topo = generate("star", 4)
         self.controller = ""
@@ -190,7 +196,7 @@ class Bottleneck(MininetRun):
         ).start()
         env = {"P4REDUCE_CONGESTION_CONTROL": "1" if congestion_control else "0"}
         agents = {
-            j: [self._agent(h, descs[j][r], r, members[j][r], env) for r, h in enumerate(hosts)]
+            j: [self._agent(h, descs[j][r], r, members[j][r], env, tag) for r, h in enumerate(hosts)]
             for j, hosts in JOBS.items()
         }
         server = client = None
@@ -207,8 +213,8 @@ class Bottleneck(MininetRun):
             time.sleep(0.5)
             # iperf3 runs a little longer than the jobs: its share is taken from its first `seconds`
             client = self.net.get(TCP_CLIENT).popen(
-                ["iperf3", "-c", ips[TCP_SERVER], "-p", str(TCP_PORT), "-t", str(int(seconds) + 3),
-                 "-i", "0.5"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                ["iperf3", "-c", ips[TCP_SERVER], "-p", str(TCP_PORT), "-C", self.tcp,
+                 "-t", str(int(seconds) + 3), "-i", "0.5"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             )  # fmt: skip
             before, started = self._tx_bytes(BOTTLENECK), time.monotonic()
             errors: list[BaseException] = []
@@ -219,6 +225,8 @@ class Bottleneck(MininetRun):
             ]
             for thread in drivers:
                 thread.start()
+            time.sleep(max(0.0, started + seconds / 2 - time.monotonic()))
+            self._snapshot(tag, ips[TCP_SERVER])
             time.sleep(max(0.0, started + seconds - time.monotonic()))
             phase.bottleneck_bytes, phase.seconds = self._tx_bytes(BOTTLENECK) - before, seconds
             for thread in drivers:
@@ -239,11 +247,35 @@ class Bottleneck(MininetRun):
             stop_agents([a for job_agents in agents.values() for a in job_agents])
             stop.set()
 
-    def _agent(
-        self, host: str, desc: object, rank: int, bind: tuple[str, int], env: dict[str, str]
-    ) -> _Agent:
+    def _snapshot(self, tag: str, server: str) -> None:
+        """Mid-phase, into the logs: the TCP sender's state (`ss -tin`: its congestion control, window, round
+        trip, CE-marked deliveries) and the bottleneck's real queue, sampled every 30 ms for 0.6 s (the
+        marker's queue is a model of it: docs/lab.md, *ECN-marking links*). What explains a share."""
         assert self.net is not None
-        return start_agent(self.net, host, JobSpec.from_description(desc), rank, bind, self.logs, env)
+        agg = self.topo.aggregator.name
+        port = self.topo.port_towards(agg, next(h for h in self.topo.hosts if h.name == BOTTLENECK))
+        tcp = self.net.get(TCP_CLIENT).cmd(f"ss -tin dst {server}")
+        backlog = []
+        for _ in range(20):
+            shown = subprocess.run(["tc", "-s", "qdisc", "show", "dev", f"{agg}-eth{port}", "parent", "5:1"],
+                                   capture_output=True, text=True, check=False).stdout  # fmt: skip
+            backlog += [int(b) for b in re.findall(r"backlog (\d+)b", shown)[:1]]
+            time.sleep(0.03)
+        threshold = threshold_bytes(self.bw, self.ecn_ms) if self.ecn_ms else 0
+        (self.logs / f"cc-{tag}" / "mid-phase.txt").write_text(
+            f"$ ss -tin (on {TCP_CLIENT})\n{tcp}\n"
+            f"bottleneck queue (towards {BOTTLENECK}), bytes, sorted: {sorted(backlog)}\n"
+            f"marker threshold: {threshold} bytes\n"
+        )
+
+    def _agent(
+        self, host: str, desc: object, rank: int, bind: tuple[str, int], env: dict[str, str], tag: str
+    ) -> _Agent:
+        """One agent; its log goes to a folder per phase (cc-on/, cc-off/), so the second keeps the first."""
+        assert self.net is not None
+        logs = self.logs / f"cc-{tag}"
+        logs.mkdir(exist_ok=True)
+        return start_agent(self.net, host, JobSpec.from_description(desc), rank, bind, logs, env)
 
     def _drive(
         self, job: str, agents: list[_Agent], deadline: float, elements: int, phase: Phase, errors: list
@@ -301,17 +333,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--duration", type=float, help=f"seconds per phase (default {FULL_SECONDS:g}; --quick: 5)")
     p.add_argument("--bytes", type=int, help=f"tensor bytes (default {human(FULL_BYTES)}; --quick: 32 KB)")
+    p.add_argument(
+        "--tcp",
+        default="cubic",
+        help="the TCP flow's congestion control (default cubic, Debian's and Linux's usual default, which "
+        "answers ECN as RFC 3168 says; bbr ignores CE and takes its estimate of the link whatever the marks)",
+    )
     p.set_defaults(pool=256)  # the library's default: a job's window without congestion control
     args = p.parse_args(argv)
     if shutil.which("iperf3") is None:
         p.error("the TCP flow is iperf3's: apt-get install iperf3 (`make install` as root installs it)")
+    available = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+    if args.tcp not in available:
+        p.error(f"--tcp {args.tcp}: this kernel's TCP congestion controls are {', '.join(available)}")
     seconds = args.duration or (QUICK_SECONDS if args.quick else FULL_SECONDS)
     size = args.bytes or (QUICK_BYTES if args.quick else FULL_BYTES)
     report = Report("fairness", args.out)
     phases: list[Phase] = []
     try:
         with (
-            Bottleneck(args.bw, args.queue, args.burst, args.ecn_ms, args.pool, args.logs) as link,
+            Bottleneck(args.bw, args.queue, args.burst, args.ecn_ms, args.pool, args.logs, args.tcp) as link,
             progress(2, f"fairness, {seconds:g} s per phase, {args.bw:g} Mbit/s") as advance,
         ):
             for congestion_control in (True, False):
@@ -328,8 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     link_rate = args.bw * 1e6 / 8
     write_flows(args.out / "fairness-flows.csv", phases, flows, link_rate)
     report.table(
-        f"two p4reduce jobs and one TCP flow (iperf3, ECN) on one {args.bw:g} Mbit/s link, {seconds:g} s"
-        " each,"
+        f"two p4reduce jobs and one TCP flow (iperf3, {args.tcp} with ECN) on one {args.bw:g} Mbit/s link,"
+        f" {seconds:g} s each,"
         f" {human(size)} float32 all-reduces, {args.pool} slots, "
         + (f"links mark CE above {args.ecn_ms:g} ms" if args.ecn_ms else "tail drop only (--ecn-ms 0)"),
         [

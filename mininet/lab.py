@@ -175,7 +175,7 @@ def build_network(
                 if queue:
                     intf.tc(f"%s qdisc add dev %s parent 5:1 handle 10: pfifo limit {queue}")
         for link, rate in links if bw and ecn_ms else []:
-            marker = ecn.marker_object(rate, ecn_ms, ROOT / "build")
+            marker = ecn.marker_object(rate, ecn_ms, ROOT / "build", (burst or LINK_BURST_KB) * 1024)
             for intf in (link.intf1, link.intf2):
                 ecn.attach(intf.name, marker, ecn.namespace_of(intf.node))
     except BaseException:  # links made so far would outlive the lab: no record of them yet

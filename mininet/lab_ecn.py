@@ -37,11 +37,12 @@ def threshold_bytes(rate_mbit: float, mark_ms: float) -> int:
     return max(int(rate_mbit * 1e6 / 8 * mark_ms / 1000), 2 * MTU_FRAME)
 
 
-def marker_object(rate_mbit: float, mark_ms: float, build: Path) -> Path:
-    """The marker compiled for this rate and threshold (cached in `build`: one object per pair)."""
+def marker_object(rate_mbit: float, mark_ms: float, build: Path, burst: int) -> Path:
+    """The marker compiled for this rate, threshold and htb burst in bytes (cached in `build`: one object
+    per triple)."""
     rate = int(rate_mbit * 1e6 / 8)
     threshold = threshold_bytes(rate_mbit, mark_ms)
-    target = build / f"ecn-marker-{rate}-{threshold}.o"
+    target = build / f"ecn-marker-{rate}-{threshold}-{burst}.o"
     if target.exists() and target.stat().st_mtime >= SOURCE.stat().st_mtime:
         return target
     clang = shutil.which("clang")
@@ -49,7 +50,7 @@ def marker_object(rate_mbit: float, mark_ms: float, build: Path) -> Path:
         raise EcnError("ECN-marking links need clang (apt-get install clang, or `make install` as root)")
     build.mkdir(parents=True, exist_ok=True)
     command = [clang, "-O2", "-g", "-target", "bpf", "-I/usr/include/x86_64-linux-gnu",
-               f"-DRATE={rate}ULL", f"-DTHRESHOLD={threshold}ULL", f"-DCAP={2 * threshold}ULL",
+               f"-DRATE={rate}ULL", f"-DTHRESHOLD={threshold}ULL", f"-DBURST={burst}ULL", f"-DCAP={2 * threshold}ULL",
                "-c", str(SOURCE), "-o", str(target)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     if done.returncode != 0:

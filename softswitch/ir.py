@@ -57,6 +57,11 @@ Changes after the contract was published (additive only):
   * P4 functions arrive as global `ActionDecl`s annotated `@hidden` with a last `out`
     parameter `result__` (softswitch/frontend/typecheck.py, `decl_function_decl`); a call
     is an `ActionCall`, in an expression preceded by its statement's `VarDecl` of the result.
+  * `VarbitType` header fields (at most one per header, starting on a byte) and `Extract.size`: varbit
+    fields, see VarbitType; `Binary` `==`/`!=` may compare two of them.
+  * `StructDecl.union`: a `header_union` arrives as a struct whose fields are all headers, its
+    semantics already written out as statements on its members (see StructDecl); a `StackType`'s
+    `element` may be such a union (`U[N]`).
 """
 
 from __future__ import annotations
@@ -111,6 +116,15 @@ class InfIntType:
 
 
 @dataclass(frozen=True, slots=True)
+class VarbitType:
+    """varbit<max_width>: a header field of 0 to max_width bits (whole bytes), as long as the
+    two-argument `extract` that filled it said (`Extract.size`); its length is part of its value
+    (copies, `==`, emit, checksum and hash data all use the bits it holds, and only those)."""
+
+    max_width: int
+
+
+@dataclass(frozen=True, slots=True)
 class BoolType:
     pass
 
@@ -159,9 +173,10 @@ class StructType:
 
 @dataclass(frozen=True, slots=True)
 class StackType:
-    """A header stack `H[size]`."""
+    """A header stack `H[size]`; `element` is a header, or a header union (a StructType whose
+    declaration has `union`)."""
 
-    element: HeaderType
+    element: HeaderType | StructType
     size: int
 
 
@@ -203,6 +218,7 @@ class ActionEnumType:
 
 Type = (
     BitType
+    | VarbitType
     | InfIntType
     | BoolType
     | StringType
@@ -406,12 +422,19 @@ class ExternFunctionCall:
 
 @dataclass(frozen=True, slots=True)
 class Extract:
-    """`packet.extract(header)` in a parser (`packet` is the packet_in parameter's name)."""
+    """`packet.extract(header)` in a parser (`packet` is the packet_in parameter's name).
+
+    `size` (bit<32>) is the second argument of `extract(header, size)`, the bits of the header's varbit
+    field. As bmv2 checks it: not a multiple of 8 stops the parser with error.ParserInvalidArgument,
+    fewer bytes left than the header then needs with PacketTooShort, more bits than the field's
+    maximum with HeaderTooShort; nothing is extracted then.
+    """
 
     packet: str
     header: Expr
     type: Type = VoidType()
     pos: Pos | None = None
+    size: Expr | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -718,9 +741,17 @@ class HeaderDecl:
 
 @dataclass(frozen=True, slots=True)
 class StructDecl:
+    """A struct; with `union`, a `header_union` (every field a header, at most one of them valid).
+
+    A union is a struct to the backends: the front end writes its semantics out (setValid, extract
+    and assignment of a member make the others invalid, `setInvalid` on a member makes all of them
+    invalid, the union's `isValid()` is its members' `||`), so no backend needs to know.
+    """
+
     name: str
     fields: tuple[Field, ...]
     pos: Pos | None = None
+    union: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -968,6 +999,21 @@ def _by_name(items: tuple[Any, ...], name: str, what: str) -> Any:
         if item.name == name:
             return item
     raise KeyError(f"no {what} named {name!r}")
+
+
+def fixed_fields(header: HeaderDecl) -> tuple[Field, ...]:
+    """The fields of `header` that are not its varbit field."""
+    return tuple(f for f in header.fields if not isinstance(f.type, VarbitType))
+
+
+def varbit_field(header: HeaderDecl) -> tuple[int, Field] | None:
+    """(bits of the fields before it, the field) of a header's varbit field, or None."""
+    bit = 0
+    for f in header.fields:
+        if isinstance(f.type, VarbitType):
+            return bit, f
+        bit += width_of(f.type)
+    return None
 
 
 def width_of(t: Type) -> int:

@@ -18,7 +18,7 @@ from lark import Token, Tree
 
 from softswitch import ir
 from softswitch.frontend import entries as table_entries
-from softswitch.frontend import stack_index, subset
+from softswitch.frontend import stack_index, subset, unions
 from softswitch.frontend.diagnostics import CompileError, Diagnostic
 from softswitch.frontend.inline import Alias, BlockParts, Inliner, renamed_transition, same_expr
 from softswitch.frontend.parser import RAW_STRUCTURED, annotation_body
@@ -56,7 +56,6 @@ from softswitch.frontend.typecheck_expr import (
 from softswitch.p4info import DEFAULT_TABLE_SIZE
 
 _UNSUPPORTED_DECLS = {
-    "header_union_decl": "header unions",
     "value_set_decl": "value sets",
     "newtype_decl": "type declarations (type T ...; use typedef)",
 }
@@ -70,6 +69,7 @@ _EXTERN_METHODS = {
     ("direct_meter", "read"),
 }
 _CALLS = ("call", "generic_call", "generic_method_call")
+_GENERIC_PACKET_METHODS = {("packet_in", "extract"), ("packet_out", "emit")}
 RESULT = "result__"  # the `out` parameter that takes a function's result
 PURE_EXTERN_CALLS = frozenset({"hash", "static_assert", "log_msg"})  # calls with no effect but their result
 _TABLE_SCOPES = {"defaultonly": "DEFAULT_ONLY", "tableonly": "TABLE_ONLY"}
@@ -103,6 +103,13 @@ def _reaches_accept(states: Sequence[ir.ParserState]) -> bool:
             seen.add(name)
             todo.extend(nexts.get(name, []))
     return False
+
+
+@dataclasses.dataclass(frozen=True)
+class RefusedType:
+    """A type declared (and checked) but refused where it is used: a typedef of a tuple."""
+
+    message: str
 
 
 def annotation_value(annotations: Sequence[ir.Annotation], name: str) -> str | None:
@@ -147,7 +154,6 @@ class _Checker(Inliner):
         self.hoisted: list[ir.Stmt] | None = None
         self.lowering_select = False  # while a select's keys are checked: they may index stacks at run time
         self.pure: dict[str, bool] = {}  # function -> FunctionInfo.pure
-        self.type_params_of: dict[str, tuple[str, ...]] = {}  # parser/control/package type -> <T, ...>
         self.action_trees: dict[str, tuple[Tree, Scope]] = {}  # action -> its declaration and scope
         self.ctor_params: dict[str, tuple[ir.Param, ...]] = {}  # parser/control -> constructor parameters
         # action -> the arguments a table's action list binds its directional parameters to, and where
@@ -388,7 +394,12 @@ class _Checker(Inliner):
                 )
             return ir.BitType(width, kind == "int_type")
         if kind == "varbit_type":
-            raise self.error(t, "unsupported: varbit")
+            width = self.const_int(t.children[-1])
+            if width <= 0:
+                raise self.error(t, f"varbit<{width}>: invalid type size")
+            if width > subset.MAX_WIDTH:
+                raise self.error(t, f"unsupported: varbit<{width}> is wider than {subset.MAX_WIDTH} bits")
+            return ir.VarbitType(width)
         if kind == "tuple_type":
             raise self.error(t, "unsupported: tuple types")
         if kind == "named_type":
@@ -398,6 +409,8 @@ class _Checker(Inliner):
             found = self.types.get(name)
             if found is None:
                 raise self.error(t, f"{name}: undeclared type")
+            if isinstance(found, RefusedType):
+                raise self.error(t, found.message)
             if isinstance(found, ExternInfo):
                 return ir.ExternType(name)
             if isinstance(found, tuple):
@@ -422,8 +435,8 @@ class _Checker(Inliner):
             raise self.error(t, f"unsupported: type arguments on {name}")
         if kind == "stack_type":
             elem = self.types.get(str(t.children[0]))
-            if not isinstance(elem, ir.HeaderType):
-                raise self.error(t, f"{t.children[0]}: header stacks must hold headers")
+            if not isinstance(elem, ir.HeaderType) and not self.is_union(elem):
+                raise self.error(t, f"{t.children[0]}: header stacks must hold headers or header unions")
             size = self.const_int(t.children[1])
             if not 0 < size <= subset.MAX_STACK_SIZE:
                 raise self.error(t, f"unsupported: header stack size {size} (1 to {subset.MAX_STACK_SIZE})")
@@ -473,6 +486,11 @@ class _Checker(Inliner):
 
     def decl_typedef_decl(self, d: Tree) -> None:
         _ann, t, name = d.children
+        if isinstance(t, Tree) and t.data == "tuple_type":  # checked now, refused where it is used
+            for arg in t.children[0].children:
+                self.resolve_type(arg)
+            self.declare_type(name, str(name.children[0]), RefusedType("unsupported: tuple types"))
+            return
         self.declare_type(name, str(name.children[0]), self.resolve_type(t))
 
     def fields(self, items: list[Tree], owner: str) -> tuple[ir.Field, ...]:
@@ -501,18 +519,34 @@ class _Checker(Inliner):
             raise self.error(d, "unsupported: generic headers")
         self.declare_type(name, hname, ir.HeaderType(hname))
         fields = self.fields(rest, hname)
-        scalars = tuple(f for f in fields if ir.is_scalar(f.type))
+        kept = tuple(f for f in fields if ir.is_scalar(f.type) or isinstance(f.type, ir.VarbitType))
         for f in fields:
-            if not ir.is_scalar(f.type):
+            if f not in kept:
                 self.error(
                     d,
                     f"unsupported: header field {hname}.{f.name} of type {type_str(f.type)} "
-                    "(header fields are bit<W>, int<W>, bool or a serializable enum here)",
+                    "(header fields are bit<W>, int<W>, bool, a serializable enum or varbit<W> here)",
                 )
-        total = sum(ir.width_of(f.type) for f in scalars)
+        decl = ir.HeaderDecl(hname, kept, self.pos(d), self.annotations(ann))
+        self.check_varbit_header(d, decl)
+        total = sum(ir.width_of(f.type) for f in ir.fixed_fields(decl))
         if total % 8:
             self.error(d, f"unsupported: header {hname} is {total} bits, not a whole number of bytes")
-        self.headers[hname] = ir.HeaderDecl(hname, scalars, self.pos(d), self.annotations(ann))
+        self.headers[hname] = decl
+
+    def check_varbit_header(self, d: Tree, decl: ir.HeaderDecl) -> None:
+        """At most one varbit field (as p4c), starting on a byte, and none in a controller header."""
+        varbits = [f.name for f in decl.fields if isinstance(f.type, ir.VarbitType)]
+        if len(varbits) > 1:
+            self.error(d, f"{' and '.join(varbits)}: multiple varbit fields in a header")
+            return
+        found = ir.varbit_field(decl)
+        if found is None:
+            return
+        if found[0] % 8:
+            self.error(d, f"unsupported: varbit field {decl.name}.{found[1].name} does not start on a byte")
+        if has_annotation(decl.annotations, "controller_header"):
+            self.error(d, f"unsupported: varbit field in controller header {decl.name}")
 
     def decl_struct_decl(self, d: Tree) -> None:
         ann, name, *rest = d.children
@@ -520,7 +554,32 @@ class _Checker(Inliner):
         if rest and isinstance(rest[0], Tree) and rest[0].data == "type_params":
             raise self.error(d, "unsupported: generic structs")
         self.declare_type(name, sname, ir.StructType(sname))
-        self.structs[sname] = ir.StructDecl(sname, self.fields(rest, sname), self.pos(d))
+        fields = self.fields(rest, sname)
+        for f in fields:
+            if isinstance(f.type, ir.VarbitType):
+                self.error(d, f"unsupported: varbit field {sname}.{f.name} outside a header")
+        self.structs[sname] = ir.StructDecl(sname, fields, self.pos(d))
+
+    def decl_header_union_decl(self, d: Tree) -> None:
+        """A header union: a struct of headers to the backends (ir.StructDecl.union); its semantics are
+        written out on its members by `unions.lower` and `union_is_valid`."""
+        ann, name, *rest = d.children
+        uname = str(name.children[0])
+        self.declare_type(name, uname, ir.StructType(uname))
+        fields = self.fields(rest, uname)
+        for f in fields:
+            if not isinstance(f.type, ir.HeaderType):
+                self.error(d, f"{uname}.{f.name}: the members of a header union must be headers")
+        self.structs[uname] = ir.StructDecl(uname, fields, self.pos(d), union=True)
+
+    @property
+    def union_members(self) -> dict[str, ir.StructDecl]:
+        """The program's header unions by name."""
+        return {name: decl for name, decl in self.structs.items() if decl.union}
+
+    def is_union(self, t: ir.Type) -> bool:
+        decl = self.structs.get(t.name) if isinstance(t, ir.StructType) else None
+        return decl is not None and decl.union
 
     def decl_enum_decl(self, d: Tree) -> None:
         ann, underlying, name, *members = d.children
@@ -666,7 +725,6 @@ class _Checker(Inliner):
             tparams = self.type_params(rest.pop(0))
         params = self.params(rest[0], tparams)
         self.declare_type(name, str(name.children[0]), (kind, params))
-        self.type_params_of[str(name.children[0])] = tparams
 
     # ------------------------------------------------------------ scopes and variables
 
@@ -933,7 +991,11 @@ class _Checker(Inliner):
     def package(self, d: Tree, params: tuple[ir.Param, ...], iname: str) -> None:
         ann, t, args, name = d.children
         pname = str(t.children[0])
-        given = self.package_type_args(t, pname)
+        type_args = None
+        if t.data == "generic_type":
+            if pname != "V1Switch":
+                raise self.error(t, "unsupported: explicit type arguments on the package")
+            type_args = tuple(self.resolve_type(a) for a in t.children[-1].children)
         if self.main is not None:
             raise self.error(d, "only one package instantiation is supported")
         if iname != "main":
@@ -969,12 +1031,6 @@ class _Checker(Inliner):
                 continue
             block = self.parsers.get(bname) or self.controls.get(bname)
             assert block is not None
-            if isinstance(want, ir.ExternType) and given:  # the block type's <T> as the package's args say
-                inner = dict(zip(self.type_params_of.get(want.name, ()), want.type_args, strict=False))
-                known = {v: self.subst(a, given) for v, a in inner.items()}
-                want_params = tuple(
-                    dataclasses.replace(q, type=self.subst(q.type, known)) for q in want_params
-                )
             if want_kind is not None and not self.signature_matches(block.params, want_params):
                 self.error(
                     a,
@@ -985,6 +1041,8 @@ class _Checker(Inliner):
             blocks.append(ir.PackageBinding(p.name, bname, kind))
         if blocks and blocks[0].kind == "parser":
             self.check_headers_type(self.parsers[blocks[0].block], a=arg_trees[0])
+            if type_args is not None:
+                self.check_package_type_args(self.parsers[blocks[0].block], type_args, t)
         self.main = ir.PackageInstance(pname, iname, tuple(blocks), self.pos(d), self.package_info(ann))
 
     def construct_bound(self, bname: str, a: Tree) -> bool:
@@ -1003,15 +1061,13 @@ class _Checker(Inliner):
         (self.decl_parser_decl if d.data == "parser_decl" else self.decl_control_decl)(d, constructed)
         return len(self.diagnostics) == count
 
-    def package_type_args(self, t: Tree, pname: str) -> dict[str, ir.Type]:
-        """`V1Switch<H, M>`: the package's type parameters bound to the types given (none: {})."""
-        if t.data != "generic_type":
-            return {}
-        params = self.type_params_of.get(pname, ())
-        args = [self.resolve_type(a) for a in t.children[-1].children]
-        if len(args) != len(params):
-            raise self.error(t, f"{pname}: expects {len(params)} type arguments, got {len(args)}")
-        return dict(zip(params, args, strict=True))
+    def check_package_type_args(self, parser: ir.ParserDecl, type_args: tuple[ir.Type, ...], t: Tree) -> None:
+        """`V1Switch<H, M>(...)`: H and M must be the headers and metadata types the blocks take."""
+        inferred = tuple(p.type for p in parser.params[1:3])
+        if type_args != inferred:
+            given = ", ".join(type_str(a) for a in type_args)
+            message = f"V1Switch<{given}>: the blocks take V1Switch<{', '.join(map(type_str, inferred))}>"
+            raise self.error(t, message)
 
     def check_headers_type(self, parser: ir.ParserDecl, a: Tree) -> None:
         """The packet's headers (the parser's second parameter) must be a struct of headers, header
@@ -1694,9 +1750,18 @@ class _Checker(Inliner):
         if r is not None and hoisted:
             self.check_call_order(s, r, hoisted)
         out = [*hoisted, r] if r is not None else []
+        if self.union_members:
+            out = self.lower_unions(s, out)
         if any(stack_index.has_dynamic_index(x) for x in out):
             return self.lower_stack_indices(s, out, ctx)
         return out
+
+    def lower_unions(self, s: Tree, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+        """Statements with the semantics of header unions written out on their members (`unions`)."""
+        try:
+            return [x for stmt in stmts for x in unions.lower(stmt, self.union_members)]
+        except unions.Unsupported as exc:
+            raise self.error(s, f"unsupported: {exc}") from None
 
     def lower_stack_indices(self, s: Tree, stmts: list[ir.Stmt], ctx: Context) -> list[ir.Stmt]:
         """Statements whose header stack indices are all constants (`stack_index`)."""
@@ -1919,6 +1984,14 @@ class _Checker(Inliner):
                 return e
         if isinstance(want, ir.InfIntType) and isinstance(e, ir.Const) and isinstance(e.type, ir.BitType):
             return e
+        if isinstance(e, ir.ListExpr) and self.is_union(want):
+            raise self.error(t, f"a header union ({want.name}) cannot be initialized with a list")
+        if (
+            isinstance(e, ir.ListExpr)
+            and isinstance(want, ir.HeaderType)
+            and ir.varbit_field(self.headers[want.name])
+        ):
+            raise self.error(t, f"unsupported: a list assigned to {want.name}, which has a varbit field")
         if isinstance(e, ir.ListExpr) and isinstance(want, ir.HeaderType | ir.StructType):
             fields = (self.headers if isinstance(want, ir.HeaderType) else self.structs)[want.name].fields
             if len(fields) != len(e.elements):
@@ -2095,6 +2168,12 @@ class _Checker(Inliner):
             message = f"a header stack index must be bit<W>, int<W> or an integer, not {type_str(index.type)}"
             raise self.error(t.children[1], message)
         if not isinstance(index, ir.Const):
+            if self.is_union(base.type.element):  # p4c: "Target expects constant array indices ..."
+                message = (
+                    f"unsupported: an index into a header union stack ({type_str(base.type)}) that is not "
+                    "a constant (bmv2 needs one; p4c refuses what its constant folding does not make one)"
+                )
+                raise self.error(t.children[1], message)
             if self.hoisted is None and not self.lowering_select:
                 raise self.error(
                     t.children[1],
@@ -2274,7 +2353,9 @@ class _Checker(Inliner):
         a, b = self.unify(a, b, a_t, b_t, op)
         typ = a.type
         if op in EQUALITY:
-            if not isinstance(typ, ir.BitType | ir.InfIntType | ir.BoolType | ir.EnumType | ir.ErrorType):
+            if not isinstance(
+                typ, ir.BitType | ir.InfIntType | ir.BoolType | ir.EnumType | ir.ErrorType | ir.VarbitType
+            ):
                 raise self.error(t, f"{op} is not defined on {type_str(typ)}")
             if is_const(a) and is_const(b):
                 return ir.Const(ir.BoolType(), (a == b or self.same_const(a, b)) == (op == "=="), pos)
@@ -2534,7 +2615,19 @@ class _Checker(Inliner):
         if isinstance(typ, ir.ExternType) and typ.name == "packet_in" and mname == "lookahead":
             return self.lookahead(target, type_args, arg_trees, t, ctx)
         if type_args is not None:
-            raise self.error(t, f"unsupported: explicit type arguments on {mname}")
+            if not (isinstance(typ, ir.ExternType) and (typ.name, mname) in _GENERIC_PACKET_METHODS):
+                raise self.error(t, f"unsupported: explicit type arguments on {mname}")
+            # packet.extract<T>(h) and emit<T>(h): T is the type of h, given rather than inferred
+            call = self.value_method(target, target_t, mname, mname_tok, arg_trees, t, ctx)
+            data = call.header if isinstance(call, ir.Extract | ir.Emit) else None
+            if data is not None and (len(type_args) != 1 or data.type != type_args[0]):
+                given = ", ".join(type_str(a) for a in type_args)
+                raise self.error(t, f"{mname}<{given}>: the argument has type {type_str(data.type)}")
+            return call
+        if self.is_union(typ) and mname == "isValid":
+            if arg_trees:
+                raise self.error(t, f"{mname}() takes no arguments")
+            return unions.is_valid(target, self.structs[typ.name], pos)
         if isinstance(typ, ir.HeaderType):
             if mname in ("isValid", "setValid", "setInvalid"):
                 if arg_trees:
@@ -2558,16 +2651,18 @@ class _Checker(Inliner):
             if typ.name == "packet_in" and mname == "extract":
                 if ctx.block != "parser":
                     raise self.error(t, "extract is only allowed in parsers")
-                if len(arg_trees) != 1:
-                    raise self.error(t, "unsupported: extract with a variable size")
+                if len(arg_trees) not in (1, 2):
+                    raise self.error(t, f"extract expects 1 or 2 arguments, got {len(arg_trees)}")
                 target_ctx = Context(ctx.scope, ctx.block, ctx.in_apply, extract_target=True)
                 hdr = self.expr(arg_trees[0], target_ctx, None)
                 if not isinstance(hdr.type, ir.HeaderType):
                     raise self.error(arg_trees[0], f"extract needs a header, not {type_str(hdr.type)}")
-                if isinstance(hdr, ir.StackMember) and hdr.member != "next":
-                    raise self.error(arg_trees[0], f"unsupported: extract into .{hdr.member}")
+                size = self.extract_size(hdr.type, arg_trees, t, ctx)
+                element = hdr.expr if isinstance(hdr, ir.Member) and self.is_union(hdr.expr.type) else hdr
+                if isinstance(element, ir.StackMember) and element.member != "next":
+                    raise self.error(arg_trees[0], f"unsupported: extract into .{element.member}")
                 self.check_lvalue(hdr, arg_trees[0])
-                return ir.Extract(target.name, hdr, ir.VoidType(), pos)
+                return ir.Extract(target.name, hdr, ir.VoidType(), pos, size)
             if typ.name == "packet_out" and mname == "emit":
                 if len(arg_trees) != 1:
                     raise self.error(t, f"emit expects 1 argument, got {len(arg_trees)}")
@@ -2581,6 +2676,18 @@ class _Checker(Inliner):
         raise self.error(
             mname_tok, f"{mname}: {source_text(target_t)} of type {type_str(typ)} has no method {mname}"
         )
+
+    def extract_size(self, typ: ir.HeaderType, arg_trees: list[Any], t: Tree, ctx: Context) -> ir.Expr | None:
+        """The size argument of `extract(h, size)` (bit<32>): given exactly when h has a varbit field."""
+        varbit = ir.varbit_field(self.headers[typ.name])
+        if len(arg_trees) == 1:
+            if varbit is not None:
+                message = f"{typ.name} has a varbit field: extract it with its size, extract(h, bits)"
+                raise self.error(t, message)
+            return None
+        if varbit is None:
+            raise self.error(t, f"{typ.name}: extract with a size needs a header with a varbit field")
+        return self.coerce(self.expr(arg_trees[1], ctx, ir.BitType(32)), ir.BitType(32), arg_trees[1])
 
     def static_assert(self, args: tuple[ir.Expr, ...], t: Tree) -> ir.Const:
         cond = args[0]
@@ -2636,7 +2743,7 @@ class _Checker(Inliner):
                 self.require_flat(item, t)
             return
         for leaf in self.leaf_types(e.type):
-            if not ir.is_scalar(leaf):
+            if not ir.is_scalar(leaf) and not isinstance(leaf, ir.VarbitType):
                 raise self.error(t, f"unsupported: {type_str(leaf)} in hash or checksum data")
 
     def leaf_types(self, typ: ir.Type) -> list[ir.Type]:
@@ -2659,7 +2766,9 @@ class _Checker(Inliner):
         if type_args is None or len(type_args) != 1 or arg_trees:
             raise self.error(t, "lookahead takes one type argument and no arguments: lookahead<T>()")
         (typ,) = type_args
-        if not isinstance(typ, ir.HeaderType | ir.BitType):
+        if not isinstance(typ, ir.HeaderType | ir.BitType) or (
+            isinstance(typ, ir.HeaderType) and ir.varbit_field(self.headers[typ.name]) is not None
+        ):
             raise self.error(
                 t, f"unsupported: lookahead of {type_str(typ)} (a header or bit<W> is supported)"
             )

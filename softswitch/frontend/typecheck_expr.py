@@ -174,6 +174,8 @@ def type_str(t: ir.Type) -> str:
             return "match_kind"
         case ir.EnumType(name=n) | ir.HeaderType(name=n) | ir.StructType(name=n) | ir.TypeVar(name=n):
             return n
+        case ir.VarbitType(max_width=w):
+            return f"varbit<{w}>"
         case ir.StackType(element=e, size=s):
             return f"{e.name}[{s}]"
         case ir.ExternType(name=n, type_args=args):

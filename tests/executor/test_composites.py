@@ -63,3 +63,9 @@ def test_a_header_is_copied_from_and_to_the_last_element_of_a_stack(tmp_path: Pa
         " hdr.st.last = hdr.tmp; hdr.h = hdr.st.last;"
     )
     assert run(tmp_path, backend, bytes([1, 2, 3, 4, 5, 6]), parser=parser) == bytes([1, 2, 3])
+
+
+def test_a_header_without_fields_is_extracted_valid_and_takes_no_bytes(tmp_path: Path, backend: str) -> None:
+    top = "header empty_t { }\nstruct more_t { empty_t e; }"
+    parser = "more_t m; pkt.extract(m.e); pkt.extract(hdr.h); hdr.h.a = (bit<8>) (bit<1>) m.e.isValid();"
+    assert run(tmp_path, backend, bytes([7, 8, 9]), top=top, parser=parser) == bytes([1, 8, 9])

@@ -37,6 +37,8 @@ PROGRAMS = {
     "exact_keys": ROOT / "tests/executor/exact_keys.p4",
     "words": ROOT / "tests/executor/words.p4",
     "nested": ROOT / "tests/executor/nested.p4",
+    "unions": ROOT / "tests/executor/unions.p4",
+    "varbit": ROOT / "tests/executor/varbit.p4",
     "general_features": ROOT / "tests/frontend/general_features.p4",
     "p4info_entities": ROOT / "tests/frontend/p4info_entities.p4",
     **{

@@ -99,6 +99,7 @@ def test_quick_run_writes_verified_results(name: str, tmp_path: Path) -> None:
         with open(tmp_path / "fairness-flows.csv") as f:
             flows = list(csv.DictReader(f))
         assert len(flows) == 6 and all(float(row["goodput"]) > 0 for row in flows)
+        assert "(iperf3, cubic with ECN)" in " ".join(summary.split())  # named, not the kernel's default
     if name == "aggregator":  # the second job really went to the host, and both times are stated
         assert {row["aggregator"] for row in rows} == {"switch", "node"}
         words = " ".join(summary.split())  # a long line wraps

@@ -88,3 +88,13 @@ def test_defines_reach_the_preprocessor(tmp_path: Path) -> None:
     )
     prog = compile_file(path, defines={"TSIZE": "77"})
     assert prog.control("I").tables[0].size == 77
+
+
+@pytest.mark.parametrize("name", ["unions", "varbit"])
+def test_device_config_round_trip_keeps_unions_and_varbit(name: str) -> None:
+    """`StructDecl.union`, `VarbitType` and `Extract.size` survive the device config."""
+    checked = compile_file(Path(__file__).parents[1] / "executor" / f"{name}.p4")
+    assert program.loads(program.dumps(checked)) == checked
+    assert any(s.union for s in checked.structs) or any(
+        isinstance(f.type, ir.VarbitType) for h in checked.headers for f in h.fields
+    )

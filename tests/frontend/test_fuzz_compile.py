@@ -43,6 +43,7 @@ FUZZ = settings(
 
 SEEDS = sorted(
     [ROOT / "tests/frontend/general_features.p4", ROOT / "tests/frontend/skeleton.p4.in"]
+    + [ROOT / "tests/executor/unions.p4", ROOT / "tests/executor/varbit.p4"]
     + list((ROOT / "tests/tutorials").glob("*.p4"))
 )
 TOKEN = re.compile(r"\w+|\d+w\d+|<<|>>|&&&|\.\.|[^\s\w]")

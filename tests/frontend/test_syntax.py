@@ -96,22 +96,6 @@ def test_what_p4c_refuses_is_refused_where_it_is(
     assert first.pos is not None and first.pos.line > 0 and message in first.message, caught.value.render()
 
 
-def test_the_package_may_name_its_type_arguments(tmp_path: Path, backend: str) -> None:
-    path = program(tmp_path, "hdr.h.a = hdr.h.a + 1;")
-    path.write_text(path.read_text().replace("V1Switch(", "V1Switch<headers_t, meta_t>("))
-    assert run(path, backend, 1, 0) == (2, 0)
-
-
-def test_package_type_arguments_that_the_blocks_do_not_take_are_refused(tmp_path: Path) -> None:
-    path = program(tmp_path, "")
-    path.write_text(path.read_text().replace("V1Switch(", "V1Switch<headers_t, headers_t>("))
-    with pytest.raises(CompileError, match="parameters .* do not match"):
-        compile_program(path)
-    path.write_text(path.read_text().replace("V1Switch<headers_t, headers_t>(", "V1Switch<headers_t>("))
-    with pytest.raises(CompileError, match="V1Switch: expects 2 type arguments, got 1"):
-        compile_program(path)
-
-
 def test_pkginfo_and_platform_properties_on_the_package_reach_the_p4info(tmp_path: Path) -> None:
     path = program(tmp_path, "")
     annotated = '@pkginfo(name = "prog", version = "1.2") @platform_property(multicast_group_table_size = 8) '

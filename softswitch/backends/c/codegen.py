@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from finsy.proto import p4i
 
@@ -197,6 +197,7 @@ class CCompiler(Walker):
         self.hdr_type, self.meta_type = packet_types(program)
         self.manifest = Manifest()
         self.typedefs: list[str] = []
+        self.typedefs_done: set[str] = set()  # varbit types written
         self.type_names: dict[ir.Type, str] = {}
         self.funcs: dict[str, Func] = {}
         self.func: Func | None = None
@@ -236,6 +237,19 @@ class CCompiler(Walker):
             return self.composite_type(t)
         return self.scalar_type(t, where)
 
+    def varbit_type(self, t: ir.VarbitType) -> str:
+        """A varbit<N> field: its length in bits and its bytes, first on the wire first (one C type per
+        byte size, so that two fields of one varbit type can be assigned)."""
+        nbytes = (t.max_width + 7) // 8
+        name = f"p4_varbit{nbytes}_t"
+        if name not in self.typedefs_done:
+            self.typedefs_done.add(name)
+            self.typedefs.append(
+                f"/* varbit of up to {nbytes} bytes */\n"
+                f"typedef struct {{\n    uint32_t len;\n    uint8_t bytes[{nbytes}];\n}} {name};\n"
+            )
+        return name
+
     def composite_type(self, t: ir.HeaderType | ir.StructType | ir.StackType) -> str:
         if t in self.type_names:
             return self.type_names[t]
@@ -244,6 +258,9 @@ class CCompiler(Walker):
             name = f"hdr_{cname(t.name)}_t"
             members = ["uint8_t valid;"]
             for f in decl.fields:
+                if isinstance(f.type, ir.VarbitType):
+                    members.append(f"{self.varbit_type(f.type)} {cname(f.name)};")
+                    continue
                 members.append(f"{self.scalar_type(f.type, f'field {t.name}.{f.name}')} {cname(f.name)};")
             comment = f"header {t.name} ({_pos(decl)})"
         elif isinstance(t, ir.StructType):
@@ -338,6 +355,8 @@ class CCompiler(Walker):
     def _local_ctype(self, t: ir.Type, owner: str, name: str) -> str:
         if isinstance(t, ir.HeaderType | ir.StructType | ir.StackType):
             return self.composite_type(t)
+        if isinstance(t, ir.VarbitType):
+            return self.varbit_type(t)
         self.scalar_type(t, f"local {name} of {owner}")
         return "uint64_t"
 
@@ -616,8 +635,8 @@ class CCompiler(Walker):
             raise UnsupportedError(f"local {s.name} declared twice with different types at {s.pos}")
         names[s.name] = s.type
         var = ir.Var(s.name, s.type, "local", "", s.pos)
-        if _composite(s.type):
-            self.ctype(s.type, f"local {s.name}")
+        if _composite(s.type) or isinstance(s.type, ir.VarbitType):  # zeroed: a varbit holds no bits
+            self._local_ctype(s.type, owner, s.name)
             self.emit(depth, f"memset(&L->{cname(s.name)}, 0, sizeof L->{cname(s.name)});")
             if s.init is not None:
                 self._assign(depth, var, s.init)
@@ -929,6 +948,8 @@ class CCompiler(Walker):
                 h = f"{functions[algo.member]}(&{bits})"
             elif algo.member == "identity":
                 bits, width = self._concat(depth, data)
+                if width is None:  # its width is only known when run
+                    raise UnsupportedError(f"identity hash of varbit data at {call.pos} {HINT}")
                 if width > MAX_WIDTH:
                     raise UnsupportedError(f"identity hash of more than 64 bits at {call.pos} {HINT}")
                 h = f"p4_get_bits({bits}.bytes, 0, (unsigned){bits}.bits)"
@@ -979,7 +1000,7 @@ class CCompiler(Walker):
     def _composite_leaves(self, place: str, t: ir.Type) -> list[tuple[str, int]]:
         """Scalars of a composite in declaration order (validity bits excluded), as the Python layout."""
         if isinstance(t, ir.HeaderType):
-            return [(f"{place}.{cname(f.name)}", ir.width_of(f.type)) for f in self.headers[t.name].fields]
+            return [(f"{place}.{cname(f.name)}", _leaf_width(f.type)) for f in self.headers[t.name].fields]
         if isinstance(t, ir.StackType):
             out = []
             for i in range(t.size):
@@ -1001,7 +1022,7 @@ class CCompiler(Walker):
             if _composite(item.type):
                 leaves += self._composite_leaves(self.place(item, depth), item.type)
             else:
-                leaves.append((self.expr(item, depth), ir.width_of(item.type)))
+                leaves.append((self.expr(item, depth), _leaf_width(item.type)))
         return leaves
 
     def _csum16(self, depth: int, data: ir.Expr) -> str:
@@ -1013,9 +1034,15 @@ class CCompiler(Walker):
         word is padded with zero bits at its end, as p4_csum16 pads. No buffer,
         so no bound on the list's length either.
         """
+        leaves = self._leaves(depth, data)
+        if any(width is None for _, width in leaves):  # a varbit field: positions known when run
+            bits, _ = self._concat(depth, data, leaves)
+            name = self.tmp("csum")
+            self.emit(depth, f"uint64_t {name} = p4_csum16(&{bits});")
+            return name
         total, bit = self.tmp("sum"), 0
         self.emit(depth, f"uint64_t {total} = 0;")
-        for value, width in self._leaves(depth, data):
+        for value, width in leaves:
             terms, left = [], width
             while left:
                 within = bit % 16
@@ -1032,16 +1059,37 @@ class CCompiler(Walker):
         self.emit(depth, f"uint64_t {name} = p4_csum_fold({total});")
         return name
 
-    def _concat(self, depth: int, data: ir.Expr) -> tuple[str, int]:
-        """A p4_bits_t holding the bits of a list, header or struct (first element most significant)."""
-        leaves = self._leaves(depth, data)
-        if sum(w for _, w in leaves) > 8 * 1024:
+    def _concat(
+        self, depth: int, data: ir.Expr, leaves: list[tuple[str, int | None]] | None = None
+    ) -> tuple[str, int | None]:
+        """A p4_bits_t holding the bits of a list, header or struct (first element most significant), and
+        their number (None with a varbit field: the bits it holds, known when run)."""
+        leaves = self._leaves(depth, data) if leaves is None else leaves
+        items = data.elements if isinstance(data, ir.ListExpr) else (data,)
+        if sum(self._max_bits(item.type) for item in items) > 8 * 1024:
             raise UnsupportedError(f"a checksum or hash over more than 8192 bits at {_pos(data)}")
         name = self.tmp("bits")
         self.emit(depth, f"p4_bits_t {name}; {name}.bits = 0;")
         for value, width in leaves:
-            self.emit(depth, f"p4_bits_add(&{name}, {value}, {width});")
-        return name, sum(w for _, w in leaves)
+            if width is None:
+                self.emit(depth, f"p4_bits_add_bytes(&{name}, {value}.bytes, {value}.len / 8);")
+            else:
+                self.emit(depth, f"p4_bits_add(&{name}, {value}, {width});")
+        if any(w is None for _, w in leaves):
+            return name, None
+        return name, sum(w for _, w in leaves if w is not None)
+
+    def _max_bits(self, t: ir.Type) -> int:
+        """The most bits a value of type `t` adds to hash or checksum data (a varbit field: its maximum)."""
+        if isinstance(t, ir.VarbitType):
+            return t.max_width
+        if isinstance(t, ir.HeaderType):
+            return sum(self._max_bits(f.type) for f in self.headers[t.name].fields)
+        if isinstance(t, ir.StructType):
+            return sum(self._max_bits(f.type) for f in self.structs[t.name].fields)
+        if isinstance(t, ir.StackType):
+            return t.size * self._max_bits(t.element)
+        return ir.width_of(t)
 
     # ================================================================ parse / deparse
     def _parser_error_set(self, depth: int, error: str) -> None:
@@ -1059,10 +1107,44 @@ class CCompiler(Walker):
         self.emit(depth, "}")
 
     def _header_bits(self, name: str) -> int:
-        return sum(ir.width_of(f.type) for f in self.headers[name].fields)
+        """The bits of a header but its varbit field's."""
+        return sum(ir.width_of(f.type) for f in ir.fixed_fields(self.headers[name]))
 
-    def _read_header(self, depth: int, header: str, target: str, offset: str, advance: bool) -> None:
+    def _read_varbit_header(self, depth: int, header: str, target: str, size_expr: ir.Expr) -> None:
+        """extract(h, size): the checks in bmv2's order (ir.Extract), then the fields where they lie, those
+        after the varbit field `size` bits further."""
+        decl = self.headers[header]
+        found = ir.varbit_field(decl)
+        assert found is not None
+        before, field = found
+        assert isinstance(field.type, ir.VarbitType)
+        nbytes = self._header_bits(header) // 8
+        size = self.tmp("sz")
+        self.emit(depth, f"uint64_t {size} = {self.expr(size_expr, depth)};")
+        self._parser_error(depth, f"{size} % 8", "ParserInvalidArgument")
+        self._parser_error(depth, f"(size_t)off + {nbytes} + {size} / 8 > n", "PacketTooShort")
+        self._parser_error(depth, f"{size} > {field.type.max_width}", "HeaderTooShort")
+        bit, offset = 0, "off"
+        for f in decl.fields:
+            if f is field:
+                place = f"{target}.{cname(f.name)}"
+                self.emit(depth, f"{place}.len = (uint32_t){size};")
+                self.emit(depth, f"memcpy({place}.bytes, buf + off + {before // 8}, {size} / 8);")
+                offset = f"off + {size} / 8"
+                continue
+            width = ir.width_of(f.type)
+            self.emit(depth, f"{target}.{cname(f.name)} = {self._get_field(offset, bit, width, f.type)};")
+            bit += width
+        self.emit(depth, f"{target}.valid = 1;")
+        self.emit(depth, f"off += {nbytes} + {size} / 8;")
+
+    def _read_header(
+        self, depth: int, header: str, target: str, offset: str, advance: bool, size: ir.Expr | None = None
+    ) -> None:
         """Fill `target` from the packet at byte `offset` (bounds checked); valid; advance `off` if asked."""
+        if size is not None:
+            self._read_varbit_header(depth, header, target, size)
+            return
         decl = self.headers[header]
         nbytes = self._header_bits(header) // 8
         self._parser_error(depth, f"(size_t){offset} + {nbytes} > n", "PacketTooShort")
@@ -1112,18 +1194,21 @@ class CCompiler(Walker):
 
     def _extract(self, depth: int, call: ir.Extract) -> None:
         header = call.header
-        if isinstance(header, ir.StackMember):  # extract(s.next): element nextIndex, then nextIndex += 1
-            stack = self.place(header.expr, depth)
-            assert isinstance(header.expr.type, ir.StackType)
-            size = header.expr.type.size
+        # extract(s.next) or (s.next.member), for a stack of unions: element nextIndex, then nextIndex += 1
+        element = header.expr if isinstance(header, ir.Member) else header
+        if isinstance(element, ir.StackMember):
+            stack = self.place(element.expr, depth)
+            assert isinstance(element.expr.type, ir.StackType) and isinstance(header.type, ir.HeaderType)
+            size = element.expr.type.size
             self._parser_error(depth, f"{stack}.next >= {size}", "StackOutOfBounds")
+            member = f".{cname(header.field)}" if isinstance(header, ir.Member) else ""
             self._read_header(
-                depth, header.expr.type.element.name, f"{stack}.e[{stack}.next]", "off", advance=True
+                depth, header.type.name, f"{stack}.e[{stack}.next]{member}", "off", True, call.size
             )
             self.emit(depth, f"{stack}.next += 1;")
             return
         assert isinstance(header.type, ir.HeaderType)
-        self._read_header(depth, header.type.name, self.place(header, depth), "off", advance=True)
+        self._read_header(depth, header.type.name, self.place(header, depth), "off", True, call.size)
 
     def _emit_header(self, depth: int, call: ir.Emit) -> None:
         assert self.scope is not None
@@ -1139,6 +1224,9 @@ class CCompiler(Walker):
                 continue
             nbytes = self._header_bits(header) // 8
             self.deparse_bound += nbytes
+            if ir.varbit_field(decl) is not None:
+                self._emit_varbit_header(depth, target, decl)
+                continue
             if target.startswith("P->orig->"):  # the same bytes in every copy: serialized once per group
                 index = self.shared_emits.setdefault(target, len(self.shared_emits))
                 self.emit(depth, f"if ({target}.valid) {{ /* emit {header}: every copy shares it */")
@@ -1153,6 +1241,23 @@ class CCompiler(Walker):
                 self._put_fields(depth + 1, target, decl)
             self.emit(depth + 1, f"at += {nbytes};")
             self.emit(depth, "}")
+
+    def _emit_varbit_header(self, depth: int, target: str, decl: ir.HeaderDecl) -> None:
+        """Emit a header with a varbit field: the fields before it, its bytes, the fields after it."""
+        found = ir.varbit_field(decl)
+        assert found is not None and isinstance(found[1].type, ir.VarbitType)
+        before, field = found
+        cut = decl.fields.index(field)
+        after = decl.fields[cut + 1 :]
+        self.deparse_bound += (found[1].type.max_width + 7) // 8
+        place = f"{target}.{cname(field.name)}"
+        self.emit(depth, f"if ({target}.valid) {{ /* emit {decl.name} */")
+        self._put_fields(depth + 1, target, replace(decl, fields=decl.fields[:cut]))
+        self.emit(depth + 1, f"memcpy(out + at + {before // 8}, {place}.bytes, {place}.len / 8);")
+        self.emit(depth + 1, f"at += {before // 8} + {place}.len / 8;")
+        self._put_fields(depth + 1, target, replace(decl, fields=after))
+        self.emit(depth + 1, f"at += {sum(ir.width_of(f.type) for f in after) // 8};")
+        self.emit(depth, "}")
 
     def _put_fields(self, depth: int, target: str, decl: ir.HeaderDecl) -> None:
         """Serialize the fields of header `target` at `out + at`."""
@@ -1213,7 +1318,8 @@ class CCompiler(Walker):
             yield e
         elif isinstance(t, ir.StackType):
             for i in range(t.size):
-                yield ir.StackIndex(e, ir.Const(ir.BitType(32), i), t.element, e.pos)  # type: ignore[attr-defined]
+                element = ir.StackIndex(e, ir.Const(ir.BitType(32), i), t.element, e.pos)  # type: ignore[attr-defined]
+                yield from self._headers_under(element)
         elif isinstance(t, ir.StructType):
             for f in self.structs[t.name].fields:
                 yield from self._headers_under(ir.Member(e, f.name, f.type, e.pos))  # type: ignore[attr-defined]
@@ -1339,6 +1445,8 @@ class CCompiler(Walker):
         return _lit(value & _mask(64))
 
     def _read(self, e: ir.Var | ir.Member | ir.StackIndex, depth: int) -> str:
+        if isinstance(e.type, ir.VarbitType):  # a p4_varbitN_t: copied, compared, hashed whole
+            return self.place(e, depth)
         return f"(uint64_t){self.place(e, depth)}"
 
     def _last_index(self, stack: ir.Expr, depth: int) -> str:
@@ -1378,6 +1486,9 @@ class CCompiler(Walker):
         lt = e.left.type
         signed = isinstance(lt, ir.BitType) and lt.signed
         if op in ("==", "!="):
+            if isinstance(lt, ir.VarbitType):  # the same length and the same bits
+                same = f"({a}.len == {b}.len && !memcmp({a}.bytes, {b}.bytes, {a}.len / 8))"
+                return f"(uint64_t)({'' if op == '==' else '!'}{same})"
             return f"(uint64_t)({a} {op} {b})"
         if op in ("<", "<=", ">", ">="):
             if signed:
@@ -1761,6 +1872,11 @@ def _packed(table: ir.TableDecl) -> bool:
         and all(k.match_kind == "exact" for k in table.keys)
         and sum(ir.width_of(k.expr.type) for k in table.keys) <= MAX_WIDTH
     )
+
+
+def _leaf_width(t: ir.Type) -> int | None:
+    """The width of a scalar of hash or checksum data; None for a varbit field (its length is run-time)."""
+    return None if isinstance(t, ir.VarbitType) else ir.width_of(t)
 
 
 def _composite(t: ir.Type) -> bool:

@@ -177,6 +177,11 @@ static inline void p4_bits_add(p4_bits_t *b, uint64_t v, unsigned w) {
     b->bits += w;
 }
 
+/* A varbit field's bytes (whole bytes: bmv2 extracts no other lengths). */
+static P4_UNUSED void p4_bits_add_bytes(p4_bits_t *b, const uint8_t *bytes, size_t n) {
+    for (size_t i = 0; i < n; i++) p4_bits_add(b, bytes[i], 8);
+}
+
 /* The Internet checksum of a sum of 16-bit words: end-around carries folded, then complemented. */
 static inline uint64_t p4_csum_fold(uint64_t total) {
     while (total >> 16) total = (total & 0xFFFF) + (total >> 16);

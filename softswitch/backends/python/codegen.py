@@ -343,7 +343,8 @@ class Compiler(Walker):
                 self._assign(depth, var, s.init)
             return
         name = self._fresh_local(s.name)
-        value = self.expr(s.init, depth) if s.init is not None else repr(zero(s.type))
+        fresh = "(0, 0)" if isinstance(s.type, ir.VarbitType) else repr(zero(s.type))  # varbit: no bits
+        value = self.expr(s.init, depth) if s.init is not None else fresh
         self.emit(depth, f"{name} = {value}")
 
     def _fresh_local(self, name: str) -> str:
@@ -358,7 +359,7 @@ class Compiler(Walker):
         if not is_composite(lhs.type):
             self.store(depth, lhs, self.expr(rhs, depth))
             return
-        if isinstance(lhs, ir.StackMember) or isinstance(rhs, ir.StackMember):  # `s.last`, found when run
+        if _in_element(lhs) or _in_element(rhs):  # under `s.last`, found when run
             (a, b), (c, d) = self._span(lhs, depth), self._span(rhs, depth)
             self.emit(depth, f"V[{a}:{b}] = V[{c}:{d}]")
             return
@@ -386,9 +387,10 @@ class Compiler(Walker):
 
     def _span(self, e: ir.Expr, depth: int) -> tuple[str, str]:
         """Code of the vector slice [start, end) holding a composite value, `stack.last` included."""
-        if isinstance(e, ir.StackMember) and e.member == "last":
-            element, offset = self._last_offset(e.expr, depth)
-            a, b = self.layout.composites[element]
+        found = self._element(e, depth)
+        if found is not None:
+            path, offset = found
+            a, b = self.layout.composites[path]
             return f"{a} + {offset}", f"{b} + {offset}"
         a, b = self.layout.composites[self._need_path(e)]
         return str(a), str(b)
@@ -399,7 +401,12 @@ class Compiler(Walker):
         return [(f.name, f.type) for f in self.program.struct(t.name).fields]
 
     def store(self, depth: int, lhs: ir.Expr, value: str) -> None:
-        """Emit `lhs = value` for a scalar l-value (local, field, or a slice of either)."""
+        """Emit `lhs = value` for a scalar l-value (local, field, or a slice of either); a varbit
+        field's value is the pair (bits, length), in two slots."""
+        if isinstance(lhs.type, ir.VarbitType) and not isinstance(lhs, ir.Var):
+            slot = self._varbit_slot(lhs, depth)
+            self.emit(depth, f"V[{slot}], V[{slot} + 1] = {value}")
+            return
         if isinstance(lhs, ir.Slice):
             whole = self.expr(lhs.expr, depth)
             m = _mask(lhs.hi - lhs.lo + 1)
@@ -642,17 +649,25 @@ class Compiler(Walker):
         else:
             raise UnsupportedError.at(f"extern function {name}", call)
 
-    def _concat(self, depth: int, data: ir.Expr) -> tuple[str, int]:
-        """The bits of a list, header or struct as one integer (first element most significant)."""
+    def _concat(self, depth: int, data: ir.Expr) -> tuple[str, str]:
+        """The bits of a list, header or struct as one integer (first element most significant), and
+        code of their number (a varbit field counts the bits it holds)."""
         leaves = self._leaf_codes(depth, data)
         parts = []
-        total = 0
+        static, dynamic = 0, []
         for code, t in reversed(leaves):
-            w = ir.width_of(t)
+            total = " + ".join([str(static), *dynamic]) if dynamic else str(static)
+            if isinstance(t, ir.VarbitType):
+                pair = self.tmp("vb")
+                self.emit(depth, f"{pair} = {code}")
+                code = f"{pair}[0]"
+                dynamic.append(f"{pair}[1]")
+            else:
+                static += ir.width_of(t)
             if isinstance(t, ir.BoolType):
                 code = f"int({code})"
-            parts.append(f"({code} << {total})" if total else f"({code})")
-            total += w
+            parts.append(f"({code} << ({total}))" if total != "0" else f"({code})")
+        total = " + ".join([str(static), *dynamic]) if dynamic else str(static)
         return "(" + " | ".join(parts or ["0"]) + ")", total
 
     def _leaf_codes(self, depth: int, data: ir.Expr) -> list[tuple[str, ir.Type]]:
@@ -660,7 +675,10 @@ class Compiler(Walker):
         leaves: list[tuple[str, ir.Type]] = []
         for item in data.elements if isinstance(data, ir.ListExpr) else (data,):
             if is_composite(item.type):
-                leaves += [(f"V[{i}]", t) for i, t in self.layout.leaves(self._need_path(item))]
+                leaves += [
+                    (f"(V[{i}], V[{i + 1}])" if isinstance(t, ir.VarbitType) else f"V[{i}]", t)
+                    for i, t in self.layout.leaves(self._need_path(item))
+                ]
             else:
                 leaves.append((self.expr(item, depth), item.type))
         return leaves
@@ -672,21 +690,51 @@ class Compiler(Walker):
         self.emit(depth + 1, "return off")
 
     def _extract(self, depth: int, call: ir.Extract) -> None:
-        header = call.header
         offset = ""
         stack = None
-        if isinstance(header, ir.StackMember):  # extract(s.next): element nextIndex, then nextIndex += 1
-            stack = self.layout.stacks[self._need_path(header.expr)]
-            self._parser_error(depth, f"V[{stack.next}] >= {stack.size}", "StackOutOfBounds")
+        found = self._element(call.header, depth)  # extract(s.next) or (s.next.member): element nextIndex
+        if found is not None:
+            path, code = found
+            element = call.header.expr if isinstance(call.header, ir.Member) else call.header
+            assert isinstance(element, ir.StackMember)
+            stack = self.layout.stacks[self._need_path(element.expr)]
             offset = self.tmp("o")
-            self.emit(depth, f"{offset} = V[{stack.next}] * {stack.stride}")
-            hs = self.layout.headers[self._need_path(header.expr) + ("0",)]
+            self.emit(depth, f"{offset} = {code}")
+            hs = self.layout.headers[path]
         else:
-            hs = self.layout.headers[self._need_path(header)]
+            hs = self.layout.headers[self._need_path(call.header)]
         at = (lambda i: f"{i} + {offset}") if offset else str
+        if call.size is not None:
+            self._extract_varbit(depth, call.size, hs, at)
+        else:
+            self._extract_fixed(depth, hs, at)
+        self.emit(depth, f"V[{at(hs.valid)}] = True")
+        if stack is not None:
+            self.emit(depth, f"V[{stack.next}] += 1")
+
+    def _extract_varbit(self, depth: int, size_expr: ir.Expr, hs: Any, at: Any) -> None:
+        """extract(h, size): the checks in bmv2's order (ir.Extract), then the fields, last first."""
+        size, nbytes, x = self.tmp("sz"), self.tmp("nb"), self.tmp("x")
+        self.emit(depth, f"{size} = {self.expr(size_expr, depth)}")
+        self._parser_error(depth, f"{size} % 8", "ParserInvalidArgument")
+        self.emit(depth, f"{nbytes} = {hs.nbytes} + ({size} >> 3)")
+        self._parser_error(depth, f"off + {nbytes} > n", "PacketTooShort")
+        varbit = next(t for _, i, _, t in hs.fields if i == hs.varbit)
+        self._parser_error(depth, f"{size} > {varbit.max_width}", "HeaderTooShort")
+        self.emit(depth, f"{x} = int.from_bytes(buf[off:off + {nbytes}], 'big')")
+        for _name, index, width, ftype in reversed(hs.fields):
+            if index == hs.varbit:
+                self.emit(depth, f"V[{at(index)}], V[{at(index + 1)}] = {x} & ((1 << {size}) - 1), {size}")
+                self.emit(depth, f"{x} >>= {size}")
+            elif width:
+                self.emit(depth, f"V[{at(index)}] = {_from_bits(x, width, ftype)}")
+                self.emit(depth, f"{x} >>= {width}")
+        self.emit(depth, f"off += {nbytes}")
+
+    def _extract_fixed(self, depth: int, hs: Any, at: Any) -> None:
         self._parser_error(depth, f"off + {hs.nbytes} > n", "PacketTooShort")
-        first, last = hs.fields[0][1], hs.fields[-1][1]
-        if hs.struct_format:
+        if hs.struct_format and hs.fields:  # (a header without fields only becomes valid)
+            first, last = hs.fields[0][1], hs.fields[-1][1]
             self.emit(depth, f"V[{at(first)}:{at(last + 1)}] = _unpack({hs.struct_format!r}, buf, off)")
         elif hs.fields:
             x = self.tmp("x")
@@ -696,10 +744,7 @@ class Compiler(Walker):
                 shift -= width
                 source = f"({x} >> {shift})" if shift else x
                 self.emit(depth, f"V[{at(index)}] = {_from_bits(source, width, ftype)}")
-        self.emit(depth, f"V[{at(hs.valid)}] = True")
         self.emit(depth, f"off += {hs.nbytes}")
-        if stack is not None:
-            self.emit(depth, f"V[{stack.next}] += 1")
 
     def _emit_header(self, depth: int, call: ir.Emit) -> None:
         path = self._need_path(call.header)
@@ -716,14 +761,17 @@ class Compiler(Walker):
             first, last = hs.fields[0][1], hs.fields[-1][1]
             if hs.struct_format:
                 self.emit(depth + 1, f"out.append(_pack({hs.struct_format!r}, *V[{first}:{last + 1}]))")
-            else:
-                shift = hs.nbytes * 8
-                parts = []
-                for _name, index, width, ftype in hs.fields:
-                    shift -= width
+            else:  # from the last field: a varbit field's length shifts the fields before it
+                shift, parts = "0", []
+                for _name, index, width, ftype in reversed(hs.fields):
                     value = f"int(V[{index}])" if isinstance(ftype, ir.BoolType) else f"V[{index}]"
-                    parts.append(f"({value} << {shift})" if shift else value)
-                self.emit(depth + 1, f"out.append(({' | '.join(parts)}).to_bytes({hs.nbytes}, 'big'))")
+                    parts.append(f"({value} << ({shift}))" if shift != "0" else value)
+                    if index == hs.varbit:
+                        shift = f"V[{index + 1}]" if shift == "0" else f"{shift} + V[{index + 1}]"
+                    elif width:
+                        shift = str(width) if shift == "0" else f"{shift} + {width}"
+                nbytes = f"{hs.nbytes} + (V[{hs.varbit + 1}] >> 3)" if hs.varbit is not None else hs.nbytes
+                self.emit(depth + 1, f"out.append(({' | '.join(parts)}).to_bytes({nbytes}, 'big'))")
 
     def _lookahead_bits(self, depth: int, e: ir.Lookahead) -> str:
         """The next width_of(T) bits of the packet as an integer, the packet long enough or an error."""
@@ -794,28 +842,38 @@ class Compiler(Walker):
             raise UnsupportedError.at("expected a header or field of the packet", e)
         return path
 
-    def _last_offset(self, stack_expr: ir.Expr, depth: int) -> tuple[Path, str]:
-        """(path of element 0, code of the slot offset of `stack.last`), with the parser's bounds check."""
-        path = self._need_path(stack_expr)
+    def _element(self, e: ir.Expr, depth: int) -> tuple[Path, str] | None:
+        """For `stack.last`, `stack.next` or a member of either (a header union's, a header's field):
+        (its path in element 0, code of the slot offset of the element meant), with the parser's bounds
+        check (`last` of an empty stack, `next` of a full one); None for anything else."""
+        if isinstance(e, ir.Member):
+            found = self._element(e.expr, depth)
+            return None if found is None else (found[0] + (e.field,), found[1])
+        if not (isinstance(e, ir.StackMember) and e.member in ("last", "next")):
+            return None
+        path = self._need_path(e.expr)
         s = self.layout.stacks[path]
-        self._parser_error(depth, f"V[{s.next}] == 0", "StackOutOfBounds")
-        return path + ("0",), f"(V[{s.next}] - 1) * {s.stride}"
+        if e.member == "last":
+            self._parser_error(depth, f"V[{s.next}] == 0", "StackOutOfBounds")
+            return path + ("0",), f"(V[{s.next}] - 1) * {s.stride}"
+        self._parser_error(depth, f"V[{s.next}] >= {s.size}", "StackOutOfBounds")
+        return path + ("0",), f"V[{s.next}] * {s.stride}"
 
     def _slot(self, e: ir.Expr, depth: int) -> str | None:
         """Code of the vector index of a scalar field, or None for Python locals."""
         path = self._path(e)
         if path is not None:
             return str(self.layout.scalars[path][0]) if path in self.layout.scalars else None
-        if isinstance(e, ir.Member) and isinstance(e.expr, ir.StackMember) and e.expr.member == "last":
-            element, offset = self._last_offset(e.expr.expr, depth)
-            return f"{self.layout.scalars[element + (e.field,)][0]} + {offset}"
+        found = self._element(e, depth)
+        if found is not None:
+            return f"{self.layout.scalars[found[0]][0]} + {found[1]}"
         return None
 
     def _valid(self, header: ir.Expr, depth: int) -> str:
         """Code of the vector index of a header's validity bit."""
-        if isinstance(header, ir.StackMember) and header.member == "last":
-            element, offset = self._last_offset(header.expr, depth)
-            return f"{self.layout.headers[element].valid} + {offset}"
+        found = self._element(header, depth)
+        if found is not None:
+            return f"{self.layout.headers[found[0]].valid} + {found[1]}"
         return str(self.layout.headers[self._need_path(header)].valid)
 
     def lvalue(self, e: ir.Expr, depth: int = 0) -> str:
@@ -845,7 +903,17 @@ class Compiler(Walker):
         return str(value)
 
     def _read(self, e: ir.Var | ir.Member | ir.StackIndex, depth: int) -> str:
+        if isinstance(e.type, ir.VarbitType) and not isinstance(e, ir.Var):  # a local holds the pair
+            slot = self._varbit_slot(e, depth)
+            return f"(V[{slot}], V[{slot} + 1])"
         return self.lvalue(e, depth)
+
+    def _varbit_slot(self, e: ir.Expr, depth: int) -> str:
+        """Code of the slot of a varbit field's bits (its length is the next slot)."""
+        slot = self._slot(e, depth)
+        if slot is None:
+            raise UnsupportedError.at("a varbit value that is not a header field", e)
+        return slot
 
     def _last_index(self, stack: ir.Expr, depth: int) -> str:
         return f"((V[{self.layout.stacks[self._need_path(stack)].next}] - 1) & 0xFFFFFFFF)"
@@ -939,6 +1007,13 @@ class Compiler(Walker):
 
 
 _PY_OPS = {"/": "//"}
+
+
+def _in_element(e: ir.Expr) -> bool:
+    """Whether `e` is a stack's `.last` or `.next` or a member of one (its place is found when run)."""
+    while isinstance(e, ir.Member):
+        e = e.expr
+    return isinstance(e, ir.StackMember) and e.member in ("last", "next")
 
 
 def _mask(width: int) -> int:

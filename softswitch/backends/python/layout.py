@@ -27,9 +27,10 @@ class HeaderSlots:
 
     type_name: str
     valid: int
-    fields: list[tuple[str, int, int, ir.Type]]  # (name, index, width, type)
-    nbytes: int
+    fields: list[tuple[str, int, int, ir.Type]]  # (name, index, width, type); a varbit field's width: 0
+    nbytes: int  # without the varbit field's bytes
     struct_format: str | None  # all fields unsigned 8/16/32/64-bit words: one struct call
+    varbit: int | None = None  # the slot of the varbit field's value; its length in bits is the next one
 
 
 @dataclass
@@ -83,15 +84,21 @@ def build_layout(program: ir.Program, roots: Iterable[tuple[Path, ir.Type]]) -> 
             decl = headers[t.name]
             valid = layout.take(False)
             fields = []
+            varbit = None
             for f in decl.fields:
                 index = layout.take(zero(f.type))
                 layout.scalars[path + (f.name,)] = (index, f.type)
-                fields.append((f.name, index, ir.width_of(f.type), f.type))
+                if isinstance(f.type, ir.VarbitType):  # (value, length): the length is the next slot
+                    varbit = index
+                    layout.take(0)
+                fields.append((f.name, index, 0 if varbit == index else ir.width_of(f.type), f.type))
             total = sum(w for _, _, w, _ in fields)
             fmt = None
-            if all(w in _STRUCT_CODES and isinstance(ft, ir.BitType) for _, _, w, ft in fields):
+            if varbit is None and all(
+                w in _STRUCT_CODES and isinstance(ft, ir.BitType) for _, _, w, ft in fields
+            ):
                 fmt = ">" + "".join(_STRUCT_CODES[w] for _, _, w, _ in fields)
-            layout.headers[path] = HeaderSlots(t.name, valid, fields, total // 8, fmt)
+            layout.headers[path] = HeaderSlots(t.name, valid, fields, total // 8, fmt, varbit)
         elif isinstance(t, ir.StructType):
             for f in structs[t.name].fields:
                 place(path + (f.name,), f.type)
