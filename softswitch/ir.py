@@ -949,6 +949,8 @@ class PackageInstance:
     name: str
     blocks: tuple[PackageBinding, ...]
     pos: Pos | None = None
+    # @pkginfo / @platform_property, their key-value pairs as JSON in the body (for the P4Info's pkg_info)
+    annotations: tuple[Annotation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,10 @@ from softswitch.frontend.preprocess import Preprocessed
 
 # Keywords after which the next identifier is a new type name.
 _TYPE_INTRODUCERS = {"header", "header_union", "struct", "extern", "parser", "control", "package", "enum"}
+# An annotation body that is no expression list (`@doc(free text)`, `@x[k = v]`) is one ANNOTATION_RAW
+# token: its brackets are replaced by these markers (same length, so positions stay), see _raw_bodies.
+RAW_OPEN, RAW_STRUCTURED, RAW_CLOSE = "\x01", "\x03", "\x02"
+_CLOSING = {"(": ")", "[": "]", "{": "}"}
 
 
 class _TypeNames(PostLex):
@@ -36,11 +40,12 @@ class _TypeNames(PostLex):
         in_typedef = False
         last_name: str | None = None
         for tok in stream:
-            if tok.type == "GENERIC_NAME" and tok.value.rstrip(" \t<") in types:
+            if tok.type == "GENERIC_NAME" and tok.value.rstrip(" \t<") in types | {"value_set"}:
                 # `T<...>(` where T is a type (an annotated `register<bit<8>>(4) r;`): type arguments
                 # of a type, not of a call; the lexer took it for a call where a call could follow.
                 name = tok.value.rstrip(" \t<")
-                yield Token.new_borrow_pos("TYPE_NAME", name, tok)
+                kind = "VALUE_SET" if name == "value_set" else "TYPE_NAME"
+                yield Token.new_borrow_pos(kind, name, tok)
                 lt = Token.new_borrow_pos("LT", "<", tok)
                 lt.column = (tok.column or 0) + len(tok.value) - 1
                 lt.start_pos = (tok.start_pos or 0) + len(tok.value) - 1
@@ -61,7 +66,7 @@ class _TypeNames(PostLex):
                 enum_width = True
             elif enum_width and tok.value == ">":
                 enum_width = False
-            elif tok.value == "typedef":
+            elif tok.value in ("typedef", "type") and tok.type != "STRING":
                 in_typedef = True
             elif in_typedef and tok.value == ";":
                 if last_name is not None:
@@ -79,6 +84,7 @@ def _lark() -> Lark:
     grammar = (Path(__file__).resolve().parent / "grammar.lark").read_text(encoding="utf-8")
     return Lark(
         grammar,
+        start=["start", "annotation_args", "annotation_kvs"],
         parser="lalr",
         lexer="contextual",
         postlex=_TypeNames(),
@@ -90,9 +96,98 @@ def _lark() -> Lark:
 def parse(pre: Preprocessed) -> Tree:
     """Parse preprocessed text; syntax errors are reported at their original file:line:column."""
     try:
-        return _lark().parse(pre.text)
+        return _lark().parse(_raw_bodies(pre.text), start="start")
     except UnexpectedInput as exc:
         raise CompileError([_syntax_error(exc, pre)]) from None
+
+
+def _raw_bodies(text: str) -> str:
+    """`text` with the body of every annotation that is not an expression list marked raw.
+
+    P4 lets an annotation's parentheses hold any balanced tokens (`@doc(see RFC 791, p. 12)`) and its
+    square brackets a structured list (`@x[1, "a"]`, `@x[k = 1]`); p4c's lexer keeps such a body
+    unparsed. Here the brackets of such a body become RAW_OPEN (or RAW_STRUCTURED) and RAW_CLOSE, so
+    that the lexer takes the body as one ANNOTATION_RAW token; a body that is an expression list is
+    left alone, to be parsed (and checked) as expressions.
+    """
+    out = list(text)
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            i = _end_of(text, "\n", i)
+        elif text.startswith("/*", i):
+            i = _end_of(text, "*/", i + 2)
+        elif c == '"':
+            i = _string_end(text, i)
+        elif c == "@" and i + 1 < n and (text[i + 1].isalpha() or text[i + 1] == "_"):
+            j = i + 1
+            while j < n and (text[j].isalnum() or text[j] == "_"):
+                j += 1
+            i = j
+            if j < n and text[j] in "([":
+                close = _matching(text, j)
+                if close is not None and (text[j] == "[" or not _expression_list(text[j + 1 : close])):
+                    out[j] = RAW_OPEN if text[j] == "(" else RAW_STRUCTURED
+                    out[close] = RAW_CLOSE
+                    i = close + 1
+        else:
+            i += 1
+    return "".join(out)
+
+
+def _end_of(text: str, end: str, i: int) -> int:
+    found = text.find(end, i)
+    return len(text) if found < 0 else found + len(end)
+
+
+def _string_end(text: str, i: int) -> int:
+    j = i + 1
+    while j < len(text) and text[j] != '"':  # a P4 string may span lines
+        j += 2 if text[j] == "\\" else 1
+    return j + 1
+
+
+def _matching(text: str, i: int) -> int | None:
+    """The index of the bracket closing the one at `i` (strings and nesting skipped), or None."""
+    stack = [_CLOSING[text[i]]]
+    j = i + 1
+    while j < len(text):
+        c = text[j]
+        if c == '"':
+            j = _string_end(text, j)
+            continue
+        if c in _CLOSING:
+            stack.append(_CLOSING[c])
+        elif c in ")]}":
+            if c != stack.pop():
+                return None
+            if not stack:
+                return j
+        j += 1
+    return None
+
+
+def annotation_body(body: str) -> Tree | None:
+    """A structured annotation's body as an expression list or key-value list (None: neither)."""
+    if not body.strip():
+        return Tree("annotation_args", [])
+    for start in ("annotation_args", "annotation_kvs"):
+        try:
+            return _lark().parse(body, start=start)
+        except UnexpectedInput:
+            continue
+    return None
+
+
+def _expression_list(body: str) -> bool:
+    if not body.strip():
+        return True
+    try:
+        _lark().parse(body, start="annotation_args")
+    except UnexpectedInput:
+        return False
+    return True
 
 
 def _syntax_error(exc: UnexpectedInput, pre: Preprocessed) -> Diagnostic:

@@ -9,6 +9,7 @@ was found, `check` raises CompileError with all of them.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from softswitch import ir
 from softswitch.frontend import entries as table_entries
 from softswitch.frontend import stack_index, subset, unions
 from softswitch.frontend.diagnostics import CompileError, Diagnostic
+from softswitch.frontend.inline import Alias, BlockParts, Inliner, renamed_transition, same_expr
+from softswitch.frontend.parser import RAW_STRUCTURED, annotation_body
 from softswitch.frontend.preprocess import P4INCLUDE, Preprocessed
 from softswitch.frontend.typecheck_expr import (
     ARITH,
@@ -120,8 +123,9 @@ def has_annotation(annotations: Sequence[ir.Annotation], name: str) -> bool:
     return any(a.name == name for a in annotations)
 
 
-class _Checker:
+class _Checker(Inliner):
     def __init__(self, pre: Preprocessed, source: str) -> None:
+        self.init_inliner()
         self.pre = pre
         self.source = source
         self.diagnostics: list[Diagnostic] = []
@@ -150,6 +154,10 @@ class _Checker:
         self.hoisted: list[ir.Stmt] | None = None
         self.lowering_select = False  # while a select's keys are checked: they may index stacks at run time
         self.pure: dict[str, bool] = {}  # function -> FunctionInfo.pure
+        self.action_trees: dict[str, tuple[Tree, Scope]] = {}  # action -> its declaration and scope
+        self.ctor_params: dict[str, tuple[ir.Param, ...]] = {}  # parser/control -> constructor parameters
+        # action -> the arguments a table's action list binds its directional parameters to, and where
+        self.bound_actions: dict[str, tuple[tuple[ir.Expr, ...], ir.Pos]] = {}
         # per block
         self.used_names: set[str] = set()
         self.block_name = ""
@@ -185,6 +193,10 @@ class _Checker:
                 self.error(decl, "unsupported: this declaration is too deeply nested or too large")
             except Exception as exc:  # a checker bug must still end in a diagnostic, never a traceback
                 self.error(decl, f"internal compiler error: {type(exc).__name__}: {exc}")
+        self.drop_inlined_only()
+        self.check_constructed()
+        self.check_bound_actions()
+        self.check_structured(tree)
         self.check_control_plane_names()
         self.check_direct_meters()
         if self.main is None and not self.diagnostics:
@@ -211,6 +223,14 @@ class _Checker:
             controls=tuple(self.controls.values()),
             main=self.main,
         )
+
+    def drop_inlined_only(self) -> None:
+        """Parsers and controls only instantiated inside others are not blocks of their own: their
+        declarations were checked, and live on, inlined, in the blocks that instantiate them."""
+        bound = {b.block for b in self.main.blocks} if self.main is not None else set()
+        for name in self.inlined - bound:
+            self.parsers.pop(name, None)
+            self.controls.pop(name, None)
 
     def declaration(self, d: Tree) -> None:
         kind = d.data
@@ -250,6 +270,14 @@ class _Checker:
         out = []
         for a in tree.children:
             name = str(a.children[0])
+            if a.data == "raw_annotation":  # free-form: kept as written (parser._raw_bodies)
+                raw = str(a.children[1])
+                if raw[0] == RAW_STRUCTURED:  # its values (checked, and reported, in check_structured)
+                    items = self.quietly(lambda a=a: self.structured_items(a)) or []
+                    out.append(ir.Annotation(name, None, f"[{json.dumps(items)}]"))
+                else:
+                    out.append(ir.Annotation(name, None, raw[1:-1].strip()))
+                continue
             args = a.children[1] if len(a.children) > 1 else None
             value = None
             body = ""
@@ -262,6 +290,75 @@ class _Checker:
                     value = str(self.literal(parts[0])[0])
             out.append(ir.Annotation(name, value, body))
         return tuple(out)
+
+    def quietly(self, fn: Callable[[], Any]) -> Any:
+        """`fn()`, or None if it failed, with whatever it reported taken back."""
+        count = len(self.diagnostics)
+        try:
+            return fn()
+        except Fail:
+            del self.diagnostics[count:]
+            return None
+
+    def structured_items(self, a: Tree) -> list[list[Any]]:
+        """A structured annotation's values as P4Info lists them: `[[key or None, int | bool | str], ...]`."""
+        name, raw = str(a.children[0]), str(a.children[1])
+        body = annotation_body(raw[1:-1])
+        if body is None:
+            raise self.error(a, f"@{name}: a structured annotation holds expressions or key = value pairs")
+        pairs = (
+            [(str(i.children[0]), i.children[1]) for i in body.children]
+            if body.data == "annotation_kvs"
+            else [(None, e) for e in body.children]
+        )
+        out: list[list[Any]] = []
+        for key, t in pairs:
+            if key is not None and any(k == key for k, _ in out):
+                raise self.error(a, f"@{name}: duplicate key {key}")
+            count = len(self.diagnostics)
+            try:
+                e = self.expr(t, Context(self.globals, "global"), None)
+            except Fail:  # located in the body's own text: say it at the annotation
+                message = self.diagnostics[count].message
+                del self.diagnostics[count:]
+                raise self.error(a, f"@{name}: {message}") from None
+            if isinstance(e, ir.Const) and isinstance(e.type, ir.BitType | ir.InfIntType | ir.BoolType):
+                value: Any = e.value if isinstance(e.value, bool) else int(e.value)
+            elif isinstance(e, ir.StringLit):
+                value = e.value
+            else:
+                kinds = "a structured annotation holds int, string or bool values"
+                raise self.error(a, f"@{name}: {source_text(t)}: {kinds}")
+            out.append([key, value])
+        return out
+
+    def package_info(self, ann: Tree | None) -> tuple[ir.Annotation, ...]:
+        """The package instance's @pkginfo(k = v, ...) and @platform_property(k = v, ...), whose values
+        p4c puts in the P4Info's pkg_info (kept as a structured annotation keeps its values)."""
+        out = []
+        for a in ann.children if ann is not None else []:
+            name = str(a.children[0])
+            if name in ("pkginfo", "platform_property") and a.data == "raw_annotation":
+                items = self.structured_items(a)
+                want = str if name == "pkginfo" else int
+                if any(key is None or type(value) is not want for key, value in items):
+                    raise self.error(a, f"@{name}: expects key = value pairs of {want.__name__} values")
+                out.append(ir.Annotation(name, None, f"[{json.dumps(items)}]"))
+        return tuple(out)
+
+    def check_structured(self, tree: Tree) -> None:
+        """Every structured annotation's values are constants of int, string or bool, and no
+        declaration has two annotations of its name, as p4c demands (wherever it is)."""
+        for node in tree.iter_subtrees():
+            if node.data != "annotations":
+                continue
+            names = [str(a.children[0]) for a in node.children]
+            for a in node.children:
+                if a.data == "raw_annotation" and str(a.children[1])[0] == RAW_STRUCTURED:
+                    name = str(a.children[0])
+                    if names.count(name) > 1:
+                        self.error(a, f"@{name}: duplicate name for a structured annotation")
+                    self.attempt(lambda a=a: self.structured_items(a))
 
     # ------------------------------------------------------------ types
 
@@ -701,15 +798,67 @@ class _Checker:
             self.used_names = set()
         else:
             self.declare_local(scope, name, aname, info)
-        inner = Scope(outer)
-        for p in params:
-            inner.names[p.name] = ir.Var(p.name, p.type, "action_param", p.direction, p.pos)
-        ctx = Context(inner, "action")
-        block = self.block(body, ctx)
+        self.action_trees[fq] = (d, outer)
+        block = self.action_body(body, params, outer, {})
         decl = ir.ActionDecl(aname, fq, params, block, annotations, self.pos(d))
         if scope is None:
             self.actions.append(decl)
         return decl
+
+    def action_body(
+        self, body: Tree, params: Sequence[ir.Param], outer: Scope, bound: dict[str, ir.Expr]
+    ) -> ir.Block:
+        """An action's body; the parameters in `bound` stand for those arguments (a table's action list)."""
+        inner = Scope(outer)
+        for p in params:
+            bound_to = bound.get(p.name)
+            var = ir.Var(p.name, p.type, "action_param", p.direction, p.pos)
+            inner.names[p.name] = var if bound_to is None else Alias(bound_to)
+        return self.block(body, Context(inner, "action"))
+
+    def bind_action(self, info: ActionInfo, a: Tree, arg_trees: list[Any], ctx: Context) -> None:
+        """`actions = { a(x); }`: the action's directional parameters stand for those arguments from now
+        on. Its declaration is checked again so (the same control-plane action, whose P4Info parameters
+        are the directionless ones); a second list must bind the same arguments, and the action may
+        not be called directly (`check_bound_actions`)."""
+        directional = [p for p in info.params if p.direction]
+        if len(arg_trees) != len(directional):
+            count = f"{len(directional)} arguments, got {len(arg_trees)}"
+            raise self.error(a, f"{info.name}: the action list binds {count}")
+        args, _ = self.args(directional, arg_trees, a, ctx, info.name, {})
+        before = self.bound_actions.get(info.fq_name)
+        if before is not None:
+            if not all(same_expr(x, y) for x, y in zip(before[0], args, strict=True)):
+                message = f"unsupported: action {info.name} bound to other arguments in another table"
+                raise self.error(a, message)
+            return
+        d, outer = self.action_trees[info.fq_name]
+        bound = {p.name: e for p, e in zip(directional, args, strict=True)}
+        body = self.action_body(d.children[3], info.params, outer, bound)
+        self.bound_actions[info.fq_name] = (args, self.pos(a))
+        parts = self.parts
+        assert parts is not None
+        old = next((x for x in (*parts.actions, *self.actions) if x.fq_name == info.fq_name), None)
+        assert old is not None
+        decl = dataclasses.replace(old, params=tuple(p for p in info.params if not p.direction), body=body)
+        if old in parts.actions:
+            parts.actions[parts.actions.index(old)] = decl
+        else:  # a top-level action: the control's copy stands for it (it reads the control's arguments)
+            parts.actions.append(decl)
+
+    def check_bound_actions(self) -> None:
+        """An action bound in a table's action list is that table's (its directional parameters stand
+        for the list's arguments): calling it directly as well is refused."""
+        if not self.bound_actions:
+            return
+        bodies = [*(a.body for a in self.actions)]
+        for block in self.controls.values():
+            bodies += [block.apply, *(a.body for a in block.actions)]
+        for node in ir.walk(tuple(bodies)):
+            if isinstance(node, ir.ActionCall) and node.action in self.bound_actions:
+                where = self.bound_actions[node.action][1]
+                message = f"unsupported: calling action {node.action}, bound in an action list at {where}"
+                self.diagnostics.append(Diagnostic(node.pos, message))
 
     def check_direct_meters(self) -> None:
         """A direct meter as bmv2 takes it (p4c's DirectMeterMap): attached to one table by `meters =`,
@@ -739,8 +888,9 @@ class _Checker:
         "conflicting control plane name"; tables and extern instances: its P4Info's "used for
         multiple objects"). A table and an action may share a name, as in p4c's P4Info."""
         controls = list(self.controls.values())
+        bound = {a for c in controls for a in c.actions if a.fq_name in self.bound_actions}
         kinds: dict[str, list[ir.ActionDecl | ir.TableDecl | ir.InstanceDecl]] = {
-            "action": [*self.actions, *(a for c in controls for a in c.actions)],
+            "action": [*self.actions, *(a for c in controls for a in c.actions if a not in bound)],
             "table": [t for c in controls for t in c.tables],
         }
         for inst in [*self.instances, *(i for c in controls for i in c.instances)]:
@@ -855,12 +1005,14 @@ class _Checker:
             raise self.error(d, f"{pname}: expects {len(params)} arguments, got {len(arg_trees)}")
         blocks: list[ir.PackageBinding] = []
         for p, a in zip(params, arg_trees, strict=True):
-            if not (isinstance(a, Tree) and a.data == "ctor_call" and a.children[1] is None):
+            if not (isinstance(a, Tree) and a.data == "ctor_call"):
                 self.error(
                     a, f"{pname}: argument {p.name} must be a parser or control instantiation like X()"
                 )
                 continue
             bname = str(a.children[0])
+            if not self.attempt(lambda a=a, bname=bname: self.construct_bound(bname, a)):
+                continue
             expected = self.types.get(p.type.name) if isinstance(p.type, ir.ExternType) else None
             kind = "parser" if bname in self.parsers else "control" if bname in self.controls else None
             if kind is None:
@@ -891,7 +1043,23 @@ class _Checker:
             self.check_headers_type(self.parsers[blocks[0].block], a=arg_trees[0])
             if type_args is not None:
                 self.check_package_type_args(self.parsers[blocks[0].block], type_args, t)
-        self.main = ir.PackageInstance(pname, iname, tuple(blocks), self.pos(d))
+        self.main = ir.PackageInstance(pname, iname, tuple(blocks), self.pos(d), self.package_info(ann))
+
+    def construct_bound(self, bname: str, a: Tree) -> bool:
+        """A block the package instantiates with constructor arguments (`MyParser(true)`): checked now,
+        with them (False if it cannot be)."""
+        given = list(a.children[1].children) if a.children[1] is not None else []
+        if bname not in self.ctor_params:
+            if given:
+                raise self.error(a, f"{bname} takes no constructor arguments")
+            return True
+        if bname in self.parsers or bname in self.controls:
+            raise self.error(a, f"unsupported: {bname} instantiated twice with constructor arguments")
+        constructed = self.constructor_scope(bname, given, None, a)
+        d = self.block_trees[bname]
+        count = len(self.diagnostics)
+        (self.decl_parser_decl if d.data == "parser_decl" else self.decl_control_decl)(d, constructed)
+        return len(self.diagnostics) == count
 
     def check_package_type_args(self, parser: ir.ParserDecl, type_args: tuple[ir.Type, ...], t: Tree) -> None:
         """`V1Switch<H, M>(...)`: H and M must be the headers and metadata types the blocks take."""
@@ -949,72 +1117,168 @@ class _Checker:
             scope.names[p.name] = ir.Var(p.name, p.type, "param", p.direction, p.pos)
             self.used_names.add(p.name)
 
-    def decl_parser_decl(self, d: Tree) -> None:
+    def decl_parser_decl(self, d: Tree, constructed: Scope | None = None) -> None:
+        """A parser; one with constructor parameters only where it is instantiated, its parameters
+        then bound in `constructed` (`Inliner.constructor_scope`)."""
         ann, name, params_tree, ctor, *body = d.children
         pname = str(name.children[0])
-        if ctor is not None:
-            raise self.error(ctor, "unsupported: constructor parameters")
-        params = self.params(params_tree)
-        self.declare_type(name, pname, ("parser", params), overridable=True)
+        params = self.block_declared(d, "parser") if constructed is None else self.types[pname][1]
+        if ctor is not None and constructed is None:
+            return
         self.used_names = set()
         self.block_name = pname
-        scope = Scope(self.globals)
+        scope = Scope(constructed or self.globals)
         self.block_params(params, scope)
         ctx = Context(scope, "parser")
-        locals_: list[ir.VarDecl] = []
-        instances: list[ir.InstanceDecl] = []
-        state_trees: list[Tree] = []
-        for item in body:
-            if item.data == "parser_state":
-                state_trees.append(item)
-            elif item.data == "var_decl":
-                v = self.attempt(lambda item=item: self.var_decl(item, ctx))
-                if v is not None:
-                    locals_.append(v)
-            elif item.data == "const_decl":
-                self.attempt(lambda item=item: self.decl_const_decl(item, scope))
-            elif item.data == "instantiation":
-                inst = self.attempt(lambda item=item: self.decl_instantiation(item, scope, pname))
-                if inst is not None:
-                    instances.append(inst)
-            else:
-                self.attempt(lambda item=item: self.declaration(item))
+        state_trees = [item for item in body if item.data == "parser_state"]
+        parts = BlockParts("parser", pname, scope, list(state_trees))
         names = {"accept", "reject"}
         for st in state_trees:
             sname = str(st.children[1].children[0])
             if sname in names:
                 self.error(st.children[1], f"state {sname}: duplicate declaration")
             names.add(sname)
+        self.state_names = set(names)
+        self.parser_locals([item for item in body if item.data != "parser_state"], parts)
         if "start" not in names:
             self.error(d, f"parser {pname}: no start state")
         states: list[ir.ParserState] = []
-        for st in state_trees:
-            s = self.attempt(lambda st=st: self.parser_state(st, ctx, names))
-            if s is not None:
-                states.append(s)
-        if len(states) == len(state_trees) and "start" in names and not _reaches_accept(states):
+        failed = False
+        self.parts = parts
+        try:
+            for st in state_trees:
+                s = self.attempt(lambda st=st: self.parser_state(st, ctx, names))
+                failed |= s is None
+                states += s or []
+        finally:
+            self.parts = None
+        if not failed and "start" in names and not _reaches_accept(states):
             self.error(d, f"parser {pname}: no path from start reaches accept")
         self.parsers[pname] = ir.ParserDecl(
-            pname, params, tuple(locals_), tuple(instances), tuple(states), self.annotations(ann), self.pos(d)
+            pname,
+            params,
+            tuple(parts.locals),
+            tuple(parts.instances),
+            tuple(states),
+            self.annotations(ann),
+            self.pos(d),
         )
 
-    def parser_state(self, st: Tree, ctx: Context, names: set[str]) -> ir.ParserState:
+    def block_declared(self, d: Tree, kind: str) -> tuple[ir.Param, ...]:
+        """A parser's or control's type: its parameters, and its constructor's (checked where it is
+        instantiated: it has no body of its own before)."""
+        _ann, name, params_tree, ctor, *_body = d.children
+        bname = str(name.children[0])
+        params = self.params(params_tree)
+        self.declare_type(name, bname, (kind, params), overridable=True)
+        self.block_trees[bname] = d
+        if ctor is not None:
+            self.ctor_params[bname] = self.constructor_params(ctor)
+        return params
+
+    def constructor_params(self, ctor: Tree) -> tuple[ir.Param, ...]:
+        """Constructor parameters: compile-time values, or parsers and controls (instances)."""
+        out: list[ir.Param] = []
+        for p in ctor.children[0].children if ctor.children[0] is not None else []:
+            _ann, direction, t, pname, *default = p.children
+            if direction is not None:
+                raise self.error(p, f"{pname}: constructor parameters have no direction")
+            if default and default[0] is not None:
+                raise self.error(p, "unsupported: parameters with default values")
+            found = self.types.get(str(t.children[0])) if t.data == "named_type" else None
+            if isinstance(found, tuple) and found[0] in ("parser", "control"):
+                typ: ir.Type = ir.ExternType(str(t.children[0]))
+            else:
+                typ = self.resolve_type(t)
+            out.append(ir.Param(str(pname), typ, "", (), self.pos(p)))
+        return tuple(out)
+
+    def check_constructed(self) -> None:
+        """A parser or control with constructor parameters is checked where it is instantiated: one
+        never instantiated could hide errors, so it is refused."""
+        bound = {b.block for b in self.main.blocks} if self.main is not None else set()
+        for name in self.ctor_params.keys() - self.inlined - bound:
+            ctor = self.block_trees[name].children[3]
+            self.error(ctor, f"unsupported: constructor parameters of {name}, never instantiated")
+
+    def parser_locals(self, items: Sequence[Tree], parts: BlockParts) -> None:
+        """A parser's local declarations (an inlined one's too) into `parts`."""
+        ctx = Context(parts.scope, "parser")
+        for item in items:
+            if not self.block_local(item, parts, ctx):
+                self.attempt(lambda item=item: self.declaration(item))
+        self.expand_instances(parts)
+
+    def block_local(self, item: Tree, parts: BlockParts, ctx: Context) -> bool:
+        """A variable, constant or instance declared in a parser or control, into `parts` (False if
+        `item` is none of them)."""
+        if item.data == "var_decl":
+            v = self.attempt(lambda: self.var_decl(item, ctx))
+            if v is not None:
+                parts.locals.append(v)
+        elif item.data == "const_decl":
+            self.attempt(lambda: self.decl_const_decl(item, parts.scope))
+        elif item.data == "instantiation" and (sub := self.instantiated_block(item)) is not None:
+            self.attempt(lambda: self.sub_block_instance(item, parts, sub))
+        elif item.data == "instantiation":
+            inst = self.attempt(lambda: self.decl_instantiation(item, parts.scope, parts.prefix))
+            if inst is not None:
+                parts.instances.append(inst)
+        else:
+            return False
+        return True
+
+    def instantiated_block(self, d: Tree) -> str | None:
+        """The kind ("parser" or "control") that the instantiation `d` instantiates, if any."""
+        t = d.children[1]
+        found = self.types.get(str(t.children[0])) if t.data in ("named_type", "generic_type") else None
+        if isinstance(found, tuple) and found[0] in ("parser", "control"):
+            return str(found[0])
+        return None
+
+    def parser_state(
+        self, st: Tree, ctx: Context, names: set[str], rename: dict[str, str] | None = None
+    ) -> list[ir.ParserState]:
+        """A parser state, as one IR state or, where it applies sub-parsers, several (`inline`);
+        `rename` gives the names of an inlined parser's copy."""
         ann, name, *items = st.children
         sname = str(name.children[0])
+        names_to = rename or {}
         transition = None
         if items and isinstance(items[-1], Tree) and items[-1].data in ("goto", "select_transition"):
             transition = items.pop()
         inner = Context(Scope(ctx.scope), "parser")
-        stmts = self.statements(items, inner)
+        out: list[ir.ParserState] = []
+        current, stmts = names_to.get(sname, sname), []
+        for item in items:
+            try:
+                split = self.sub_parser_split(item, inner)
+            except Fail:
+                continue
+            if split is None:
+                stmts += self.statements([item], inner)
+                continue
+            before, info, args = split
+            after = self.fresh_state(f"{names_to.get(sname, sname)}_after_{info.name}")
+            start, copies = self.sub_parser_states(info, after)
+            goto = ir.Goto(start, self.pos(item))
+            out.append(ir.ParserState(current, (*stmts, *before), goto, self.pos(st)))
+            out += copies
+            current, stmts = after, self.copy_out(info, args)
+        pos = self.pos(st)
         if transition is not None and transition.data == "select_transition":
-            before, select = self.select_lowered(transition, inner, names)
-            return ir.ParserState(sname, stmts + before, select, self.pos(st))
-        if transition is None:  # p4c: an implicit transition to reject (with a warning)
-            return ir.ParserState(sname, stmts, ir.Goto("reject", self.pos(st)), self.pos(st))
-        target = str(transition.children[0].children[0])
-        if target not in names:
-            raise self.error(transition, f"{target}: no such parser state")
-        return ir.ParserState(sname, stmts, ir.Goto(target, self.pos(transition)), self.pos(st))
+            before_select, select = self.select_lowered(transition, inner, names)
+            final: ir.Goto | ir.Select = renamed_transition(select, names_to)
+            stmts += before_select
+        elif transition is None:  # p4c: an implicit transition to reject (with a warning)
+            final = ir.Goto("reject", pos)
+        else:
+            target = str(transition.children[0].children[0])
+            if target not in names:
+                raise self.error(transition, f"{target}: no such parser state")
+            final = renamed_transition(ir.Goto(target, self.pos(transition)), names_to)
+        out.append(ir.ParserState(current, tuple(stmts), final, pos))
+        return out
 
     def select_lowered(
         self, transition: Tree, ctx: Context, names: set[str]
@@ -1110,62 +1374,68 @@ class _Checker:
 
     # ------------------------------------------------------------ controls
 
-    def decl_control_decl(self, d: Tree) -> None:
+    def decl_control_decl(self, d: Tree, constructed: Scope | None = None) -> None:
+        """A control; one with constructor parameters only where it is instantiated, its parameters
+        then bound in `constructed` (`Inliner.constructor_scope`)."""
         ann, name, params_tree, ctor, *body = d.children
         cname = str(name.children[0])
-        if ctor is not None:
-            raise self.error(ctor, "unsupported: constructor parameters")
-        params = self.params(params_tree)
-        self.declare_type(name, cname, ("control", params), overridable=True)
+        params = self.block_declared(d, "control") if constructed is None else self.types[cname][1]
+        if ctor is not None and constructed is None:
+            return
         self.used_names = set()
         self.block_name = cname
         self.block_tables = {}
-        scope = Scope(self.globals)
+        scope = Scope(constructed or self.globals)
         self.block_params(params, scope)
-        ctx = Context(scope, "control")
         apply_tree = body.pop()
-        locals_: list[ir.VarDecl] = []
-        instances: list[ir.InstanceDecl] = []
-        actions: list[ir.ActionDecl] = []
-        tables: list[ir.TableDecl] = []
-        for item in body:
+        parts = BlockParts("control", cname, scope, [apply_tree])
+        self.control_locals(body, parts)
+        self.parts = parts
+        try:
+            apply = self.block(apply_tree, Context(Scope(scope), "control", in_apply=True))
+        finally:
+            self.parts = None
+        self.controls[cname] = ir.ControlDecl(
+            cname,
+            params,
+            tuple(parts.locals),
+            tuple(parts.instances),
+            tuple(parts.actions),
+            tuple(parts.tables),
+            apply,
+            self.annotations(ann),
+            self.pos(d),
+        )
+
+    def control_locals(self, items: Sequence[Tree], parts: BlockParts) -> None:
+        """A control's local declarations (an inlined one's too) into `parts`."""
+        ctx = Context(parts.scope, "control")
+        saved, self.parts = self.parts, parts  # where a table's action list puts the actions it binds
+        try:
+            self.control_items(items, parts, ctx)
+        finally:
+            self.parts = saved
+        self.expand_instances(parts)
+
+    def control_items(self, items: Sequence[Tree], parts: BlockParts, ctx: Context) -> None:
+        for item in items:
             kind = item.data
-            if kind == "var_decl":
-                v = self.attempt(lambda item=item: self.var_decl(item, ctx))
-                if v is not None:
-                    locals_.append(v)
-            elif kind == "const_decl":
-                self.attempt(lambda item=item: self.decl_const_decl(item, scope))
-            elif kind == "instantiation":
-                inst = self.attempt(lambda item=item: self.decl_instantiation(item, scope, cname))
-                if inst is not None:
-                    instances.append(inst)
-            elif kind == "action_decl":
-                a = self.attempt(lambda item=item: self.decl_action_decl(item, scope, cname))
+            if self.block_local(item, parts, ctx):
+                continue
+            if kind == "action_decl":
+                a = self.attempt(lambda item=item: self.decl_action_decl(item, parts.scope, parts.prefix))
                 if a is not None:
-                    actions.append(a)
+                    parts.actions.append(a)
             elif kind == "table_decl":
-                t = self.attempt(lambda item=item: self.table(item, ctx, cname, instances))
+                t = self.attempt(lambda item=item: self.table(item, ctx, parts.prefix, parts.instances))
                 if t is not None:
-                    tables.append(t)
+                    parts.tables.append(t)
             elif kind == "function_decl":
                 self.error(
                     item, "unsupported: a function declared inside a control (declare it at top level)"
                 )
             else:
                 self.attempt(lambda item=item: self.declaration(item))
-        apply = self.block(apply_tree, Context(Scope(scope), "control", in_apply=True))
-        self.controls[cname] = ir.ControlDecl(
-            cname,
-            params,
-            tuple(locals_),
-            tuple(instances),
-            tuple(actions),
-            tuple(tables),
-            apply,
-            self.annotations(ann),
-            self.pos(d),
-        )
 
     # ------------------------------------------------------------ tables
 
@@ -1366,11 +1636,12 @@ class _Checker:
     def action_ref(self, a: Tree, ctx: Context) -> ir.TableActionRef:
         ann, name, *args = a.children
         annotations = self.annotations(ann)
-        if args and args[0] is not None:
-            raise self.error(a, "unsupported: arguments in a table's action list")
         info = ctx.scope.lookup(str(name))
         if not isinstance(info, ActionInfo):
             raise self.error(name, f"{name}: {'not an action' if info is not None else 'undeclared action'}")
+        arg_trees = list(args[0].children) if args and args[0] is not None else []
+        if arg_trees or any(p.direction for p in info.params):
+            self.bind_action(info, a, arg_trees, ctx)
         scope = "TABLE_AND_DEFAULT"
         for a_name, s in _TABLE_SCOPES.items():
             if has_annotation(annotations, a_name):
@@ -1394,7 +1665,13 @@ class _Checker:
         if not any(r.action == info.fq_name for r in actions):
             raise self.error(t, f"{what}: action {info.name} is not in the table's actions list")
         params = [p for p in info.params if p.direction == ""]
-        if any(p.direction != "" for p in info.params):
+        bound = self.bound_actions.get(info.fq_name)
+        if bound is not None and len(arg_trees) == len(info.params):  # the list's arguments again, first
+            given = self.args(info.params[: len(bound[0])], arg_trees[: len(bound[0])], t, ctx, what, {})[0]
+            if not all(same_expr(x, y) for x, y in zip(bound[0], given, strict=True)):
+                raise self.error(t, f"{what}: {info.name} is bound to other arguments in the action list")
+            arg_trees = arg_trees[len(bound[0]) :]
+        elif any(p.direction != "" for p in info.params):
             raise self.error(t, f"{what}: action {info.name} has directional parameters")
         if len(arg_trees) != len(params):
             raise self.error(
@@ -1521,6 +1798,10 @@ class _Checker:
         kind = s.data
         if kind == "block":
             return self.block(s, ctx)
+        if kind == "annotated_block":  # `@atomic { ... }`: the annotation changes nothing here
+            return self.block(s.children[1], ctx)
+        if kind == "op_assignment":
+            return self.assignment(self.op_assignment(s), ctx)
         if kind == "var_decl":
             return self.var_decl(s, ctx)
         if kind == "const_decl":
@@ -1578,6 +1859,15 @@ class _Checker:
         rhs = self.coerce(self.expr(rhs_t, ctx, lhs.type), lhs.type, rhs_t)
         return ir.Assign(lhs, rhs, self.pos(s))
 
+    def op_assignment(self, s: Tree) -> Tree:
+        """`a op= b` as `a = a op b` (P4_16 1.2.4), refused where evaluating `a` twice could differ."""
+        lhs_t, op_tok, rhs_t = s.children
+        if any(isinstance(n, Tree) and n.data in _CALLS for n in lhs_t.iter_subtrees()):
+            raise self.error(lhs_t, f"unsupported: a call on the left of {op_tok}")
+        op = Token("OP", str(op_tok)[:-1])
+        op.line, op.column = op_tok.line, op_tok.column
+        return Tree("assignment", [lhs_t, Tree("binop", [lhs_t, op, rhs_t], s.meta)], s.meta)
+
     def check_lvalue(self, e: ir.Expr, t: Any) -> None:
         root = lvalue_root(e)
         if isinstance(e, ir.HeaderMethod | ir.ExternMethodCall | ir.ApplyResultMember):
@@ -1599,6 +1889,9 @@ class _Checker:
         t = s.children[0]
         if not (isinstance(t, Tree) and t.data in _CALLS):
             raise self.error(s, "expression statement must be a call")
+        inlined = self.sub_block_apply(t, ctx)
+        if inlined is not None:
+            return inlined
         verify = self.verify(t, ctx) if t.data == "call" else None
         if verify is not None:
             return verify
@@ -1768,6 +2061,8 @@ class _Checker:
             return ir.Const(found.type, found.value, self.pos(t))
         if isinstance(found, ir.EnumValue | ir.ErrorValue):
             return found
+        if isinstance(found, Alias):  # a parameter of an inlined block that stands for its argument
+            return found.expr
         what = {TableInfo: "a table", ActionInfo: "an action", InstanceInfo: "an extern instance"}.get(
             type(found)
         )
@@ -1808,6 +2103,25 @@ class _Checker:
             if isinstance(e.type, ir.InfIntType):
                 raise self.error(i, "list elements need a width: write 8w5 or cast the constant")
         return ir.ListExpr(elems, ir.TupleType(tuple(e.type for e in elems)), self.pos(t))
+
+    def e_struct_expr(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
+        """`{f1 = a, f2 = b}`: a list of the struct's or header's fields in their order, each named once."""
+        if not isinstance(want, ir.HeaderType | ir.StructType):
+            raise self.error(t, "a structure expression {f = ...} needs a struct or header type here")
+        fields = (self.headers if isinstance(want, ir.HeaderType) else self.structs)[want.name].fields
+        given: dict[str, Any] = {}
+        for item in t.children:
+            fname = str(item.children[0])
+            if fname in given:
+                raise self.error(item, f"{fname}: given twice")
+            if all(f.name != fname for f in fields):
+                raise self.error(item, f"{fname}: no field {fname} in {want.name}")
+            given[fname] = item.children[1]
+        missing = [f.name for f in fields if f.name not in given]
+        if missing:
+            raise self.error(t, f"{type_str(want)}: no value for {', '.join(missing)}")
+        items = Tree("expression_list", [given[f.name] for f in fields], t.meta)
+        return self.e_list_expr(Tree("list_expr", [items], t.meta), ctx, want)
 
     def e_member(self, t: Tree, ctx: Context, want: ir.Type | None) -> ir.Expr:
         base_t, name_tok = t.children

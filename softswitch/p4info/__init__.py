@@ -23,15 +23,19 @@ front end has run:
   field names from tableKeyNames (`h.$valid$`, a field's @name); ids of match
   fields, params and metadata numbered from 1 unless @id says otherwise;
 * annotations copied except @name, @id, @brief and @description (the latter
-  two become `doc`); `type_info` present exactly when p4c touches it (any
-  table, action parameter, extern instance, extern call in a control or
-  controller header), with the serializable enums the listed objects use.
+  two become `doc`), structured ones (`@x[...]`) as `structured_annotations`,
+  the package instance's @pkginfo and @platform_property as `pkg_info`;
+  `type_info` present exactly when p4c touches it (any table, action
+  parameter, extern instance, extern call in a control or controller
+  header), with the serializable enums the listed objects use.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from finsy.proto import p4i
 from google.protobuf import text_format
@@ -85,10 +89,33 @@ def _explicit_id(annotations: tuple[ir.Annotation, ...]) -> int | None:
     return None
 
 
-def _copied(annotations: tuple[ir.Annotation, ...]) -> list[str]:
-    return [
-        f"@{a.name}({a.body})" if a.body else f"@{a.name}" for a in annotations if a.name not in _NOT_COPIED
-    ]
+def _annotate(message: Any, annotations: tuple[ir.Annotation, ...]) -> None:
+    """The annotations p4c copies into `message`: as text, and structured ones (`@x[...]`; the checker
+    keeps their values as a JSON list of [key or null, value] in the body) in structured_annotations."""
+    for a in annotations:
+        if a.name in _NOT_COPIED:
+            continue
+        if not a.body.startswith("["):
+            message.annotations.append(f"@{a.name}({a.body})" if a.body else f"@{a.name}")
+            continue
+        out = message.structured_annotations.add(name=a.name)
+        items = json.loads(a.body[1:-1])
+        if items and items[0][0] is not None:
+            for key, value in items:
+                _expression(out.kv_pair_list.kv_pairs.add(key=key).value, value)
+        else:
+            out.expression_list.SetInParent()
+            for _, value in items:
+                _expression(out.expression_list.expressions.add(), value)
+
+
+def _expression(message: p4i.Expression, value: int | bool | str) -> None:
+    if isinstance(value, bool):
+        message.bool_value = value
+    elif isinstance(value, int):
+        message.int64_value = value
+    else:
+        message.string_value = value
 
 
 def _has(annotations: tuple[ir.Annotation, ...], name: str) -> bool:
@@ -195,11 +222,17 @@ def build_p4info(program: ir.Program) -> p4i.P4Info:
         message.id = ids[(prefix, name)]
         message.name = name
         message.alias = alias[name] if prefix != p4ids.CONTROLLER_HEADER else name
-        message.annotations.extend(_copied(annotations))
+        _annotate(message, annotations)
         _doc(message, annotations)
 
     info = p4i.P4Info()
     info.pkg_info.arch = program.arch
+    for a in program.main.annotations:  # @pkginfo, @platform_property (the checker keeps their pairs)
+        pairs = json.loads(a.body[1:-1])
+        target = info.pkg_info if a.name == "pkginfo" else info.pkg_info.platform_properties
+        for key, value in pairs:
+            if key in target.DESCRIPTOR.fields_by_name and key != "arch":
+                setattr(target, key, value)
     used_enums: list[str] = []
 
     def note_type(t: ir.Type) -> None:
@@ -219,11 +252,11 @@ def build_p4info(program: ir.Program) -> p4i.P4Info:
                 mf.match_type = _MATCH_TYPES[key.match_kind]
             else:
                 mf.other_match_type = key.match_kind
-            mf.annotations.extend(_copied(key.annotations))
+            _annotate(mf, key.annotations)
             _doc(mf, key.annotations)
         for ref in table.actions:
             out_ref = out.action_refs.add(id=ids[(p4ids.ACTION, ref.action)], scope=_SCOPES[ref.scope])
-            out_ref.annotations.extend(_copied(ref.annotations))
+            _annotate(out_ref, ref.annotations)
         default = table.default_action
         default_id = ids[(p4ids.ACTION, default.action)]
         if table.default_action_const:
@@ -260,7 +293,7 @@ def build_p4info(program: ir.Program) -> p4i.P4Info:
             out_param = out_action.params.add(
                 id=number, name=_field_name(param), bitwidth=ir.width_of(param.type)
             )
-            out_param.annotations.extend(_copied(param.annotations))
+            _annotate(out_param, param.annotations)
             _doc(out_param, param.annotations)
 
     for counter in counters:
@@ -294,7 +327,7 @@ def build_p4info(program: ir.Program) -> p4i.P4Info:
             assert isinstance(f, ir.Field)
             note_type(f.type)
             md = out_header.metadata.add(id=number, name=_field_name(f), bitwidth=ir.width_of(f.type))
-            md.annotations.extend(_copied(f.annotations))
+            _annotate(md, f.annotations)
 
     for register in registers:
         out_register = info.registers.add()

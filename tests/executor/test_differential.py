@@ -2,7 +2,8 @@
 
 Programs: our own (p4src/v1model/p4reduce.p4, with protocol traffic and
 random mutations of it), every construct in one program
-(tests/executor/constructs.p4), the front end's and the tutorials'
+(tests/executor/constructs.p4), parsers and controls inlined into others
+(tests/executor/nested.p4), the front end's and the tutorials'
 programs, and programs of random well-typed expressions over bit<W> and
 int<W> of every width from 1 to 64. For each: random table entries,
 default actions, groups and register cells on both backends alike, random
@@ -35,6 +36,7 @@ PROGRAMS = {
     "replicas": ROOT / "tests/executor/replicas.p4",
     "exact_keys": ROOT / "tests/executor/exact_keys.p4",
     "words": ROOT / "tests/executor/words.p4",
+    "nested": ROOT / "tests/executor/nested.p4",
     "unions": ROOT / "tests/executor/unions.p4",
     "varbit": ROOT / "tests/executor/varbit.p4",
     "general_features": ROOT / "tests/frontend/general_features.p4",

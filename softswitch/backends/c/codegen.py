@@ -182,7 +182,11 @@ class CCompiler(Walker):
         self.info = info
         self.action_ids = {p.preamble.name: p.preamble.id for p in info.actions}  # a table may share a name
         self.actions = all_actions(program)
-        self.top_actions = {a.fq_name for a in program.actions}
+        # top-level actions run without a control's locals; one a control declares too is that control's
+        # (the front end's copy of an action bound in the control's action list, softswitch/frontend)
+        self.top_actions = {a.fq_name for a in program.actions} - {
+            a.fq_name for c in program.controls for a in c.actions
+        }
         self.tables = {t.fq_name: t for c in program.controls for t in c.tables}
         self.instances = all_instances(program)
         self.errors = {name: code for code, name in enumerate(program.errors)}
