@@ -32,7 +32,7 @@ from tests.test_p4runtime_names import TREE_ONLY_IN_V1MODEL
 
 TARGETS = (
     pytest.param("tofino", "tna", marks=pytest.mark.xfail(
-        strict=True, reason="Tofino 1: PHV allocation leaves 4 field slices (docs/p4src.md)")),
+        strict=True, reason="Tofino 1: placement takes 13 stages of 12, bfas refuses (docs/p4src.md)")),
     ("tofino2", "t2na"),
 )  # fmt: skip
 CANDIDATES = ("bf-p4c", "p4c-barefoot", "p4c")
