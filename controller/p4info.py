@@ -3,7 +3,7 @@
 p4c's bmv2 back end and p4reduce-p4c write the standard form: objects named
 after their control (`MyIngress.job_table`), counters and registers as
 P4Info `counters` and `registers`. The Tofino compiler (bf-p4c,
-p4c-barefoot) writes its own form by default (docs/p4src.md, *P4Info of the
+p4c-barefoot) writes its own form by default (docs/controller.md, *P4Info of the
 Tofino compiler*):
 
 - tables and extern instances are named after the `Pipeline` instance too
