@@ -1,6 +1,6 @@
 # p4reduce — lab conventions of p4lang/tutorials: build/, logs/, pcaps/.
 #   make install   create .venv (and, as root, install Debian packages); idempotent
-#   make build     compile p4src/ with p4reduce-p4c (always) and p4c (when on PATH)
+#   make build     compile p4src/ with p4reduce-p4c (always) and p4c (when on PATH with the bmv2 back end)
 #   make demo      the main job: 4 workers all-reduce through the embedded switch
 #   make switch    the embedded switch that controller/examples/loopback.yaml names, in the foreground
 #   make torch-ddp  DDP training under torchrun on the p4reduce backend (own switch + controller); torch-fsdp: FSDP2
@@ -80,10 +80,11 @@ $(VENV)/.native: $(NATIVE_SOURCES) setup.py $(VENV)/.installed
 build: install
 	@mkdir -p $(BUILD)
 	$(BIN)/p4reduce-p4c $(P4_MAIN) -I p4src -o $(BUILD)/p4reduce.json --p4runtime-files $(BUILD)/p4reduce.p4info.txtpb
-	@if command -v p4c >/dev/null; then \
+	@# a p4c built with other back ends only (the Tofino one) is on PATH as p4c too: ask it for bmv2
+	@if command -v p4c >/dev/null && p4c --help-targets 2>/dev/null | grep -q '^bmv2-v1model'; then \
 	  mkdir -p $(BUILD)/bmv2 && p4c --target bmv2 --arch v1model -I p4src -o $(BUILD)/bmv2 \
 	    --p4runtime-files $(BUILD)/bmv2/p4reduce.p4info.txtpb $(P4_MAIN); \
-	else echo "p4c not on PATH: skipped the bmv2 build (the embedded switch needs only build/p4reduce.json)"; fi
+	else echo "no p4c with the bmv2 back end on PATH: skipped the bmv2 build (the embedded switch needs only build/p4reduce.json)"; fi
 
 # The switch of controller/examples/loopback.yaml (P4Runtime 127.0.0.1:9559, DATA 127.0.0.1:20562): the
 # daemon pushes build/p4reduce.json to it. METRICS=9101 serves its Prometheus metrics.

@@ -46,11 +46,11 @@ import grpc
 from finsy import p4entity
 from finsy.p4client import P4ClientError
 from finsy.proto import U128, p4r, p4r_grpc, rpc_code
-from google.protobuf import text_format
 
 from controller.device_config import Target, check_device_config
 from controller.errors import SwitchError
 from controller.mastership import LinkStats, Mastership, MastershipSettings, Policy
+from controller.p4info import controller_view, read_p4info
 
 log = logging.getLogger("controller.switch")
 
@@ -181,7 +181,7 @@ class SwitchSession:
                 await self._confirm_push(pipeline)
                 self.pushed = True
                 log.info("%s: pipeline pushed (%s)", self.where, pipeline.get_pipeline_info())
-            self._schema = pipeline if pipeline is not None else await self._running_schema()
+            self._schema = self._names(pipeline if pipeline is not None else await self._running_schema())
             if self._stream is not None:
                 self._watcher = asyncio.create_task(self._watch(), name=f"p4runtime-stream-{self.name}")
                 if self.mastership.settings.policy is Policy.RECLAIM:
@@ -312,6 +312,13 @@ class SwitchSession:
             raise SwitchError(f"{self.where}: {exc.code().name}: {exc.details()}") from None
         return fy.P4Schema(reply.config.p4info)
 
+    @staticmethod
+    def _names(pipeline: fy.P4Schema) -> fy.P4Schema:
+        """The schema the controller encodes its names with: the pipeline's own, or for the Tofino compiler's
+        P4Info form its view (module `p4info`); the switch is always given the pipeline as compiled."""
+        view = controller_view(pipeline.p4info)
+        return pipeline if view is pipeline.p4info else fy.P4Schema(view)
+
     def _load_pipeline(self) -> fy.P4Schema | None:
         """P4Info + device config as finsy's schema (which also computes the cookie of the pair)."""
         if self.p4info_path is None and self.device_config_path is None:
@@ -321,13 +328,7 @@ class SwitchSession:
         for path, what in ((self.p4info_path, "P4Info"), (self.device_config_path, "device config")):
             if not path.is_file():
                 raise SwitchError(f"{what} file {path} not found (build it first, e.g. `make build`)")
-        try:
-            schema = fy.P4Schema(self.p4info_path, self.device_config_path)
-        except (text_format.ParseError, UnicodeDecodeError, ValueError) as exc:
-            reason = str(exc).splitlines()[0]
-            raise SwitchError(
-                f"P4Info file {self.p4info_path} is not a P4Info text protobuf: {reason}"
-            ) from None
+        schema = fy.P4Schema(read_p4info(self.p4info_path), self.device_config_path)
         self.device_kind = check_device_config(self.device_config_path, schema, self.target)
         return schema
 

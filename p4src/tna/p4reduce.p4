@@ -9,8 +9,9 @@
  * and widths: one controller serves both (tests/test_p4runtime_names.py checks it).
  *
  * Compiled with p4c 1.2.5.16 / p4c-barefoot 9.13.4 (issue 32; docs/p4src.md,
- * "Compiled with the open Tofino back end"): Tofino 2 with 0 errors, Tofino 1
- * stops at PHV allocation. The commands:
+ * "Compiled with the open Tofino back end"): Tofino 2 with 0 errors; Tofino 1
+ * passes the compiler (PHV fits since the first pass carries the values in
+ * hdr.carry) but its table placement takes 13 of 12 stages. The commands:
  *     p4c --target tofino  --arch tna  -I p4src -o OUT p4src/tna/p4reduce.p4
  *     p4c --target tofino2 --arch t2na -I p4src -o OUT p4src/tna/p4reduce.p4
  * (__TARGET_TOFINO__ selects the variant below).
@@ -159,7 +160,10 @@ struct tna_headers_t {
     ipv4_t            ipv4;
     udp_t             udp;
     p4reduce_t        p4r;
-    p4reduce_values_t vals;
+    p4reduce_values_t vals;        /* the values the RegisterActions work on (Tofino 1: recirculated passes) */
+#if P4R_HARVEST
+    p4reduce_values_t carry;       /* Tofino 1: the values riding through the first pass, untouched */
+#endif
 }
 
 /* TNA: a 64-bit register cell as two 32-bit halves (SwitchML's value pair). */
@@ -177,6 +181,7 @@ struct ig_metadata_t {
     bit<32> worker_bit;
     bit<16> job_mcast_grp;
     bit<32> epoch;
+    bit<1>  known;          /* TNA: job_table hit (set_job ran); the miss is refused after the framing checks */
     /* TNA: registered sender and key as XOR differences: 0 when the packet agrees */
     bit<9>  port_diff;
     bit<32> ip_diff;
@@ -201,6 +206,7 @@ struct ig_metadata_t {
     bit<8>  value_op;       /* VALUE_OP_*: what the value registers do */
     /* what the pass decided, counted at its end */
     bit<1>  done;           /* the packet's fate is decided: later steps are skipped */
+    bit<1>  l2;             /* not aggregation traffic: l2_forward decides */
     bit<8>  drop_reason;    /* DROP_*, 0 for none: ingress_drops */
     bit<8>  outcome;        /* OUTCOME_*: the per-job counters */
 }
@@ -229,6 +235,7 @@ parser IngressParser(packet_in pkt,
         ig_md.worker_bit = 0;
         ig_md.job_mcast_grp = 0;
         ig_md.epoch = 0;
+        ig_md.known = 0;
         ig_md.port_diff = 0;
         ig_md.ip_diff = 0;
         ig_md.udp_diff = 0;
@@ -249,6 +256,7 @@ parser IngressParser(packet_in pkt,
         ig_md.exp_max = 0;
         ig_md.value_op = VALUE_OP_NONE;
         ig_md.done = 0;
+        ig_md.l2 = 0;
         ig_md.drop_reason = 0;
         ig_md.outcome = OUTCOME_NONE;
         pkt.extract(ig_intr_md);
@@ -277,9 +285,26 @@ parser IngressParser(packet_in pkt,
     }
 
 #if P4R_HARVEST
+    /*
+     * TNA (Tofino 1): a recirculated packet is one the first pass accepted (an option-less IPv4 / UDP
+     * aggregation packet, checksum checked), so its headers are taken as they come, and its values go
+     * to hdr.vals, which only these passes use (see carry and PHV below).
+     */
     state parse_recirc {
         pkt.extract(hdr.recirc);
-        transition parse_ethernet;
+        pkt.extract(hdr.ethernet);
+        pkt.extract(hdr.ipv4);
+        pkt.extract(hdr.udp);
+        pkt.extract(hdr.p4r);
+        transition select(hdr.p4r.msg_type) {
+            MSG_QUERY: accept;
+            default: parse_recirc_values;
+        }
+    }
+
+    state parse_recirc_values {
+        pkt.extract(hdr.vals);
+        transition accept;
     }
 #endif
 
@@ -326,7 +351,11 @@ parser IngressParser(packet_in pkt,
     }
 
     state parse_values {
+#if P4R_HARVEST
+        pkt.extract(hdr.carry);   /* TNA (Tofino 1): the first pass only carries the values (PHV below) */
+#else
         pkt.extract(hdr.vals);
+#endif
         transition accept;
     }
 }
@@ -365,6 +394,7 @@ parser IngressParser(packet_in pkt,
             VALUE_OP_READ_LO: value##a##_##b##_do_read_lo(); \
         } \
         const default_action = NoAction(); \
+        size = 8; \
     }
 #else
 /* Tofino 2: four output words; the second half comes back through execute's out argument. */
@@ -393,10 +423,43 @@ parser IngressParser(packet_in pkt,
             VALUE_OP_READ: value##a##_##b##_do_read(); \
         } \
         const default_action = NoAction(); \
+        size = 8; \
     }
 #endif
 #define VALUE_STEP(a, b) value##a##_##b##_step.apply();
 
+#if P4R_HARVEST
+/*
+ * TNA (Tofino 1): PHV. Ingress has 3200 bits of normal PHV, and the 64 values alone take 2048 (a
+ * RegisterAction reads them from PHV); with the first pass's state beside them the program did not fit
+ * (p4c-barefoot 9.13.4: "PHV allocation was not successful"; docs/p4src.md). So the first pass never
+ * touches the values: it parses them into hdr.carry, which no table reads or writes (the compiler may
+ * keep such fields in tagalong containers, outside the MAU's PHV), and only the recirculated passes
+ * parse them into hdr.vals. The state below is the first pass's alone (a recirculated pass neither
+ * reads nor writes it), and hdr.vals is invalid in the first pass, so each field may share containers
+ * with the values.
+ */
+@pa_mutually_exclusive("ingress", "ig_md.base", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.pool_size", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.num_workers", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.worker_bit", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.epoch", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.known", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.port_diff", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.ip_diff", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.udp_diff", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.key_diff", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.slot", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.call_no", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.g", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.room", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.aborted", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.fresh", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.call_diff", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.seen", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.asker_in", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.left", "hdr.vals")
+#endif
 control MyIngress(inout tna_headers_t hdr,
                   inout ig_metadata_t ig_md,
                   in ingress_intrinsic_metadata_t ig_intr_md,
@@ -594,6 +657,45 @@ control MyIngress(inout tna_headers_t hdr,
         }
     };
 
+    /*
+     * TNA: remaining and exp_max are each reached through one hidden table keyed on the value
+     * operation (as the value pairs are): three RegisterActions of one register in three implicit
+     * tables must share a stage, and p4c-barefoot 9.13.4 placed the read and the start before the
+     * bitmap's answer, which the count waits for ("was not able to allocate ... in the same stage
+     * along with Register MyIngress.remaining").
+     */
+    action remaining_do_start() { ig_md.left = remaining_start.execute(ig_md.copy); }
+    action remaining_do_count() { ig_md.left = remaining_count.execute(ig_md.copy); }
+    action remaining_do_read() { ig_md.left = remaining_read.execute(ig_md.copy); }
+
+    @hidden table remaining_step {
+        key = { ig_md.value_op: exact; }
+        actions = { remaining_do_start; remaining_do_count; remaining_do_read; NoAction; }
+        const entries = {
+            VALUE_OP_STORE: remaining_do_start();
+            VALUE_OP_ADD: remaining_do_count();
+            VALUE_OP_READ: remaining_do_read();
+        }
+        const default_action = NoAction();
+        size = 8;
+    }
+
+    action exp_do_store() { P4R_EXP_OUT = exp_store.execute(ig_md.copy); }
+    action exp_do_raise() { P4R_EXP_OUT = exp_raise.execute(ig_md.copy); }
+    action exp_do_read() { P4R_EXP_OUT = exp_read.execute(ig_md.copy); }
+
+    @hidden table exp_max_step {
+        key = { ig_md.value_op: exact; }
+        actions = { exp_do_store; exp_do_raise; exp_do_read; NoAction; }
+        const entries = {
+            VALUE_OP_STORE: exp_do_store();
+            VALUE_OP_ADD: exp_do_raise();
+            VALUE_OP_READ: exp_do_read();
+        }
+        const default_action = NoAction();
+        size = 8;
+    }
+
     P4R_FOR_EACH_PAIR(VALUE_PAIR)
 
     /*
@@ -659,13 +761,16 @@ control MyIngress(inout tna_headers_t hdr,
 
     action forward(bit<9> port) {
         ig_tm_md.ucast_egress_port = port;
-        ig_md.done = 1;
     }
 
     action flood() {
         ig_tm_md.mcast_grp_a = FLOOD_GROUP;
         hdr.bridge.kind = PKT_KIND_FLOOD;
-        ig_md.done = 1;
+    }
+
+    /* Not aggregation traffic: l2_forward decides (TNA: a flag, so that the L2 lookup is applied once). */
+    action to_l2() {
+        ig_md.l2 = 1;
     }
 
     table l2_forward {
@@ -694,6 +799,7 @@ control MyIngress(inout tna_headers_t hdr,
         ig_md.udp_diff = hdr.udp.src_port ^ sender_udp_port;
         ig_md.key_diff = hdr.p4r.key ^ key;
         ig_md.epoch = epoch;
+        ig_md.known = 1;
 #if P4R_HARVEST
         /* TNA (Tofino 1): what a recirculated pass needs of the job, written where known (see recirc_h). */
         hdr.recirc.mcast_grp = mcast_grp;
@@ -702,8 +808,9 @@ control MyIngress(inout tna_headers_t hdr,
 #endif
     }
 
+    /* TNA: the lookup runs before the framing checks are decided, so the miss is refused after them. */
     action unknown_job() {
-        refuse(DROP_UNKNOWN_JOB);
+        ig_md.known = 0;
     }
 
     /* The controller reads K and the slot pool's size from these annotations in the P4Info. */
@@ -727,13 +834,13 @@ control MyIngress(inout tna_headers_t hdr,
         hdr.bridge.kind = PKT_KIND_FORWARD;
         hdr.bridge.pad = 0;
         hdr.bridge.ingress_port = ig_intr_md.ingress_port;
-        ig_md.reply_port = ig_intr_md.ingress_port;
     }
 
     /* Plain zero-extending copies (issue 21: the sums below then have 32-bit operands only). */
     action widen() {
         ig_md.slot = (bit<32>) hdr.p4r.slot;
         ig_md.call_no = (bit<32>) hdr.p4r.seq[31:16];
+        ig_md.reply_port = ig_intr_md.ingress_port;   /* TNA: here, not in begin_pass(): a recirculated pass sets it from recirc_h */
     }
 
     action locate() {
@@ -836,6 +943,9 @@ control MyIngress(inout tna_headers_t hdr,
     action notice_size(bit<8> msg_type) {
         hdr.p4r.msg_type = msg_type;
         hdr.vals.setInvalid();
+#if P4R_HARVEST
+        hdr.carry.setInvalid();
+#endif
         hdr.ipv4.total_len = IPV4_NOTICE_LENGTH;
         hdr.udp.len = UDP_NOTICE_LENGTH;
     }
@@ -868,6 +978,50 @@ control MyIngress(inout tna_headers_t hdr,
         hdr.bridge.kind = PKT_KIND_REPLY;
         hdr.recirc.setInvalid();
         ig_md.done = 1;
+    }
+
+    /*
+     * TNA: each decision is one action (these call the steps above): the compiler makes a table of
+     * every action call in the apply block, and a stage holds 16 tables, so a decision spelt as
+     * five calls took five of them.
+     */
+    /* A call the switch has aborted: ABORT to the sender alone, aux 0 (CALL_ABORTED). */
+    action abort_to_sender() {
+        note_refusal(DROP_CALL_ABORTED);
+        counted_as(OUTCOME_ABORT);
+        no_aux();
+        notice_size(MSG_ABORT);
+        answer_to_sender();
+    }
+
+    /* The CALL_MISMATCH's second pass: ABORT to the job, aux = the descriptor the copy held. */
+    action abort_to_job() {
+        note_refusal(DROP_CALL_MISMATCH);
+        counted_as(OUTCOME_ABORT);
+        abort_aux();
+        notice_size(MSG_ABORT);
+        answer_to_job();
+    }
+
+    /* A QUERY for a use behind the copy's: STALE to the asker, aux = the use the copy holds. */
+    action stale_to_asker() {
+        note_refusal(DROP_STALE);
+        stale_aux();
+        notice_size(MSG_STALE);
+        answer_to_sender();
+    }
+
+    /* The asker's contribution is missing (aux: who contributed) or none has arrived (aux 0). */
+    action missing_to_asker() {
+        counted_as(OUTCOME_MISSING);
+        missing_aux();
+        notice_size(MSG_MISSING);
+        answer_to_sender();
+    }
+
+    action duplicate() {
+        refuse(DROP_DUPLICATE);
+        counted_as(OUTCOME_DUPLICATE);
     }
 
 #if P4R_HARVEST
@@ -908,6 +1062,44 @@ control MyIngress(inout tna_headers_t hdr,
     }
 #endif
 
+    action result_to_job() {
+        result_size();
+        answer_to_job();
+    }
+
+    action result_to_sender() {
+        result_size();
+        answer_to_sender();
+    }
+
+    /* The answers of step 8; Tofino 1 hands them to the value pass (recirculate), Tofino 2 answers now. */
+    action replay() {
+        counted_as(OUTCOME_REPLAY);
+#if P4R_HARVEST
+        recirculate(PKT_KIND_REPLY);
+#else
+        result_to_sender();
+#endif
+    }
+
+    action added() {
+        counted_as(OUTCOME_ADDED);
+#if P4R_HARVEST
+        recirculate(PKT_KIND_FORWARD);
+#else
+        consume();
+#endif
+    }
+
+    action completed() {
+        counted_as(OUTCOME_RESULT);
+#if P4R_HARVEST
+        recirculate(PKT_KIND_JOB);
+#else
+        result_to_job();
+#endif
+    }
+
     /*
      * TNA: no `exit`. Every register's RegisterActions sit in disjoint
      * branches of one if/else tree (the compiler attaches a register to
@@ -936,16 +1128,23 @@ control MyIngress(inout tna_headers_t hdr,
                 }
             } else if (ig_md.age != 0) {
                 refuse(DROP_STALE);
+            } else if (hdr.recirc.kind == PKT_KIND_JOB) {
+                result_to_job();
             } else {
-                result_size();
-                if (hdr.recirc.kind == PKT_KIND_JOB) {
-                    answer_to_job();
-                } else {
-                    answer_to_sender();
-                }
+                result_to_sender();
             }
         } else {
 #endif
+        /*
+         * TNA: the job is looked up at once, beside the framing checks, and decided after them:
+         * the stage budget has no room for a chain of lookups (ARP, addresses, L2, job) one after
+         * another. The lookup changes nothing but metadata (ig_md.known and what set_job loads).
+         */
+        widen();
+        if (hdr.p4r.isValid()) {
+            job_table.apply();
+        }
+
         if (!hdr.resubmit.isValid()) {
             /*
              * 1. Framing. TNA: depending on the parser configuration, Tofino
@@ -955,47 +1154,47 @@ control MyIngress(inout tna_headers_t hdr,
             if (ig_prsr_md.parser_err != 0) {
                 refuse(DROP_TRUNCATED);
             } else if (hdr.arp.isValid()) {
-                /* An ARP request for IPv4 over Ethernet; TNA: two gateways of 4 bytes each. */
+                /* An ARP request for IPv4 over Ethernet; TNA: two gateways of 4 bytes each. Else L2. */
                 if (hdr.arp.opcode == ARP_OPER_REQUEST && hdr.arp.hw_type == ARP_HTYPE_ETHERNET) {
                     if (hdr.arp.proto_type == ETHERTYPE_IPV4
                             && hdr.arp.hw_addr_len == 6 && hdr.arp.proto_addr_len == 4) {
-                        arp_responder.apply();
+                        if (!arp_responder.apply().hit) {
+                            to_l2();
+                        }
+                    } else {
+                        to_l2();
                     }
+                } else {
+                    to_l2();
                 }
-            }
-
-            /* hdr.p4r is valid only for option-less IPv4 / UDP to UDP_PORT (see the parser). */
-            if (ig_md.done == 0) {
-                bool aggregation = false;
-                if (hdr.p4r.isValid()) {
-                    if (agg_addresses.apply().hit) {
-                        aggregation = true;
-                    }
-                }
-                if (!aggregation) {
-                    l2_forward.apply();
-                }
-            }
-
-            if (ig_md.done == 0) {
-                if (ig_md.checksum_err) {
-                    refuse(DROP_BAD_CHECKSUM);
-                } else if (hdr.p4r.msg_type == MSG_QUERY) {
-                    if (hdr.ipv4.total_len != IPV4_NOTICE_LENGTH || hdr.udp.len != UDP_NOTICE_LENGTH) {
-                        refuse(DROP_BAD_LENGTH);
-                    }
-                } else if (hdr.ipv4.total_len != IPV4_AGG_LENGTH || hdr.udp.len != UDP_AGG_LENGTH) {
+            } else if (!hdr.p4r.isValid()) {
+                /* hdr.p4r is valid only for option-less IPv4 / UDP to UDP_PORT (see the parser). */
+                to_l2();
+            } else if (!agg_addresses.apply().hit) {
+                to_l2();
+            } else if (ig_md.checksum_err) {
+                refuse(DROP_BAD_CHECKSUM);
+            } else if (hdr.p4r.msg_type == MSG_QUERY) {
+                if (hdr.ipv4.total_len != IPV4_NOTICE_LENGTH || hdr.udp.len != UDP_NOTICE_LENGTH) {
                     refuse(DROP_BAD_LENGTH);
-                } else if (hdr.p4r.msg_type != MSG_DATA) {
-                    refuse(DROP_BAD_TYPE);
                 }
+            } else if (hdr.ipv4.total_len != IPV4_AGG_LENGTH || hdr.udp.len != UDP_AGG_LENGTH) {
+                refuse(DROP_BAD_LENGTH);
+            } else if (hdr.p4r.msg_type != MSG_DATA) {
+                refuse(DROP_BAD_TYPE);
             }
         }
 
-        /* 2. Find the job (a miss refuses as UNKNOWN_JOB). The ABORT pass needs it too. */
-        if (ig_md.done == 0) {
-            widen();
-            if (job_table.apply().hit) {
+        /* 3. Not aggregation traffic (TNA: forward() and flood() decide nothing the steps below read). */
+        if (ig_md.l2 == 1) {
+            l2_forward.apply();
+        }
+
+        /* 2. The job (a miss is UNKNOWN_JOB), for aggregation traffic that passed the framing checks; the ABORT pass too. */
+        if (ig_md.done == 0 && ig_md.l2 == 0) {
+            if (ig_md.known == 0) {
+                refuse(DROP_UNKNOWN_JOB);
+            } else {
                 if (hdr.resubmit.isValid()) {
                     /*
                      * TNA: the second pass of a CALL_MISMATCH. If another
@@ -1003,17 +1202,10 @@ control MyIngress(inout tna_headers_t hdr,
                      * CALL_ABORTED, as it would have been in v1model.
                      */
                     ig_md.aborted = aborted_mark.execute(hdr.p4r.job_id);
-                    counted_as(OUTCOME_ABORT);
                     if (ig_md.aborted == 1) {
-                        note_refusal(DROP_CALL_ABORTED);
-                        no_aux();
-                        notice_size(MSG_ABORT);
-                        answer_to_sender();
+                        abort_to_sender();
                     } else {
-                        note_refusal(DROP_CALL_MISMATCH);
-                        abort_aux();
-                        notice_size(MSG_ABORT);
-                        answer_to_job();
+                        abort_to_job();
                     }
                 } else if (ig_md.port_diff != 0) {
                     /* 3. Membership: the registered host, holding the rank's key, speaks for (job, rank). */
@@ -1035,11 +1227,7 @@ control MyIngress(inout tna_headers_t hdr,
                         refuse(DROP_SLOT_OUT_OF_RANGE);
                     } else if (ig_md.aborted == 1) {
                         /* 6. A call the switch has aborted is refused on every slot; its sender is told again. */
-                        note_refusal(DROP_CALL_ABORTED);
-                        counted_as(OUTCOME_ABORT);
-                        no_aux();
-                        notice_size(MSG_ABORT);
-                        answer_to_sender();
+                        abort_to_sender();
                     } else {
                         if (hdr.p4r.set == 0) {
                             copy_in_set0();
@@ -1082,18 +1270,13 @@ control MyIngress(inout tna_headers_t hdr,
                             if (hdr.p4r.msg_type == MSG_DATA) {
                                 refuse(DROP_STALE);
                             } else {
-                                note_refusal(DROP_STALE);
-                                stale_aux();
-                                notice_size(MSG_STALE);
-                                answer_to_sender();
+                                stale_to_asker();
                             }
                         } else if (hdr.p4r.msg_type == MSG_QUERY) {
                             /* Where is the use? Nothing changes. */
                             if (ig_md.age == 0) {
                                 ig_md.seen = bitmap_read.execute(ig_md.copy);
                                 asker_check();
-                                ig_md.left = remaining_read.execute(ig_md.copy);
-                                P4R_EXP_OUT = exp_read.execute(ig_md.copy);
                                 values_read();
                             } else {
                                 not_collected();
@@ -1102,8 +1285,6 @@ control MyIngress(inout tna_headers_t hdr,
                             /* First contribution of a use (the copy is idle, or the use is ahead of its own). */
                             call_store.execute(ig_md.copy);
                             bitmap_start.execute(ig_md.copy);
-                            ig_md.left = remaining_start.execute(ig_md.copy);
-                            P4R_EXP_OUT = exp_store.execute(ig_md.copy);
                             values_store();
                         } else {
                             /* The same use: the descriptor, then the bitmap, which decides. */
@@ -1115,17 +1296,18 @@ control MyIngress(inout tna_headers_t hdr,
                             }
                             if (ig_md.seen != 0) {
                                 /* This rank's contribution is in already (a complete use has every bit). */
-                                refuse(DROP_DUPLICATE);
-                                counted_as(OUTCOME_DUPLICATE);
+                                duplicate();
                             } else if (ig_md.call_diff != 0) {
                                 /* The ranks disagree on the call: nothing was added; the second pass aborts it. */
                                 resubmit_mismatch();
                             } else {
-                                ig_md.left = remaining_count.execute(ig_md.copy);
-                                P4R_EXP_OUT = exp_raise.execute(ig_md.copy);
                                 values_add();
                             }
                         }
+
+                        /* remaining and exp_max: started, counted down / raised, or read (by value_op). */
+                        remaining_step.apply();
+                        exp_max_step.apply();
 
                         /* 8. The answer, unless decided above. */
                         if (ig_md.done == 0) {
@@ -1137,40 +1319,20 @@ control MyIngress(inout tna_headers_t hdr,
                                 /* TNA: complete first, then the asker's bit (asker_check): one field per gateway. */
                                 if (ig_md.left == 0) {
                                     /* Complete: replay the result to the asker alone. */
-                                    counted_as(OUTCOME_REPLAY);
-#if P4R_HARVEST
-                                    recirculate(PKT_KIND_REPLY);
-#else
-                                    result_size();
-                                    answer_to_sender();
-#endif
+                                    replay();
                                 } else if (ig_md.asker_in != 0) {
                                     /* Collecting, and the asker's contribution is in: nothing to tell it. */
                                     refuse(DROP_CONTRIBUTED);
                                 } else {
                                     /* The asker's contribution is missing (aux: who contributed), or none
                                      * has arrived (aux 0): tell the asker alone, which resends. */
-                                    counted_as(OUTCOME_MISSING);
-                                    missing_aux();
-                                    notice_size(MSG_MISSING);
-                                    answer_to_sender();
+                                    missing_to_asker();
                                 }
                             } else if (ig_md.left != 0) {
-                                counted_as(OUTCOME_ADDED);
-#if P4R_HARVEST
-                                recirculate(PKT_KIND_FORWARD);
-#else
-                                consume();
-#endif
+                                added();
                             } else {
                                 /* The contribution completed the use: its packet carries the sums to the job. */
-                                counted_as(OUTCOME_RESULT);
-#if P4R_HARVEST
-                                recirculate(PKT_KIND_JOB);
-#else
-                                result_size();
-                                answer_to_job();
-#endif
+                                completed();
                             }
                         }
                     }
@@ -1233,6 +1395,9 @@ control IngressDeparser(packet_out pkt,
         pkt.emit(hdr.udp);
         pkt.emit(hdr.p4r);
         pkt.emit(hdr.vals);
+#if P4R_HARVEST
+        pkt.emit(hdr.carry);
+#endif
     }
 }
 
