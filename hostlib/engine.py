@@ -409,7 +409,12 @@ class Engine:
             if any(call.retries[s] == 0 and call.sent_at[s] >= self._backed_off for s in expired):
                 self.rto = min(self.rto * 2, RTO_MAX)
                 self._backed_off = now
-            # RFC 6298 5.4: a timeout asks after the earliest use only. Uses whose timers expire together
+            # RFC 6298 5.4: a timeout asks after the earliest use only: the lowest, as TCP's earliest segment
+            # is the lowest in sequence, not the one sent first. A use sent late (its slot's previous result
+            # came by a replay) is the one the other ranks' windows wait for (u < L + cwnd), and the uses
+            # sent before it may lie beyond those windows: asked after first, each cost a silent question
+            # and a timeout before the lost DATA was found (the CI stall of experiments.loss, issue 28's
+            # window). Uses whose timers expire together
             # (no result for a whole timeout) most often wait for a rank or the switch that waited for a
             # core, and asking after each of them would cost N x W questions that the switch, itself
             # short of a core, must drop. The others are held: asked when a MISSING shows that this
@@ -418,11 +423,11 @@ class Engine:
             # asks after every late use at once: with 5 % loss, holding cost a round trip at most call
             # ends (4 Mbit/s links: 78 % of lossless goodput instead of 87 %).
             hold = now - self._loss_seen >= LOSS_MEMORY
-            oldest = min(
-                (s for s in expired if call.retries[s] == 0), key=call.sent_at.__getitem__, default=-1
+            earliest = min(
+                (s for s in expired if call.retries[s] == 0), key=call.current.__getitem__, default=-1
             )
             for slot in expired:
-                if hold and call.retries[slot] == 0 and slot != oldest:
+                if hold and call.retries[slot] == 0 and slot != earliest:
                     call.held[slot] = True
                     call.deadline[slot] = now + self.rto
                 else:

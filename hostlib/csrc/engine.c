@@ -619,7 +619,11 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
                 e->rto = lesser(e->rto * 2, P4R_RTO_MAX);
                 e->backed_off = now;
             }
-            /* RFC 6298 5.4: a timeout asks after the earliest use only. Uses whose timers expire together
+            /* RFC 6298 5.4: a timeout asks after the earliest use only: the lowest, as TCP's earliest segment
+             * is the lowest in sequence, not the one sent first. A use sent late (its slot's previous result
+             * came by a replay) is the one the other ranks' windows wait for (u < L + cwnd), and the uses
+             * sent before it may lie beyond those windows: asked after first, each cost a silent question
+             * and a timeout before the lost DATA was found. Uses whose timers expire together
              * (no result for a whole timeout) most often wait for a rank or the switch that waited for a
              * core, and asking after each of them would cost N x W questions that the switch, itself
              * short of a core, must drop. The others are held: asked when a MISSING shows that this
@@ -628,14 +632,14 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
              * asks after every late use at once: with 5 % loss, holding cost a round trip at most call
              * ends (4 Mbit/s links: 78 % of lossless goodput instead of 87 %). */
             int hold = now - e->loss_seen >= P4R_LOSS_MEMORY;
-            int oldest = -1;
+            int earliest = -1;
             for (int i = 0; i < expired; i++) {
                 int s = c->expired[i];
-                if (c->retries[s] == 0 && (oldest < 0 || c->sent_at[s] < c->sent_at[oldest])) oldest = s;
+                if (c->retries[s] == 0 && (earliest < 0 || c->current[s] < c->current[earliest])) earliest = s;
             }
             for (int i = 0; i < expired; i++) {
                 int s = c->expired[i];
-                if (hold && c->retries[s] == 0 && s != oldest) {
+                if (hold && c->retries[s] == 0 && s != earliest) {
                     c->held[s] = 1;
                     c->deadline[s] = now + e->rto;
                 } else {

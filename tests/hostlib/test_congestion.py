@@ -8,11 +8,12 @@ its link reaches every rank on the use's RESULT, which is the switch's half of t
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
-from contracts.protocol import ECN_ECT0, ECN_NOT_ECT
+from contracts.protocol import ECN_ECT0, ECN_NOT_ECT, MsgType
 from hostlib import Communicator, JobSpec
 from hostlib.engine import CWND_MIN, window_floor, window_step
 from hostlib.reflector import Reflector
@@ -146,3 +147,51 @@ def test_off_the_socket_sends_not_ect_and_marks_are_ignored(monkeypatch: pytest.
         stats = comm.stats()
     assert marking.tos_seen == {ECN_NOT_ECT}
     assert (stats.window_decreases, stats.cwnd) == (0, 32)
+
+
+def losing_once(*losses: tuple[bool, int, int, int]) -> Callable[[Packet], list[float]]:
+    """A fault script: the first packet of each (upstream, rank, msg_type, seq) is lost, once per time
+    the key is given."""
+    pending = list(losses)
+
+    def fault(packet: Packet) -> list[float]:
+        key = (packet.upstream, packet.rank, packet.msg_type, packet.seq)
+        if key in pending:
+            pending.remove(key)
+            return []
+        return [0.0]
+
+    return fault
+
+
+def test_a_timeout_asks_after_the_lowest_late_use_first_not_the_earliest_sent(kind: str) -> None:
+    """The CI stall of `experiments.loss --quick` (5 % loss, 4 ranks, every rank stuck on the same uses).
+    Rank 0 lost its last DATA of call 0, so in call 1 its window (32, then growing) admits uses below
+    L + cwnd only; rank 1 saw no loss of its own and sends by slot pacing alone (W = 64). Rank 1 loses
+    the RESULT of use 2, so it sends use 66 (slot 2's next) only after the replay, later than uses 67 ..
+    129 of the other slots, and its DATA of use 66 is lost. Rank 0 sends nothing at or beyond L + cwnd
+    before it has result 66, so nothing overtakes use 66 and rank 1 times out with late uses on most
+    slots. It holds all but one of them (it saw no loss: a busy host, as far as it knows); asking after
+    the earliest *sent* one asked first after the uses beyond rank 0's window, one silent question per
+    doubling timeout, and after use 66, whose MISSING restarts the job, last. RFC 6298's earliest
+    segment is the lowest in sequence: the lowest use, which every other rank's window waits for."""
+    pool, uses = 128, 192
+    call = 1 << 16
+    faults = losing_once(
+        (True, 0, MsgType.DATA, uses - 1),  # rank 0 resends on a MISSING: its window halves to 32 < W
+        (False, 1, MsgType.RESULT, call | 2),  # rank 1 recovers use 2 by a second question (the
+        (False, 1, MsgType.RESULT, call | 2),  # replay of the first is lost too): use 66 goes last
+        (True, 1, MsgType.DATA, call | 66),  # and is lost
+    )
+    fabric = Fabric(engine=kind, world=2, pool=pool, congestion_control=True, fault=faults)
+    first = ints(2, uses * K)
+    assert all(np.array_equal(r, exact_sum(first)) for r in fabric.run(fabric.plans(first)))
+    assert fabric.engines[0].stats.cwnd < pool // 2 <= fabric.engines[1].stats.cwnd
+    second = ints(2, uses * K, seed=1)
+    start = fabric.now
+    assert all(np.array_equal(r, exact_sum(second)) for r in fabric.run(fabric.plans(second)))
+    assert fabric.engines[1].stats.missing_resends == 1
+    # Round trips are 0.1 ms here, so the data timeout is at its 1 ms floor: use 66 is asked after at the
+    # first timeout, and its MISSING sets the rest going. Asking after the uses beyond rank 0's window
+    # first took a doubling timeout each, seconds in all.
+    assert fabric.now - start < 0.05
