@@ -49,7 +49,8 @@
  *   S5  bitmap (SALU: start, add, check or read)
  *   S6  remaining, exp_max (SALUs)
  *   S7  the answer: RESULT, replay, MISSING, consume, recirculate
- *   S8  ingress_drops and the per-job counters (one call each)
+ *   S8  the per-job counters (one call each, at the end of the first pass)
+ *       and ingress_drops (after the passes' branches join)
  * Values: 32 pair registers (64 values, two per 64-bit cell) = 32 SALUs,
  * whose operation is known once the bitmap (S5) has answered.
  *   Tofino 2 (20 stages, 4 output words per SALU): one pass; the pairs take
@@ -701,8 +702,8 @@ control MyIngress(inout tna_headers_t hdr,
     /*
      * ---- decisions and counts ----
      * TNA: a counter lives in one stage, so each is counted at one place,
-     * at the end of the pass, from what the pass decided: drop_reason and
-     * outcome. `done` says the packet's fate is decided; the steps after it
+     * at the end of the pass (the per-job counters at the end of the first
+     * pass), from what the pass decided: drop_reason and outcome. `done` says the packet's fate is decided; the steps after it
      * are skipped (TNA: no `exit`, so that the counting is always reached).
      */
 
@@ -1339,18 +1340,14 @@ control MyIngress(inout tna_headers_t hdr,
                 }
             }
         }
-#if P4R_HARVEST
-        }
-#endif
-
-        /* TNA: the counts of this pass, each counter at one place. */
-        if (ig_md.drop_reason != 0) {
-            ingress_drops.count(ig_md.drop_reason);
-        }
         /*
          * TNA: each per-job counter is counted by a call of its own (a table the compiler makes for it):
          * a table whose actions counted several counters failed p4c-barefoot's rule that all of a
          * table's indirect externs be addressed with one expression in all its actions.
+         * They are counted at the end of the first pass, inside its branch (only the first pass
+         * decides an outcome): on Tofino 1 a table after the two passes' branches joined would have
+         * to follow every table of both, the value pairs of the recirculated passes included,
+         * which took a thirteenth stage (docs/p4src.md, "Compiled with the open Tofino back end").
          */
         if (ig_md.outcome == OUTCOME_ADDED || ig_md.outcome == OUTCOME_RESULT) {
             job_data_in.count(hdr.p4r.job_id);
@@ -1372,6 +1369,14 @@ control MyIngress(inout tna_headers_t hdr,
         }
         if (ig_md.outcome == OUTCOME_ABORT) {
             job_aborts.count(hdr.p4r.job_id);
+        }
+#if P4R_HARVEST
+        }
+#endif
+
+        /* TNA: the drops of every pass (a harvest pass refuses a STALE copy), counted at one place. */
+        if (ig_md.drop_reason != 0) {
+            ingress_drops.count(ig_md.drop_reason);
         }
     }
 }
