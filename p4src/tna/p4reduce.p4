@@ -9,9 +9,9 @@
  * and widths: one controller serves both (tests/test_p4runtime_names.py checks it).
  *
  * Compiled with p4c 1.2.5.16 / p4c-barefoot 9.13.4 (issue 32; docs/p4src.md,
- * "Compiled with the open Tofino back end"): Tofino 2 with 0 errors; Tofino 1
- * passes the compiler (PHV fits since the first pass carries the values in
- * hdr.carry) but its table placement takes 13 of 12 stages. The commands:
+ * "Compiled with the open Tofino back end"): both chips with 0 errors, the
+ * congested register included (Tofino 1 12 of 12 stages, 40 of 48 SALUs;
+ * Tofino 2 20 of 20 stages, 40 of 80 SALUs). The commands:
  *     p4c --target tofino  --arch tna  -I p4src -o OUT p4src/tna/p4reduce.p4
  *     p4c --target tofino2 --arch t2na -I p4src -o OUT p4src/tna/p4reduce.p4
  * (__TARGET_TOFINO__ selects the variant below).
@@ -47,21 +47,22 @@
  *   S3  copy_seq (SALU: age of the packet's use against the copy's)
  *   S4  copy_call (SALU: store, or XOR with the packet's descriptor)
  *   S5  bitmap (SALU: start, add, check or read)
- *   S6  remaining, exp_max (SALUs)
- *   S7  the answer: RESULT, replay, MISSING, consume, recirculate
+ *   S6  remaining, exp_max, congested (SALUs)
+ *   S7  the answer: RESULT, replay, MISSING, consume, recirculate; a result
+ *       of a congested copy is marked CE (Tofino 1: in the harvest pass)
  *   S8  the per-job counters (one call each, at the end of the first pass)
  *       and ingress_drops (after the passes' branches join)
  * Values: 32 pair registers (64 values, two per 64-bit cell) = 32 SALUs,
  * whose operation is known once the bitmap (S5) has answered.
  *   Tofino 2 (20 stages, 4 output words per SALU): one pass; the pairs take
- *       S7..S14 and each returns both halves: 16 of 20 stages, 39 of 80 SALUs.
+ *       S7..S14 and each returns both halves: 16 of 20 stages, 40 of 80 SALUs.
  *   Tofino 1 (12 stages, 1 output word per SALU): S6..S11 could hold only 22
  *       pairs, and a pair returns one half per pass. So the first pass
  *       (S0..S8) decides, and the packet is recirculated (SwitchML's
  *       technique): the value pass stores or adds all 32 pairs (returning the
  *       high halves), and a completed use or a replay goes round once more,
  *       for the harvest pass (the low halves). The pairs use the SALUs the
- *       first pass leaves free: 39 of 48 SALUs, 9 of 12 stages deep.
+ *       first pass leaves free: 40 of 48 SALUs, 9 of 12 stages deep.
  *   Both: a CALL_MISMATCH is resubmitted once, to mark its call aborted (the
  *       aborted register is read in S1, before the copy is known).
  */
@@ -110,8 +111,10 @@
  */
 #if P4R_HARVEST
 #define P4R_EXP_OUT hdr.recirc.exp
+#define P4R_CONGESTED_OUT hdr.recirc.congested
 #else
 #define P4R_EXP_OUT ig_md.exp_max
+#define P4R_CONGESTED_OUT ig_md.congested
 #endif
 
 /* TNA: ingress and egress are separate programs; what ingress decided reaches egress here. */
@@ -133,9 +136,9 @@ header resubmit_h {
  * PHV source and constants (p4c-barefoot 9.13.4: "Tofino supports only two PHV
  * sources"), and the compiler packs these fields into few containers. So the
  * first pass writes each field where its value is decided, not all at once in
- * recirculate(): op in values_*(), exp by the exp_max RegisterAction, copy in
- * copy_in_set*(), mcast_grp and reply_port in set_job(), pass and kind (two
- * constants) in recirculate().
+ * recirculate(): op in values_*(), exp by the exp_max RegisterAction, congested by
+ * the congested RegisterAction, copy in copy_in_set*(), mcast_grp and reply_port
+ * in set_job(), pass and kind (two constants) in recirculate().
  */
 /*
  * TNA: kind, pass, op in this order: an action that writes part of a container must
@@ -150,6 +153,7 @@ header recirc_h {
     bit<16> mcast_grp;      /* the job's group */
     bit<7>  pad;
     bit<9>  reply_port;     /* the sender's port */
+    bit<8>  congested;      /* the copy's congested register: ECN_CE when the result carries CE */
 }
 
 struct tna_headers_t {
@@ -204,6 +208,8 @@ struct ig_metadata_t {
     bit<32> asker_in;       /* QUERY: seen & worker_bit, the asker's bit if its contribution is in */
     bit<8>  left;           /* remaining after this packet */
     bit<8>  exp_max;
+    bit<8>  ecn;            /* the packet's ECN field (diffserv & ECN_MASK): ECN_CE when it arrived with CE */
+    bit<8>  congested;      /* Tofino 2: the congested register after this packet (ECN_CE: the result carries CE) */
     bit<8>  value_op;       /* VALUE_OP_*: what the value registers do */
     /* what the pass decided, counted at its end */
     bit<1>  done;           /* the packet's fate is decided: later steps are skipped */
@@ -255,6 +261,8 @@ parser IngressParser(packet_in pkt,
         ig_md.asker_in = 0;
         ig_md.left = 0;
         ig_md.exp_max = 0;
+        ig_md.ecn = 0;
+        ig_md.congested = 0;
         ig_md.value_op = VALUE_OP_NONE;
         ig_md.done = 0;
         ig_md.l2 = 0;
@@ -460,6 +468,7 @@ parser IngressParser(packet_in pkt,
 @pa_mutually_exclusive("ingress", "ig_md.seen", "hdr.vals")
 @pa_mutually_exclusive("ingress", "ig_md.asker_in", "hdr.vals")
 @pa_mutually_exclusive("ingress", "ig_md.left", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.ecn", "hdr.vals")
 #endif
 control MyIngress(inout tna_headers_t hdr,
                   inout ig_metadata_t ig_md,
@@ -681,6 +690,32 @@ control MyIngress(inout tna_headers_t hdr,
         size = 8;
     }
 
+    /*
+     * congested (docs/protocol.md, *Congestion*): whether a contribution counted in the copy's use
+     * arrived with CE. TNA: the register holds the highest ECN field of those contributions, raised
+     * like exp_max, which is ECN_CE exactly when one of them was CE (CE is the highest codepoint; an OR
+     * of the fields would take ECT(0) and ECT(1) for CE), so one access needs no comparator. The first
+     * contribution stores its field, a later counted one raises it, a QUERY reads it.
+     */
+    Register<bit<8>, bit<32>>(SLOT_REGISTER_SIZE) congested;
+    RegisterAction<bit<8>, bit<32>, bit<8>>(congested) congested_start = {
+        void apply(inout bit<8> c, out bit<8> marked) {
+            c = ig_md.ecn;
+            marked = c;
+        }
+    };
+    RegisterAction<bit<8>, bit<32>, bit<8>>(congested) congested_raise = {
+        void apply(inout bit<8> c, out bit<8> marked) {
+            c = max(c, ig_md.ecn);
+            marked = c;
+        }
+    };
+    RegisterAction<bit<8>, bit<32>, bit<8>>(congested) congested_read = {
+        void apply(inout bit<8> c, out bit<8> marked) {
+            marked = c;
+        }
+    };
+
     action exp_do_store() { P4R_EXP_OUT = exp_store.execute(ig_md.copy); }
     action exp_do_raise() { P4R_EXP_OUT = exp_raise.execute(ig_md.copy); }
     action exp_do_read() { P4R_EXP_OUT = exp_read.execute(ig_md.copy); }
@@ -692,6 +727,23 @@ control MyIngress(inout tna_headers_t hdr,
             VALUE_OP_STORE: exp_do_store();
             VALUE_OP_ADD: exp_do_raise();
             VALUE_OP_READ: exp_do_read();
+        }
+        const default_action = NoAction();
+        size = 8;
+    }
+
+    /* TNA: Tofino 1 carries the verdict to the harvest pass, which answers (see recirc_h). */
+    action congested_do_start() { P4R_CONGESTED_OUT = congested_start.execute(ig_md.copy); }
+    action congested_do_raise() { P4R_CONGESTED_OUT = congested_raise.execute(ig_md.copy); }
+    action congested_do_read() { P4R_CONGESTED_OUT = congested_read.execute(ig_md.copy); }
+
+    @hidden table congested_step {
+        key = { ig_md.value_op: exact; }
+        actions = { congested_do_start; congested_do_raise; congested_do_read; NoAction; }
+        const entries = {
+            VALUE_OP_STORE: congested_do_start();
+            VALUE_OP_ADD: congested_do_raise();
+            VALUE_OP_READ: congested_do_read();
         }
         const default_action = NoAction();
         size = 8;
@@ -842,6 +894,7 @@ control MyIngress(inout tna_headers_t hdr,
         ig_md.slot = (bit<32>) hdr.p4r.slot;
         ig_md.call_no = (bit<32>) hdr.p4r.seq[31:16];
         ig_md.reply_port = ig_intr_md.ingress_port;   /* TNA: here, not in begin_pass(): a recirculated pass sets it from recirc_h */
+        ig_md.ecn = hdr.ipv4.diffserv & ECN_MASK;
     }
 
     action locate() {
@@ -938,6 +991,15 @@ control MyIngress(inout tna_headers_t hdr,
         hdr.p4r.exp = ig_md.exp_max;
         hdr.ipv4.total_len = IPV4_AGG_LENGTH;
         hdr.udp.len = UDP_AGG_LENGTH;
+    }
+
+    /*
+     * A result (multicast at completion, or replayed) of a use some counted contribution of which
+     * arrived with CE leaves with CE, if ECN-capable: congestion on any member's path reaches every
+     * rank (docs/protocol.md, *Congestion*). Notices are not marked.
+     */
+    action mark_congested() {
+        hdr.ipv4.diffserv = hdr.ipv4.diffserv | ECN_CE;
     }
 
     /* MISSING, ABORT and STALE carry the header only. */
@@ -1117,6 +1179,10 @@ control MyIngress(inout tna_headers_t hdr,
             if (hdr.recirc.pass == PASS_HARVEST) {
                 /* The copy must still hold the use (the host rules guarantee it; docs/p4src.md). */
                 ig_md.age = seq_look.execute(ig_md.copy);
+                /* The first pass's congested verdict (recirc_h), for the result this pass sends. */
+                if (hdr.recirc.congested == ECN_CE && (hdr.ipv4.diffserv & ECN_MASK) != 0) {
+                    mark_congested();
+                }
             } else if (hdr.recirc.op == VALUE_OP_READ) {
                 hdr.vals.setValid();   /* a replay answers a QUERY, which had no values */
             }
@@ -1306,9 +1372,16 @@ control MyIngress(inout tna_headers_t hdr,
                             }
                         }
 
-                        /* remaining and exp_max: started, counted down / raised, or read (by value_op). */
+                        /* remaining, exp_max, congested: started, counted down / raised, or read (by value_op). */
                         remaining_step.apply();
                         exp_max_step.apply();
+                        congested_step.apply();
+#if !P4R_HARVEST
+                        /* Tofino 2: a complete use (completion or replay) whose copy is congested carries CE. */
+                        if (ig_md.congested == ECN_CE && ig_md.left == 0 && ig_md.ecn != 0) {
+                            mark_congested();
+                        }
+#endif
 
                         /* 8. The answer, unless decided above. */
                         if (ig_md.done == 0) {
