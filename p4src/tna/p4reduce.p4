@@ -56,7 +56,7 @@
  * whose operation is known once the bitmap (S5) has answered.
  *   Tofino 2 (20 stages, 4 output words per SALU): one pass; the pairs take
  *       S7..S14 and each returns both halves: 16 of 20 stages, 40 of 80 SALUs.
- *   Tofino 1 (12 stages, 1 output word per SALU): S6..S11 could hold only 22
+ *   Tofino 1 (12 stages, 1 output word per SALU): S6..S11 could hold only 21
  *       pairs, and a pair returns one half per pass. So the first pass
  *       (S0..S8) decides, and the packet is recirculated (SwitchML's
  *       technique): the value pass stores or adds all 32 pairs (returning the
