@@ -41,7 +41,8 @@ question's round trip exactly, and a MISSING for a question asked before a
 resend does not cause another. A question is asked again by its own timer
 only: three question round trips (a QUERY's round trip has no wait for the
 slowest rank in it), doubled each time, twice or up to three data round
-trips. So DATA is resent only by the rank whose
+trips, and on up to a quarter of the wait for a result (estimates stop when
+results do). So DATA is resent only by the rank whose
 DATA was lost, and a lost RESULT costs its rank one question, at once. A
 call with no progress for `progress_timeout` seconds fails with
 AllreduceTimeout instead of hanging.
@@ -86,6 +87,7 @@ FAST_RETRANSMIT_AFTER = 3  # results of later sends that mark an unanswered tran
 REMEMBERED_ABORTS = 64  # aborts of calls this rank has not started yet
 QUESTION_BACKOFFS = 2  # an unanswered question's wait doubles this often, or up to three data round trips
 QUESTION_MEMORY = 4  # a use's latest QUERYs whose times are kept to time their answers
+QUESTION_WAIT_SHARE = 4  # an unanswered question's wait doubles on up to 1/this of the wait for a result
 RTT_SAMPLES = 10_000  # EngineStats keeps the first this many round-trip samples
 LOSS_MEMORY = 1.0  # seconds a lost DATA makes timeouts ask after every late use (not hold them back)
 CWND_MIN = FAST_RETRANSMIT_AFTER + 1  # the smallest congestion window: fast loss detection still works
@@ -230,7 +232,7 @@ class _Call:
         self.uses = plan.uses
         self.current = [-1] * width  # use outstanding on each slot, -1 when the slot is done
         self.sent_at = [0.0] * width  # first transmission of the current use (RTT samples)
-        self.last_data = [0.0] * width  # latest transmission of its DATA, first or resend
+        self.data_asked = [0] * width  # QUERYs asked about the current use before its latest DATA went
         self.retries = [0] * width
         self.deadline = [math.inf] * width
         self.asked_at = [[0.0] * QUESTION_MEMORY for _ in range(width)]  # when the latest QUERYs were asked
@@ -475,8 +477,8 @@ class Engine:
         call.waiting[slot] = False
         call.serial[slot] = self._serial
         self._serial += 1
-        call.sent_at[slot] = call.last_data[slot] = now
-        call.retries[slot] = call.asks[slot] = call.questions[slot] = 0
+        call.sent_at[slot] = now
+        call.retries[slot] = call.asks[slot] = call.questions[slot] = call.data_asked[slot] = 0
         call.held[slot] = False
         call.deadline[slot] = now + self.rto
         call.overtaking.sent(slot)
@@ -489,10 +491,10 @@ class Engine:
         assert call is not None
         call.retries[slot] += 1
         call.asks[slot] += 1
-        call.deadline[slot] = now + self._question_timeout(call.asks[slot])
+        call.deadline[slot] = now + self._question_timeout(call.asks[slot], now)
         self._emit(packet)
 
-    def _question_timeout(self, asks: int) -> float:
+    def _question_timeout(self, asks: int, now: float) -> float:
         """How long to wait for the switch's answer to a question (or for a use it said is collecting):
         three question round trips, doubled per unanswered one, QUESTION_BACKOFFS times or up to three
         data round trips, within [QUESTION_MIN, RTO_MAX]. Silence is the normal answer for a rank whose
@@ -500,9 +502,15 @@ class Engine:
         lost: hence the early stop. But a question estimate far too small (taken on an empty queue, before
         one built up) must not keep the questions coming faster than their answers: the data round trip,
         timed by DATA through the same queues, bounds how soon the backoff may stop. (Not the data timeout
-        itself, which a call's start or end may have backed off to a second.)"""
+        itself, which a call's start or end may have backed off to a second.) Both estimates stop when
+        results stop: Karn's rule takes no sample from a use asked after, and a rank whose contribution is
+        in gets no answers. So the doubling also goes on up to a QUESTION_WAIT_SHARE of the time since the
+        last result, as TCP's backed-off timer does while nothing comes back: a switch short of a core,
+        whose answers came later than four questions, kept every waiting rank asking at the rate of round
+        trips timed before the wait, and those questions were its backlog (60 s without progress).)"""
         base = max(RTO_SRTT_MULTIPLE * self._question_rtt(), QUESTION_MIN)
-        cap = max(base * 2**QUESTION_BACKOFFS, RTO_SRTT_MULTIPLE * self._data_rtt())
+        waited = (now - self._last_progress) / QUESTION_WAIT_SHARE
+        cap = max(base * 2**QUESTION_BACKOFFS, RTO_SRTT_MULTIPLE * self._data_rtt(), waited)
         return min(base * 2 ** min(max(asks - 1, 0), 30), cap, RTO_MAX)
 
     def _question_rtt(self) -> float:
@@ -514,18 +522,25 @@ class Engine:
         """The smoothed data round trip, or before any sample the one RTO_INITIAL assumes."""
         return self._srtt if self._srtt is not None else RTO_INITIAL / RTO_SRTT_MULTIPLE
 
-    def _asked_time(self, slot: int, echo: int) -> float | None:
-        """When the slot's question that an answer echoes was asked, or None when the echo names no
-        question among the latest QUESTION_MEMORY (a multicast RESULT's 0, a very late answer)."""
+    def _question_number(self, slot: int, echo: int) -> int | None:
+        """Which of the slot's questions (1, 2, ...) an answer echoes, or None when the echo names none
+        (a multicast RESULT's 0, or no question asked yet about the current use)."""
         call = self._call
         assert call is not None
         n = call.questions[slot]
         if echo == 0 or n == 0:
             return None
         back = (question_flags(n) - echo) % 255
-        if back >= QUESTION_MEMORY or back >= n:
-            return None
-        return call.asked_at[slot][(n - back) % QUESTION_MEMORY]
+        return n - back if back < n else None
+
+    def _asked_time(self, slot: int, number: int) -> float:
+        """When the slot's question `number` was asked, if it is among the latest QUESTION_MEMORY; if it is
+        older, when the oldest of them was, so that its answer's sample is a lower bound of its round trip.
+        An answer later than the memory is exactly what a question estimate taken before a queue built up
+        must learn from: ignored, it left the questions coming faster than their answers for good."""
+        call = self._call
+        assert call is not None
+        return call.asked_at[slot][max(number, call.questions[slot] - QUESTION_MEMORY + 1) % QUESTION_MEMORY]
 
     def _sample_question(self, rtt: float) -> None:
         self._qsrtt, self._qrttvar = smooth(self._qsrtt, self._qrttvar, rtt)
@@ -535,9 +550,9 @@ class Engine:
         says which question it answers (Karn's ambiguity does not arise)."""
         call = self._call
         assert call is not None
-        asked = self._asked_time(slot, echo)
-        if asked is not None:
-            self._sample_question(now - asked)
+        number = self._question_number(slot, echo)
+        if number is not None:
+            self._sample_question(now - self._asked_time(slot, number))
         call.asks[slot] = 0
 
     def _ask_held(self, now: float) -> None:
@@ -555,7 +570,7 @@ class Engine:
         """Send a slot's current use again, unchanged: the switch said this rank's DATA is missing."""
         call = self._call
         assert call is not None
-        call.last_data[slot] = now
+        call.data_asked[slot] = call.questions[slot]
         self.stats.retransmissions += 1
         call.overtaking.sent(slot)
         self._again(slot, call.buffers[slot], now)
@@ -623,23 +638,25 @@ class Engine:
 
     def _missing(self, slot: int, contributors: int, echo: int, now: float) -> None:
         """The answer to one of this rank's QUERYs: its contribution to the use was missing when that
-        QUERY arrived. Resend the DATA if its latest transmission is older than the question (it should
-        have arrived first: it was lost); a younger one answers for itself, and its timer stands. An
-        answer naming no remembered question is ignored: a later one's answer, or the RESULT, follows."""
+        QUERY arrived. Resend the DATA if the question was asked after its latest transmission (it should
+        have arrived first: it was lost); a younger transmission answers for itself, and its timer stands.
+        Which came first is counted in questions, not read from their times, so that an answer later than
+        the QUESTION_MEMORY latest questions still counts: ignored, the MISSING of a rank whose questions
+        came faster than their answers was never acted on. An answer naming no question is ignored."""
         call = self._call
         assert call is not None
-        asked = self._asked_time(slot, echo)
-        if asked is None:
+        number = self._question_number(slot, echo)
+        if number is None:
             self.stats.ignored += 1
             return
         self.stats.missing_received += 1
-        self._sample_question(now - asked)
+        self._sample_question(now - self._asked_time(slot, number))
         if contributors >> self.member.rank & 1:
             # In already (the switch answers so only a rank whose contribution is missing): the others'
             # are awaited; ask again later.
             call.asks[slot] = 0
-            call.deadline[slot] = now + self._question_timeout(1)
-        elif call.last_data[slot] < asked:
+            call.deadline[slot] = now + self._question_timeout(1, now)
+        elif number > call.data_asked[slot]:
             call.asks[slot] = 0
             self.stats.missing_resends += 1
             self._decrease(call.serial[slot])

@@ -50,7 +50,6 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     struct p4r_call *c = &e->call;
     c->current = malloc(w * sizeof *c->current);
     c->sent_at = malloc(w * sizeof(double));
-    c->last_data = malloc(w * sizeof(double));
     c->deadline = malloc(w * sizeof(double));
     c->retries = malloc(w * sizeof *c->retries);
     c->asked_at = malloc(w * P4R_QUESTION_MEMORY * sizeof(double));
@@ -60,10 +59,11 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     c->agreed = malloc(w * sizeof *c->agreed);
     c->serial = malloc(w * sizeof *c->serial);
     c->questions = malloc(w * sizeof *c->questions);
+    c->data_asked = malloc(w * sizeof *c->data_asked);
     c->buffers = malloc(w * e->frame);
     c->lost = malloc(w * sizeof *c->lost);
     c->expired = malloc(w * sizeof *c->expired);
-    if (!c->current || !c->sent_at || !c->last_data || !c->deadline || !c->retries ||
+    if (!c->current || !c->sent_at || !c->deadline || !c->retries || !c->data_asked ||
         !c->asked_at || !c->asks || !c->held || !c->questions || !c->waiting || !c->agreed || !c->serial ||
         !c->buffers || !c->lost || !c->expired || p4r_overtaking_init(&c->overtaking, e->half_slots) ||
         out_reserve(&e->out, 2 * w + 8)) {
@@ -77,7 +77,6 @@ void p4r_engine_free(struct p4r_engine *e) {
     struct p4r_call *c = &e->call;
     free(c->current);
     free(c->sent_at);
-    free(c->last_data);
     free(c->deadline);
     free(c->retries);
     free(c->asked_at);
@@ -87,6 +86,7 @@ void p4r_engine_free(struct p4r_engine *e) {
     free(c->agreed);
     free(c->serial);
     free(c->questions);
+    free(c->data_asked);
     free(c->buffers);
     free(c->lost);
     free(c->expired);
@@ -136,13 +136,20 @@ static double question_rtt(const struct p4r_engine *e) { return e->have_qsrtt ? 
  * stop. But a question estimate far too small (taken on an empty queue, before one built up) must not
  * keep the questions coming faster than their answers: the data round trip, timed by DATA through the
  * same queues, bounds how soon the backoff may stop. (Not the data timeout itself, which a call's start
- * or end may have backed off to a second.) */
-static double question_timeout(const struct p4r_engine *e, uint32_t asks) {
+ * or end may have backed off to a second.) Both estimates stop when results stop: Karn's rule takes no
+ * sample from a use asked after, and a rank whose contribution is in gets no answers. So the doubling
+ * also goes on up to a QUESTION_WAIT_SHARE of the time since the last result, as TCP's backed-off timer
+ * does while nothing comes back: a switch short of a core, whose answers came later than four questions,
+ * kept every waiting rank asking at the rate of round trips timed before the wait, and those questions
+ * were its backlog (60 s without progress). */
+static double question_timeout(const struct p4r_engine *e, uint32_t asks, double now) {
     double base = P4R_RTO_SRTT_MULTIPLE * question_rtt(e);
     if (P4R_QUESTION_MIN > base) base = P4R_QUESTION_MIN;
     double cap = ldexp(base, P4R_QUESTION_BACKOFFS);
     double data = P4R_RTO_SRTT_MULTIPLE * data_rtt(e);
     if (data > cap) cap = data;
+    double waited = (now - e->last_progress) / P4R_QUESTION_WAIT_SHARE;
+    if (waited > cap) cap = waited;
     int doublings = asks > 1 ? (int)lesser(asks - 1, 30) : 0;
     return lesser(lesser(ldexp(base, doublings), cap), P4R_RTO_MAX);
 }
@@ -165,23 +172,32 @@ static void smooth(int *have, double *srtt, double *rttvar, double sample, int s
  * RESULT keeps. The switch copies it into its answer, so an answer names the question it answers. */
 static uint8_t question_flags(uint32_t n) { return (uint8_t)((n - 1) % 255 + 1); }
 
-/* When the slot's question that an answer echoes was asked: 1 and *at, or 0 when the echo names no
- * question among the latest QUESTION_MEMORY (a multicast RESULT's 0, a very late answer). */
-static int asked_time(const struct p4r_call *c, int slot, uint8_t echo, double *at) {
+/* Which of the slot's questions (1, 2, ...) an answer echoes, or 0 when the echo names none (a multicast
+ * RESULT's 0, or no question asked yet about the current use). */
+static uint32_t question_number(const struct p4r_call *c, int slot, uint8_t echo) {
     uint32_t n = c->questions[slot];
     if (echo == 0 || n == 0) return 0;
     uint32_t back = (uint32_t)(question_flags(n) + 255 - echo) % 255;
-    if (back >= P4R_QUESTION_MEMORY || back >= n) return 0;
-    *at = c->asked_at[(size_t)slot * P4R_QUESTION_MEMORY + (n - back) % P4R_QUESTION_MEMORY];
-    return 1;
+    return back < n ? n - back : 0;
+}
+
+/* When the slot's question `number` was asked, if it is among the latest QUESTION_MEMORY; if it is older,
+ * when the oldest of them was, so that its answer's sample is a lower bound of its round trip. An answer
+ * later than the memory is exactly what a question estimate taken before a queue built up must learn
+ * from: ignored, it left the questions coming faster than their answers for good. */
+static double asked_time(const struct p4r_call *c, int slot, uint32_t number) {
+    uint32_t n = c->questions[slot];
+    uint32_t oldest = n >= P4R_QUESTION_MEMORY ? n - P4R_QUESTION_MEMORY + 1 : 1;
+    if (number < oldest) number = oldest;
+    return c->asked_at[(size_t)slot * P4R_QUESTION_MEMORY + number % P4R_QUESTION_MEMORY];
 }
 
 /* The switch answered a question about the slot's use: its round trip is a sample, since the echo says
  * which question it answers (Karn's ambiguity does not arise). */
 static void answered(struct p4r_engine *e, int slot, uint8_t echo, double now) {
     struct p4r_call *c = &e->call;
-    double at;
-    if (asked_time(c, slot, echo, &at)) smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, now - at, 1);
+    uint32_t number = question_number(c, slot, echo);
+    if (number) smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, now - asked_time(c, slot, number), 1);
     c->asks[slot] = 0;
 }
 
@@ -209,9 +225,9 @@ static void send_use(struct p4r_engine *e, int slot, long use, uint8_t agreed_ex
     c->current[slot] = use;
     c->waiting[slot] = 0;
     c->serial[slot] = e->serial++;
-    c->sent_at[slot] = c->last_data[slot] = now;
+    c->sent_at[slot] = now;
     c->retries[slot] = c->asks[slot] = 0;
-    c->questions[slot] = 0;
+    c->questions[slot] = c->data_asked[slot] = 0;
     c->held[slot] = 0;
     set_deadline(e, slot, now + e->rto);
     sent(e, slot);
@@ -224,13 +240,13 @@ static void again(struct p4r_engine *e, int slot, const uint8_t *packet, size_t 
     struct p4r_call *c = &e->call;
     c->retries[slot] += 1;
     c->asks[slot] += 1;
-    set_deadline(e, slot, now + question_timeout(e, c->asks[slot]));
+    set_deadline(e, slot, now + question_timeout(e, c->asks[slot], now));
     emit(e, packet, size);
 }
 
 static void resend(struct p4r_engine *e, int slot, double now) {
     struct p4r_call *c = &e->call;
-    c->last_data[slot] = now;
+    c->data_asked[slot] = c->questions[slot];
     e->stats.retransmissions += 1;
     sent(e, slot);
     again(e, slot, c->buffers + (size_t)slot * e->frame, e->frame, now);
@@ -374,9 +390,9 @@ void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t desc
     memset(&c->error, 0, sizeof c->error);
     for (int s = 0; s < width; s++) {
         c->current[s] = -1;
-        c->sent_at[s] = c->last_data[s] = 0.0;
+        c->sent_at[s] = 0.0;
         c->retries[s] = c->asks[s] = 0;
-        c->questions[s] = 0;
+        c->questions[s] = c->data_asked[s] = 0;
         c->held[s] = 0;
         c->waiting[s] = 0;
         c->deadline[s] = INFINITY;
@@ -500,23 +516,25 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
 }
 
 /* The answer to one of this rank's QUERYs: its contribution to the use was missing when that QUERY
- * arrived. Resend the DATA if its latest transmission is older than the question (it should have arrived
- * first: it was lost); a younger one answers for itself, and its timer stands. An answer naming no
- * remembered question is ignored: a later one's answer, or the RESULT, follows. */
+ * arrived. Resend the DATA if the question was asked after its latest transmission (it should have
+ * arrived first: it was lost); a younger transmission answers for itself, and its timer stands. Which
+ * came first is counted in questions, not read from their times, so that an answer later than the
+ * QUESTION_MEMORY latest questions still counts: ignored, the MISSING of a rank whose questions came
+ * faster than their answers was never acted on. An answer naming no question is ignored. */
 static void missing(struct p4r_engine *e, int slot, uint32_t contributors, uint8_t echo, double now) {
     struct p4r_call *c = &e->call;
-    double at;
-    if (!asked_time(c, slot, echo, &at)) {
+    uint32_t number = question_number(c, slot, echo);
+    if (!number) {
         e->stats.ignored += 1;
         return;
     }
     e->stats.missing_received += 1;
-    smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, now - at, 1);
+    smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, now - asked_time(c, slot, number), 1);
     if (contributors >> e->rank & 1) {
         /* In already (the switch answers so only a rank whose contribution is missing): ask again later. */
         c->asks[slot] = 0;
-        set_deadline(e, slot, now + question_timeout(e, 1));
-    } else if (c->last_data[slot] < at) {
+        set_deadline(e, slot, now + question_timeout(e, 1, now));
+    } else if (number > c->data_asked[slot]) {
         c->asks[slot] = 0;
         e->stats.missing_resends += 1;
         decrease(e, c->serial[slot]);

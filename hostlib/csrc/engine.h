@@ -60,9 +60,10 @@ struct p4r_call {
     int base, width, outstanding;
     long uses;
     long *current; /* use outstanding on each slot, -1 when the slot is done */
-    double *sent_at, *last_data, *deadline;
-    double *asked_at;    /* width x QUESTION_MEMORY: when the current use's latest QUERYs were asked */
-    uint32_t *questions; /* QUERYs asked about the current use (the n-th carries question_flags(n)) */
+    double *sent_at, *deadline;
+    double *asked_at;     /* width x QUESTION_MEMORY: when the current use's latest QUERYs were asked */
+    uint32_t *questions;  /* QUERYs asked about the current use (the n-th carries question_flags(n)) */
+    uint32_t *data_asked; /* QUERYs asked about the current use before its latest DATA went */
     uint32_t *retries;
     uint32_t *asks; /* QUERYs and resends about the current use since the switch last answered */
     uint8_t *held;  /* its timer expired with an earlier use's, which alone was asked after */

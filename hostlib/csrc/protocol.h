@@ -50,6 +50,7 @@ enum p4r_msg { P4R_DATA = 1, P4R_RESULT = 2, P4R_MISSING = 3, P4R_ABORT = 4, P4R
 #define P4R_REMEMBERED_ABORTS 64
 #define P4R_QUESTION_BACKOFFS 2 /* an unanswered question's wait doubles this often, or up to 3 data RTTs */
 #define P4R_QUESTION_MEMORY 4  /* a use's latest QUERYs whose times are kept to time their answers */
+#define P4R_QUESTION_WAIT_SHARE 4 /* an unanswered question's wait doubles on up to 1/this of the wait */
 #define P4R_RTT_SAMPLES 10000
 #define P4R_LOSS_MEMORY 1.0 /* seconds a lost DATA makes timeouts ask after every late use (not hold) */
 #define P4R_PRIMING_FREE 16 /* a float call of up to this many chunks uses a slot per chunk */

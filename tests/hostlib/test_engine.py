@@ -176,6 +176,36 @@ def test_on_slow_jittery_links_only_lost_data_is_resent_and_questions_do_not_flo
     assert queries <= 4 * fabric.dropped(), (queries, fabric.dropped())
 
 
+def test_a_switch_short_of_a_core_is_not_buried_in_the_ranks_questions(kind: str) -> None:
+    """The likely second cause of CI's 60 s stall of `experiments.loss --quick`: the switch slows down
+    (a busy host: 3 ms a QUERY, 6 ms a DATA) after a call that timed its round trips at well under a
+    millisecond, and a rank loses its DATA. Waiting ranks get no answer, and no round-trip samples
+    (Karn's rule), so their questions came at the rate of the earlier round trips, far faster than the
+    switch answers: the questions were the switch's backlog, and the MISSING that would have made the
+    rank resend came after more than four later questions and was ignored (30 s without progress here,
+    55 000 questions). Questions now back off with the wait for a result, and a late answer counts."""
+    lost = []
+
+    def fault(packet: Packet) -> list[float]:
+        if packet.upstream and packet.rank == 2 and packet.msg_type == MsgType.DATA and not lost:
+            if packet.seq == seq_of(1, 0):
+                lost.append(packet)
+                return []
+        return [0.0]
+
+    fabric = Fabric(engine=kind, world=3, pool=16, fault=fault, progress_timeout=30.0)
+    first = ints(3, 8 * K)
+    assert all(np.array_equal(r, exact_sum(first)) for r in fabric.run(fabric.plans(first)))
+    fabric.query_time, fabric.switch_time = 0.003, 0.006
+    start, sent = fabric.now, len(fabric.sent(msg_type=MsgType.QUERY))
+    second = ints(3, 8 * K, seed=1)
+    assert all(np.array_equal(r, exact_sum(second)) for r in fabric.run(fabric.plans(second)))
+    assert lost and fabric.engines[2].stats.missing_resends == 1
+    # 24 DATA take the switch 0.15 s; the questions and the recovery about a second more.
+    assert fabric.now - start < 3.0
+    assert len(fabric.sent(msg_type=MsgType.QUERY)) - sent < 1500
+
+
 def test_a_question_is_numbered_and_an_answer_counts_for_the_question_it_echoes(kind: str) -> None:
     member = Membership(job_id=4, rank=0, key=7, world_size=2, pool_size=2, values_per_packet=K)
     engine = make_engine(kind, member)
@@ -198,6 +228,33 @@ def test_a_question_is_numbered_and_an_answer_counts_for_the_question_it_echoes(
     assert engine.receive(missing(0), 1.32) == [] and engine.receive(missing(9), 1.33) == []
     stats = engine.stats
     assert (stats.missing_received, stats.missing_resends, stats.ignored) == (2, 1, 2)
+
+
+def test_an_answer_later_than_the_four_latest_questions_still_counts(kind: str) -> None:
+    """A switch short of a core answers late, and a rank keeps asking at the rate its estimates allow.
+    The MISSING for its first question comes after its sixth: that question was still asked after the
+    DATA, which was therefore lost, and its round trip is at least that of the oldest question whose time
+    is kept. Ignored (only the latest four questions' times are kept), neither the resend nor the longer
+    estimate ever came, and a switch that stayed slow saw the questions come faster than their answers."""
+    member = Membership(job_id=4, rank=0, key=7, world_size=2, pool_size=2, values_per_packet=K)
+    engine = make_engine(kind, member)
+    engine.rto = 0.02
+    plan, descriptor = one_packet(kind, world=2)
+    [data] = engine.begin(plan, descriptor, 1.0)
+    now, numbers, times = 1.02, [], []
+    for _ in range(6):
+        [question] = engine.poll(now)
+        numbers.append(question[7])
+        times.append(now)
+        now = engine.next_deadline()
+    assert numbers == [1, 2, 3, 4, 5, 6]
+    last_wait = now - times[-1]
+    late = HEADER.pack(MsgType.MISSING, 0, 4, 0, 0, 1, seq_of(0, 0), 7, descriptor, 0b10)
+    answered = times[-1] + 0.01
+    assert engine.receive(late, answered) == [data]
+    assert (engine.stats.missing_resends, engine.stats.ignored) == (1, 0)
+    # Timed from the third question (the oldest kept), the round trip stretches the question timer.
+    assert engine.next_deadline() - answered > last_wait
 
 
 def test_a_late_duplicate_of_an_earlier_use_is_never_added(kind: str) -> None:
