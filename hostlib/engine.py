@@ -29,7 +29,8 @@ What a use carries and what happens to its result is the plan's business
   rank or a switch that waited for a core holds a whole window, and asking
   after every use of it would flood the switch for no loss. (A rank that
   lost a DATA within LOSS_MEMORY asks after all of them, as under loss a
-  timeout is a loss.)
+  timeout is a loss; so does an answer that shows a loss, a MISSING or a
+  replay.)
 A suspected use is asked after at once with a QUERY (its header alone) by
 every rank that suspects it. The switch answers the asker alone, and only
 with what it can act on: the RESULT (its result was lost), or a MISSING
@@ -419,8 +420,9 @@ class Engine:
             # window). Uses whose timers expire together
             # (no result for a whole timeout) most often wait for a rank or the switch that waited for a
             # core, and asking after each of them would cost N x W questions that the switch, itself
-            # short of a core, must drop. The others are held: asked when a MISSING shows that this
-            # rank's DATA was lost (_ask_held), or one by one at later timeouts while nothing arrives.
+            # short of a core, must drop. The others are held: asked when an answer shows that the timeout
+            # was a loss (_ask_held: a MISSING, this rank's DATA was lost; a replay, its RESULT was), or
+            # one by one at later timeouts while nothing arrives.
             # A rank that saw its DATA lost within LOSS_MEMORY takes timeouts for losses, as before, and
             # asks after every late use at once: with 5 % loss, holding cost a round trip at most call
             # ends (4 Mbit/s links: 78 % of lossless goodput instead of 87 %).
@@ -556,14 +558,18 @@ class Engine:
         call.asks[slot] = 0
 
     def _ask_held(self, now: float) -> None:
-        """A MISSING showed that this rank's DATA was lost, not late: the uses held back with the asked one
-        at a timeout may be lost too, and are asked after at once."""
+        """An answer showed that the timeout was a loss, not a wait: a MISSING that this rank's DATA was
+        lost, a replay that its RESULT was. The uses held back with the asked one at a timeout may be lost
+        too, and are asked after at once. As at a timeout, each is a loss for the window only within
+        LOSS_MEMORY of a lost DATA: a lost RESULT alone never halved it."""
         call = self._call
         assert call is not None
+        lossy = now - self._loss_seen < LOSS_MEMORY
         for held in range(call.width):
             if call.held[held] and call.retries[held] == 0 and call.current[held] >= 0:
                 self.stats.timeouts += 1
-                self._decrease(call.serial[held])
+                if lossy:
+                    self._decrease(call.serial[held])
                 self._suspect(held, now, fast=False)
 
     def _resend(self, slot: int, now: float) -> None:
@@ -614,6 +620,7 @@ class Engine:
             # trip. Under loss TCP's gains stay, to follow the queues that recovery builds and drains.
             quiet = now - self._loss_seen >= LOSS_MEMORY
             self._sample_rtt(now - call.sent_at[slot], call.width if quiet else 1)
+        replay = self._question_number(slot, echo) is not None  # an answer to a question, not the multicast
         if call.asks[slot]:
             self._answered(slot, echo, now)
         overtaken = call.overtaking.answered(slot, first_send)
@@ -635,6 +642,12 @@ class Engine:
         self._fill(now, slot)
         for lost in overtaken:
             self._suspect(lost, now, fast=True)
+        if replay:
+            # The switch answered a question with the RESULT: the use was complete, and its multicast,
+            # which left before the answer, was lost. The timeout was a loss, as a MISSING shows for a
+            # DATA: held on, each use held with it cost a doubled timeout more (a second each once backed
+            # off) while a lost RESULT or DATA behind it kept every other rank waiting.
+            self._ask_held(now)
 
     def _missing(self, slot: int, contributors: int, echo: int, now: float) -> None:
         """The answer to one of this rank's QUERYs: its contribution to the use was missing when that

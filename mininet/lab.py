@@ -193,11 +193,24 @@ class _QuietHtbQuantum(logging.Filter):
 
 
 def configure_hosts(net: Mininet, topo: Topology) -> None:
-    """Offloads off (a switch that rewrites packets must see real checksums); ARP between hosts static."""
+    """Offloads off (a switch that rewrites packets must see real checksums); ARP static between hosts and
+    for every switch's aggregation address.
+
+    The switch answers ARP for its aggregation address in the data plane, but a lab with injected loss
+    may drop a rank's request, or the answer: the kernel asks again only after a second, so the first
+    call waited that second, and its first round trip, the one the engine's estimate starts from, was
+    one. A real cluster's hosts would have resolved the address long before their first call; the
+    responder itself is tested without this (tests/protocol_scenarios.py, the switch daemon's ports
+    and tests/lab/test_lab_startup.py, which asks it from a lab host)."""
     for h in topo.hosts:
         host = net.get(h.name)
         for intf in host.intfList():
             host.cmd(f"ethtool -K {intf.name} rx off tx off sg off tso off gso off gro off >/dev/null 2>&1")
+        for switch in topo.switches:
+            entry = f"{switch.agg_ipv4} lladdr {switch.agg_mac} nud permanent dev {host.defaultIntf()}"
+            said = host.cmd(f"ip neigh replace {entry}").strip()
+            if said:
+                raise LaunchError(f"{h.name}: ip neigh replace {entry}: {said}")
     net.staticArp()
 
 

@@ -361,14 +361,17 @@ static void grow(struct p4r_engine *e) {
     }
 }
 
-/* A MISSING showed that this rank's DATA was lost, not late: the uses held back with the asked one at a
- * timeout may be lost too, and are asked after at once. */
+/* An answer showed that the timeout was a loss, not a wait: a MISSING that this rank's DATA was lost, a
+ * replay that its RESULT was. The uses held back with the asked one at a timeout may be lost too, and are
+ * asked after at once. As at a timeout, each is a loss for the window only within LOSS_MEMORY of a lost
+ * DATA: a lost RESULT alone never halved it. */
 static void ask_held(struct p4r_engine *e, double now) {
     struct p4r_call *c = &e->call;
+    int lossy = now - e->loss_seen < P4R_LOSS_MEMORY;
     for (int s = 0; s < c->width; s++) {
         if (c->held[s] && c->retries[s] == 0 && c->current[s] >= 0) {
             e->stats.timeouts += 1;
-            decrease(e, c->serial[s]);
+            if (lossy) decrease(e, c->serial[s]);
             suspect(e, s, now, 0);
         }
     }
@@ -492,6 +495,7 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
         int quiet = now - e->loss_seen >= P4R_LOSS_MEMORY;
         sample_rtt(e, now - c->sent_at[slot], quiet ? c->width : 1);
     }
+    int replay = question_number(c, slot, echo) != 0; /* an answer to a question, not the multicast */
     if (c->asks[slot]) answered(e, slot, echo, now);
     int lost = p4r_overtaking_answered(&c->overtaking, slot, first_send, c->lost);
     p4r_plan_deliver(c->plan, use, values);
@@ -513,6 +517,11 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
     }
     fill(e, slot, now);
     for (int i = 0; i < lost; i++) suspect(e, c->lost[i], now, 1);
+    /* The switch answered a question with the RESULT: the use was complete, and its multicast, which left
+     * before the answer, was lost. The timeout was a loss, as a MISSING shows for a DATA: held on, each use
+     * held with it cost a doubled timeout more (a second each once backed off) while a lost RESULT or DATA
+     * behind it kept every other rank waiting. */
+    if (replay) ask_held(e, now);
 }
 
 /* The answer to one of this rank's QUERYs: its contribution to the use was missing when that QUERY
@@ -644,8 +653,9 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
              * and a timeout before the lost DATA was found. Uses whose timers expire together
              * (no result for a whole timeout) most often wait for a rank or the switch that waited for a
              * core, and asking after each of them would cost N x W questions that the switch, itself
-             * short of a core, must drop. The others are held: asked when a MISSING shows that this
-             * rank's DATA was lost (ask_held()), or one by one at later timeouts while nothing arrives.
+             * short of a core, must drop. The others are held: asked when an answer shows that the timeout
+             * was a loss (ask_held(): a MISSING, this rank's DATA was lost; a replay, its RESULT was), or
+             * one by one at later timeouts while nothing arrives.
              * A rank that saw its DATA lost within LOSS_MEMORY takes timeouts for losses, as before, and
              * asks after every late use at once: with 5 % loss, holding cost a round trip at most call
              * ends (4 Mbit/s links: 78 % of lossless goodput instead of 87 %). */

@@ -171,6 +171,21 @@ def random_faults(seed: int, *, drop: float = 0.0, duplicate: float = 0.0, delay
     return fault
 
 
+def losing_once(*losses: tuple[bool, int, int, int]) -> Fault:
+    """A fault script: the first packet of each (upstream, rank, msg_type, seq) is lost, once per time
+    the key is given."""
+    pending = list(losses)
+
+    def fault(packet: Packet) -> list[float]:
+        key = (packet.upstream, packet.rank, packet.msg_type, packet.seq)
+        if key in pending:
+            pending.remove(key)
+            return []
+        return [0.0]
+
+    return fault
+
+
 class VirtualClock:
     """Engines driven on a virtual clock: a heap of events `(time, order, *event)` that `_deliver(*event)`
     handles, and each rank's packets handed to `_from_rank`. Fabric (one switch) and TreeFabric (a tree

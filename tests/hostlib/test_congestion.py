@@ -8,7 +8,6 @@ its link reaches every rank on the use's RESULT, which is the switch's half of t
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ from contracts.protocol import ECN_ECT0, ECN_NOT_ECT, MsgType
 from hostlib import Communicator, JobSpec
 from hostlib.engine import CWND_MIN, window_floor, window_step
 from hostlib.reflector import Reflector
-from tests.hostlib.fabric import ENGINES, Fabric, Packet, random_faults
+from tests.hostlib.fabric import ENGINES, Fabric, Packet, losing_once, random_faults
 from tests.hostlib.test_engine import K, exact_sum, ints, losing_first_data_of
 
 POOL = 64  # H = 32 slots per call
@@ -147,21 +146,6 @@ def test_off_the_socket_sends_not_ect_and_marks_are_ignored(monkeypatch: pytest.
         stats = comm.stats()
     assert marking.tos_seen == {ECN_NOT_ECT}
     assert (stats.window_decreases, stats.cwnd) == (0, 32)
-
-
-def losing_once(*losses: tuple[bool, int, int, int]) -> Callable[[Packet], list[float]]:
-    """A fault script: the first packet of each (upstream, rank, msg_type, seq) is lost, once per time
-    the key is given."""
-    pending = list(losses)
-
-    def fault(packet: Packet) -> list[float]:
-        key = (packet.upstream, packet.rank, packet.msg_type, packet.seq)
-        if key in pending:
-            pending.remove(key)
-            return []
-        return [0.0]
-
-    return fault
 
 
 def test_a_timeout_asks_after_the_lowest_late_use_first_not_the_earliest_sent(kind: str) -> None:
