@@ -201,7 +201,7 @@ def configure_hosts(net: Mininet, topo: Topology) -> None:
     call waited that second, and its first round trip, the one the engine's estimate starts from, was
     one. A real cluster's hosts would have resolved the address long before their first call; the
     responder itself is tested without this (tests/protocol_scenarios.py, the switch daemon's ports
-    and tests/lab/test_lab_startup.py, which asks it from a lab host)."""
+    and tests/lab/test_lab_hosts.py, which asks it from a lab host)."""
     for h in topo.hosts:
         host = net.get(h.name)
         for intf in host.intfList():
