@@ -1,6 +1,8 @@
 /*
  * p4reduce for Tofino: TNA (Tofino 1, tna.p4) and T2NA (Tofino 2, t2na.p4),
- * protocol version 2 with K = VALUES_PER_PACKET values (default 64).
+ * protocol version 3 with K = VALUES_PER_PACKET values (default 64): one switch,
+ * or a tree of them per job, this switch a root or a child (tables upstream and
+ * from_parent; v1model's awaiting register is the value AWAITING of remaining).
  *
  * docs/protocol.md is the specification; p4src/v1model/p4reduce.p4 is the
  * executable reference of its semantics; docs/p4src.md explains both
