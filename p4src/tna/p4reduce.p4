@@ -12,8 +12,8 @@
  *
  * Compiled with p4c 1.2.5.16 / p4c-barefoot 9.13.4 (issue 32; docs/p4src.md,
  * "Compiled with the open Tofino back end"): both chips with 0 errors, the
- * congested register included (Tofino 1 12 of 12 stages, 40 of 48 SALUs;
- * Tofino 2 20 of 20 stages, 40 of 80 SALUs). The commands:
+ * congested register and the tree child role included (Tofino 1 12 of 12
+ * stages, 40 of 48 SALUs; Tofino 2 18 of 20 stages, 40 of 80 SALUs). The commands:
  *     p4c --target tofino  --arch tna  -I p4src -o OUT p4src/tna/p4reduce.p4
  *     p4c --target tofino2 --arch t2na -I p4src -o OUT p4src/tna/p4reduce.p4
  * (__TARGET_TOFINO__ selects the variant below).
@@ -1139,6 +1139,7 @@ control MyIngress(inout tna_headers_t hdr,
 
     /* Tree child: the parent's MISSING: the copy's sums are read, to go up again. */
     action values_resend() {
+        hdr.p4r.call = call_get.execute(ig_md.copy);
         ig_md.value_op = VALUE_OP_RESEND;
 #if P4R_HARVEST
         hdr.recirc.op = VALUE_OP_READ;
@@ -1445,6 +1446,80 @@ control MyIngress(inout tna_headers_t hdr,
 #endif
     }
 
+    /*
+     * TNA: the tree role's decisions are hidden tables with constant entries rather than if/else chains
+     * of action calls: every call is a logical table, a stage holds 16 (ingress and egress together),
+     * and with the chains the first pass crowded the value pairs of Tofino 1's recirculated passes out
+     * of stages 2 to 5 and 9 (15 stages; docs/p4src.md). Each is applied where the chain stood.
+     */
+    /* The second pass of a resubmitted packet: a parent's ABORT, or a CALL_MISMATCH (aborted already?). */
+    @hidden table second_pass_answer {
+        key = { ig_md.parent: exact; ig_md.aborted: exact; ig_md.up_mark: exact; }
+        actions = { abort_from_parent; abort_up; abort_to_sender; mismatch_up; abort_to_job; }
+        const entries = {
+            (1, 0, 0): abort_from_parent();
+            (1, 0, AWAITING): abort_from_parent();
+            (1, 1, 0): abort_from_parent();
+            (1, 1, AWAITING): abort_from_parent();
+            (0, 1, 0): abort_to_sender();
+            (0, 1, AWAITING): abort_up();       /* below a parent the ABORT goes up again */
+            (0, 0, 0): abort_to_job();
+            (0, 0, AWAITING): mismatch_up();
+        }
+        const default_action = abort_to_job();
+        size = 8;
+    }
+
+    /* Step 6: a call the switch has aborted; below a parent the ABORT goes up, and comes down to all. */
+    @hidden table aborted_answer {
+        key = { ig_md.up_mark: exact; }
+        actions = { abort_to_sender; abort_up; }
+        const entries = {
+            0: abort_to_sender();
+            AWAITING: abort_up();
+        }
+        const default_action = abort_to_sender();
+        size = 2;
+    }
+
+    /*
+     * The parent's packet, once the copy is known: an ABORT aborts the call (second pass); a RESULT,
+     * MISSING or STALE must be about the use the copy holds (age 0), else it is a late answer (STALE).
+     * TNA: owner is looked at, so a copy untouched since its slot changed epoch (fresh) is STALE too
+     * (v1model: only another epoch; there a parent's ABORT would still abort the call).
+     */
+    @hidden table parent_step {
+        key = { ig_md.fresh: exact; hdr.p4r.msg_type: exact; ig_md.age: ternary; }
+        actions = { resubmit_parent_abort; values_settle; values_resend; values_look; refuse; }
+        const entries = {
+            (0, MSG_ABORT, _): resubmit_parent_abort();
+            (0, MSG_RESULT, 0): values_settle();
+            (0, MSG_MISSING, 0): values_resend();
+            (0, MSG_STALE, 0): values_look();
+        }
+        const default_action = refuse(DROP_STALE);
+        size = 8;
+    }
+
+    /*
+     * The parent's RESULT, MISSING or STALE about the use the copy holds: only a copy that awaits the
+     * parent (remaining = AWAITING) takes it; else a RESULT or MISSING is a DUPLICATE (the result is in
+     * already) and a STALE is dropped as STALE. A MISSING needs upstream (UNKNOWN_JOB without it).
+     */
+    @hidden table parent_answer {
+        key = { ig_md.value_op: exact; ig_md.left: ternary; ig_md.up_mark: ternary; }
+        actions = { settled; resend_up; resubmit_parent_abort; refuse; }
+        const entries = {
+            (VALUE_OP_SETTLE, AWAITING, _): settled();
+            (VALUE_OP_RESEND, AWAITING, AWAITING): resend_up();
+            (VALUE_OP_RESEND, AWAITING, _): refuse(DROP_UNKNOWN_JOB);
+            (VALUE_OP_LOOK, AWAITING, _): resubmit_parent_abort();   /* the parent moved past it: an abort missed here */
+            (VALUE_OP_LOOK, _, _): refuse(DROP_STALE);
+        }
+        const default_action = refuse(DROP_DUPLICATE);
+        size = 8;
+    }
+
 #if P4R_HARVEST
     /* Tofino 1, harvest pass: the partial sum leaves for the parent (headers rewritten in the first pass). */
     action data_up_harvest() {
@@ -1577,21 +1652,7 @@ control MyIngress(inout tna_headers_t hdr,
                      * CALL_ABORTED, as it would have been in v1model.
                      */
                     ig_md.aborted = aborted_mark.execute(hdr.p4r.job_id);
-                    if (ig_md.parent == 1) {
-                        /* The parent's ABORT (or STALE about the awaited use): the call is aborted here too. */
-                        abort_from_parent();
-                    } else if (ig_md.aborted == 1) {
-                        /* Below a parent the ABORT goes up again instead; the parent's comes down to all. */
-                        if (ig_md.up_mark != 0) {
-                            abort_up();
-                        } else {
-                            abort_to_sender();
-                        }
-                    } else if (ig_md.up_mark != 0) {
-                        mismatch_up();
-                    } else {
-                        abort_to_job();
-                    }
+                    second_pass_answer.apply();
                 } else if (ig_md.port_diff != 0) {
                     /* 3. Membership: the registered host, holding the rank's key, speaks for (job, rank). */
                     refuse(DROP_WRONG_SENDER);
@@ -1614,11 +1675,7 @@ control MyIngress(inout tna_headers_t hdr,
                         refuse(DROP_SLOT_OUT_OF_RANGE);
                     } else if (ig_md.aborted == 1) {
                         /* 6. A call the switch has aborted is refused on every slot; its sender is told again. */
-                        if (ig_md.up_mark != 0) {
-                            abort_up();
-                        } else {
-                            abort_to_sender();
-                        }
+                        aborted_answer.apply();
                     } else {
                         if (hdr.p4r.set == 0) {
                             copy_in_set0();
@@ -1657,26 +1714,8 @@ control MyIngress(inout tna_headers_t hdr,
                         }
 
                         if (ig_md.parent == 1) {
-                            /*
-                             * The parent's packet (docs/protocol.md, *Aggregation trees*). TNA: owner is
-                             * looked at, so a copy untouched since its slot changed epoch is STALE too
-                             * (v1model: only another epoch; there an ABORT would still abort the call).
-                             */
-                            if (ig_md.fresh == 1) {
-                                refuse(DROP_STALE);
-                            } else if (hdr.p4r.msg_type == MSG_ABORT) {
-                                resubmit_parent_abort();
-                            } else if (ig_md.age != 0) {
-                                /* Not the use this copy holds: a late answer. */
-                                refuse(DROP_STALE);
-                            } else if (hdr.p4r.msg_type == MSG_RESULT) {
-                                values_settle();
-                            } else if (hdr.p4r.msg_type == MSG_MISSING) {
-                                hdr.p4r.call = call_get.execute(ig_md.copy);
-                                values_resend();
-                            } else {
-                                values_look();
-                            }
+                            /* The parent's packet (docs/protocol.md, *Aggregation trees*; see parent_step). */
+                            parent_step.apply();
                         } else if (ig_md.age[31:31] == 1) {
                             /* A use behind the copy's (never an idle copy: its age is 1). Never added. */
                             if (hdr.p4r.msg_type == MSG_DATA) {
@@ -1747,22 +1786,7 @@ control MyIngress(inout tna_headers_t hdr,
                                  * or nothing changes. TNA (Tofino 2): the values of a RESULT for the use
                                  * the copy holds were stored above, before this test (docs/p4src.md).
                                  */
-                                if (ig_md.left != AWAITING) {
-                                    if (hdr.p4r.msg_type == MSG_STALE) {
-                                        refuse(DROP_STALE);
-                                    } else {
-                                        refuse(DROP_DUPLICATE);   /* the result is in already */
-                                    }
-                                } else if (hdr.p4r.msg_type == MSG_RESULT) {
-                                    settled();
-                                } else if (hdr.p4r.msg_type == MSG_STALE) {
-                                    /* The parent's copy moved past the awaited use: an abort missed here. */
-                                    resubmit_parent_abort();
-                                } else if (ig_md.up_mark == 0) {
-                                    refuse(DROP_UNKNOWN_JOB);
-                                } else {
-                                    resend_up();
-                                }
+                                parent_answer.apply();
                             } else if (hdr.p4r.msg_type == MSG_QUERY) {
                                 /* TNA: complete first, then the asker's bit (asker_check): one field per gateway. */
                                 if (ig_md.left == 0) {
