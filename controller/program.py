@@ -23,7 +23,7 @@ from controller.tables.p4names import INGRESS
 class ProgramFacts:
     values_per_packet: int
     slot_count: int
-    trees: bool = False  # has the child role of aggregation trees (table upstream: v1model, not TNA yet)
+    trees: bool = False  # has the child role of aggregation trees (table upstream: v1model and TNA)
 
 
 def program_facts(schema: fy.P4Schema, where: str) -> ProgramFacts:

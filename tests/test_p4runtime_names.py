@@ -57,28 +57,28 @@ def _params(declaration: str) -> tuple[tuple[str, int], ...]:
     return tuple((name, int(width)) for width, name in re.findall(r"bit<(\d+)>\s+(\w+)", declaration))
 
 
-# The child role of aggregation trees (docs/protocol.md, *Aggregation trees*) is in the v1model program
-# only: the TNA program has not gained it yet (docs/p4src.md says why), so a controller must not build
-# a tree through a Tofino. Everything else is the same in every program.
-TREE_ONLY_IN_V1MODEL = {
-    "tables": {"MyIngress.upstream", "MyIngress.from_parent"},
-    "actions": {"MyIngress.set_upstream", "MyIngress.set_child"},
-    "annotations": {"MyIngress.upstream", "MyIngress.from_parent"},
-    "counters": set(),
-}
+@pytest.mark.parametrize("variant", TNA_VARIANTS, ids=[v.name for v in TNA_VARIANTS])
+def test_tna_offers_the_controller_what_v1model_offers(variant: Variant) -> None:
+    """Everything, the tree child role's tables (upstream, from_parent) included (issue 32)."""
+    v1model, tna = controller_view(V1MODEL_VARIANT), controller_view(variant)
+    for part in ("tables", "actions", "counters", "annotations"):
+        assert tna[part] == v1model[part], f"{part} differ"
 
 
 @pytest.mark.parametrize("variant", TNA_VARIANTS, ids=[v.name for v in TNA_VARIANTS])
-def test_tna_offers_the_controller_what_v1model_offers(variant: Variant) -> None:
-    v1model, tna = controller_view(V1MODEL_VARIANT), controller_view(variant)
-    for part in ("tables", "actions", "counters", "annotations"):
-        ours = v1model[part]
-        shared = (
-            {k: v for k, v in ours.items() if k not in TREE_ONLY_IN_V1MODEL[part]}  # type: ignore[union-attr]
-            if isinstance(ours, dict)
-            else ours - TREE_ONLY_IN_V1MODEL[part]  # type: ignore[operator]
-        )
-        assert tna[part] == shared, f"{part} differ"
+def test_the_tree_child_role_is_offered_with_the_v1model_parameters(variant: Variant) -> None:
+    """A controller can build a tree through a Tofino: the two tables and their actions' widths."""
+    view = controller_view(variant)
+    tables, actions = view["tables"], view["actions"]
+    assert tables["MyIngress.upstream"] == (("hdr.p4r.job_id",), ("set_upstream", "NoAction"), "NoAction")  # type: ignore[index]
+    assert actions["MyIngress.set_upstream"] == (  # type: ignore[index]
+        ("port", 9), ("parent_mac", 48), ("parent_ip", 32), ("own_ip", 32), ("parent_job", 16),
+        ("parent_rank", 8), ("parent_key", 32),
+    )  # fmt: skip
+    assert actions["MyIngress.set_child"] == (  # type: ignore[index]
+        ("job_id", 16), ("base", 16), ("pool_size", 16), ("mcast_grp", 16), ("parent_port", 9), ("key", 32),
+        ("epoch", 32),
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("variant", TNA_VARIANTS, ids=[v.name for v in TNA_VARIANTS])

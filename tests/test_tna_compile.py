@@ -28,7 +28,6 @@ from controller.tables.p4names import INGRESS
 from softswitch.frontend import compile_file
 from softswitch.p4info import build_p4info
 from tests.p4src_text import P4SRC, TNA, V1MODEL
-from tests.test_p4runtime_names import TREE_ONLY_IN_V1MODEL
 
 TARGETS = (("tofino", "tna"), ("tofino2", "t2na"))
 CANDIDATES = ("bf-p4c", "p4c-barefoot", "p4c")
@@ -113,10 +112,8 @@ def what_the_controller_sees(info: p4i.P4Info) -> dict[str, object]:
 
 @functools.cache
 def v1model_view() -> dict[str, object]:
-    """The v1model program's P4Info (p4reduce-p4c's equals p4c's, issue 32) less the tree role's names."""
-    seen = what_the_controller_sees(build_p4info(compile_file(V1MODEL, include_dirs=[P4SRC])))
-    return {part: {k: v for k, v in names.items() if k not in TREE_ONLY_IN_V1MODEL[part]}  # type: ignore[attr-defined]
-            for part, names in seen.items()}  # fmt: skip
+    """The v1model program's P4Info (p4reduce-p4c's equals p4c's, issue 32), tree role included."""
+    return what_the_controller_sees(build_p4info(compile_file(V1MODEL, include_dirs=[P4SRC])))
 
 
 @pytest.mark.parametrize(("target", "arch"), TARGETS)

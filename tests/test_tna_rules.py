@@ -75,16 +75,33 @@ def test_the_path_count_sees_a_second_access() -> None:
     assert counter.per_path("t.apply(); b.execute(0);") == {"r": 2}
 
 
-# The child role of aggregation trees is not in the TNA program (docs/p4src.md, *How the TNA program
-# differs*); its register goes with it.
-TREE_ONLY_REGISTERS = {"awaiting"}
+# TNA: the tree child role's awaiting flag is a value of remaining (AWAITING, what a use completed below a
+# parent holds until the parent's RESULT settles it): one access in remaining's stage, no stateful ALU more
+# (docs/p4src.md, *How the TNA program differs*).
+FOLDED_REGISTERS = {"awaiting": "remaining"}
 
 
 def test_the_tna_program_keeps_the_v1model_per_copy_state(tna: tuple[Variant, str]) -> None:
-    """Every register of the v1model program (congested included) is kept, less the tree child role's."""
+    """Every register of the v1model program (congested included) is kept, awaiting inside remaining."""
     _, text = tna
     v1model = {r for r in declared_registers(preprocess(V1MODEL_VARIANT)) if not r.startswith("value")}
-    assert v1model - TREE_ONLY_REGISTERS - declared_registers(text) == set()
+    assert v1model - set(FOLDED_REGISTERS) - declared_registers(text) == set()
+
+
+def test_awaiting_is_kept_in_remaining(tna: tuple[Variant, str]) -> None:
+    """A use completing below a parent stores the job's mark (set_upstream's), and one action settles it."""
+    _, text = tna
+    bodies = [body for register, body in register_actions(text).values() if register == "remaining"]
+    marks = [body for body in bodies if re.search(r"\br\s*=\s*ig_md\.up_mark\s*;", body)]
+    settles = [
+        body for body in bodies if re.search(r"if\s*\(\s*r\s*==\s*0x80\s*\)\s*\{\s*r\s*=\s*0\s*;", body)
+    ]
+    assert len(marks) == 2, "start (a single member) and count (the last) complete a use"
+    assert len(settles) == 1
+    assert re.search(
+        r"ig_md\.up_mark\s*=\s*AWAITING|ig_md\.up_mark\s*=\s*0x80",
+        actions_of(blocks_of(text, "control")["MyIngress"])["set_upstream"][1],
+    )
 
 
 def test_register_actions_fit_a_stateful_alu(tna: tuple[Variant, str]) -> None:

@@ -1,6 +1,8 @@
 /*
  * p4reduce for Tofino: TNA (Tofino 1, tna.p4) and T2NA (Tofino 2, t2na.p4),
- * protocol version 2 with K = VALUES_PER_PACKET values (default 64).
+ * protocol version 3 with K = VALUES_PER_PACKET values (default 64): one switch,
+ * or a tree of them per job, this switch a root or a child (tables upstream and
+ * from_parent; v1model's awaiting register is the value AWAITING of remaining).
  *
  * docs/protocol.md is the specification; p4src/v1model/p4reduce.p4 is the
  * executable reference of its semantics; docs/p4src.md explains both
@@ -10,8 +12,8 @@
  *
  * Compiled with p4c 1.2.5.16 / p4c-barefoot 9.13.4 (issue 32; docs/p4src.md,
  * "Compiled with the open Tofino back end"): both chips with 0 errors, the
- * congested register included (Tofino 1 12 of 12 stages, 40 of 48 SALUs;
- * Tofino 2 20 of 20 stages, 40 of 80 SALUs). The commands:
+ * congested register and the tree child role included (Tofino 1 12 of 12
+ * stages, 40 of 48 SALUs; Tofino 2 18 of 20 stages, 40 of 80 SALUs). The commands:
  *     p4c --target tofino  --arch tna  -I p4src -o OUT p4src/tna/p4reduce.p4
  *     p4c --target tofino2 --arch t2na -I p4src -o OUT p4src/tna/p4reduce.p4
  * (__TARGET_TOFINO__ selects the variant below).
@@ -90,6 +92,16 @@
 #define VALUE_OP_ADD     2   /* later contribution */
 #define VALUE_OP_READ    3   /* replay (Tofino 1: the high halves) */
 #define VALUE_OP_READ_LO 4   /* Tofino 1 harvest: the low halves */
+#define VALUE_OP_SETTLE  5   /* tree child: the parent's RESULT replaces the copy's sums (remaining settles) */
+#define VALUE_OP_RESEND  6   /* tree child: the parent's MISSING: the copy's sums go up again (read) */
+#define VALUE_OP_LOOK    7   /* tree child: the parent's STALE: does the copy await its use? (remaining read) */
+/*
+ * TNA: v1model's awaiting register is the value AWAITING of remaining: a copy that completed below a
+ * parent (its partial sum went up) holds AWAITING instead of 0 until the parent's RESULT settles it.
+ * remaining counts at most 31 contributions, so AWAITING is no count; "complete" is 0 or AWAITING.
+ * One register access, in the stage remaining has, and no stateful ALU more (docs/p4src.md).
+ */
+#define AWAITING       0x80
 #define PENDING_SET0     1   /* owner.hi: set 0's copy still holds an earlier incarnation's state */
 #define PENDING_SET1     2   /* owner.hi: set 1's copy still does */
 #define RESUBMIT_ABORT   1   /* resubmit_type of a CALL_MISMATCH's second pass */
@@ -100,6 +112,8 @@
 #define OUTCOME_REPLAY    4  /* job_queries, job_replays */
 #define OUTCOME_MISSING   5  /* job_queries, job_missing */
 #define OUTCOME_ABORT     6  /* job_aborts */
+#define OUTCOME_SETTLED   7  /* the parent's RESULT, multicast to the members: job_results_out */
+#define OUTCOME_QUERY_UP  8  /* a QUERY about a use awaiting the parent's result, sent up: job_queries */
 #ifndef RECIRC_PORT_LOW
 #define RECIRC_PORT_LOW  68  /* Tofino 1: port 68 of each pipe (pipe * 128 + 68) recirculates */
 #endif
@@ -186,7 +200,18 @@ struct ig_metadata_t {
     bit<32> worker_bit;
     bit<16> job_mcast_grp;
     bit<32> epoch;
-    bit<1>  known;          /* TNA: job_table hit (set_job ran); the miss is refused after the framing checks */
+    bit<1>  known;          /* TNA: job_table or from_parent hit; the miss is refused after the framing checks */
+    bit<16> job;            /* the local job id (a parent's packet: set_child's); the per-job counters' index */
+    bit<1>  parent;         /* from_parent hit: the packet is the parent's (RESULT, MISSING, ABORT, STALE) */
+    /* upstream's answer: where the job's partial sums go when its tree has a parent here */
+    bit<8>  up_mark;        /* AWAITING when the job has a parent (what remaining holds at completion), else 0 */
+    bit<9>  up_port;
+    bit<48> up_dst_mac;
+    bit<32> up_dst_ip;
+    bit<32> up_src_ip;
+    bit<16> up_job;
+    bit<8>  up_rank;
+    bit<32> up_key;
     /* TNA: registered sender and key as XOR differences: 0 when the packet agrees */
     bit<9>  port_diff;
     bit<32> ip_diff;
@@ -243,6 +268,16 @@ parser IngressParser(packet_in pkt,
         ig_md.job_mcast_grp = 0;
         ig_md.epoch = 0;
         ig_md.known = 0;
+        ig_md.job = 0;
+        ig_md.parent = 0;
+        ig_md.up_mark = 0;
+        ig_md.up_port = 0;
+        ig_md.up_dst_mac = 0;
+        ig_md.up_dst_ip = 0;
+        ig_md.up_src_ip = 0;
+        ig_md.up_job = 0;
+        ig_md.up_rank = 0;
+        ig_md.up_key = 0;
         ig_md.port_diff = 0;
         ig_md.ip_diff = 0;
         ig_md.udp_diff = 0;
@@ -307,6 +342,7 @@ parser IngressParser(packet_in pkt,
         pkt.extract(hdr.p4r);
         transition select(hdr.p4r.msg_type) {
             MSG_QUERY: accept;
+            MSG_MISSING: accept;   /* a parent's MISSING: its value pass reads the copy into hdr.vals */
             default: parse_recirc_values;
         }
     }
@@ -350,12 +386,16 @@ parser IngressParser(packet_in pkt,
         }
     }
 
-    /* A QUERY is the header alone; anything else that ends before the K values is a parser error. */
+    /*
+     * DATA and RESULT carry the K values, and one that ends before them is a parser error; every other
+     * type is the header alone (QUERY from a member; MISSING, ABORT and STALE from a parent).
+     */
     state parse_p4reduce {
         pkt.extract(hdr.p4r);
         transition select(hdr.p4r.msg_type) {
-            MSG_QUERY: accept;
-            default: parse_values;
+            MSG_DATA: parse_values;
+            MSG_RESULT: parse_values;
+            default: accept;
         }
     }
 
@@ -430,6 +470,8 @@ parser IngressParser(packet_in pkt,
             VALUE_OP_STORE: value##a##_##b##_do_store(); \
             VALUE_OP_ADD: value##a##_##b##_do_add(); \
             VALUE_OP_READ: value##a##_##b##_do_read(); \
+            VALUE_OP_SETTLE: value##a##_##b##_do_store(); \
+            VALUE_OP_RESEND: value##a##_##b##_do_read(); \
         } \
         const default_action = NoAction(); \
         size = 8; \
@@ -469,6 +511,16 @@ parser IngressParser(packet_in pkt,
 @pa_mutually_exclusive("ingress", "ig_md.asker_in", "hdr.vals")
 @pa_mutually_exclusive("ingress", "ig_md.left", "hdr.vals")
 @pa_mutually_exclusive("ingress", "ig_md.ecn", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.job", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.parent", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.up_mark", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.up_port", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.up_dst_mac", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.up_dst_ip", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.up_src_ip", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.up_job", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.up_rank", "hdr.vals")
+@pa_mutually_exclusive("ingress", "ig_md.up_key", "hdr.vals")
 #endif
 control MyIngress(inout tna_headers_t hdr,
                   inout ig_metadata_t ig_md,
@@ -599,6 +651,12 @@ control MyIngress(inout tna_headers_t hdr,
             diff = c ^ hdr.p4r.call;
         }
     };
+    /* The parent's MISSING: the partial sum goes up again with the call it was summed for. */
+    RegisterAction<bit<32>, bit<32>, bit<32>>(copy_call) call_get = {
+        void apply(inout bit<32> c, out bit<32> call) {
+            call = c;
+        }
+    };
 
     /*
      * bitmap: a later contribution sets its bit and learns in the same access
@@ -630,16 +688,34 @@ control MyIngress(inout tna_headers_t hdr,
     };
 
     Register<bit<8>, bit<32>>(SLOT_REGISTER_SIZE) remaining;
+    /* TNA: a use that completes below a parent awaits its result: AWAITING (up_mark), not 0. */
     RegisterAction<bit<8>, bit<32>, bit<8>>(remaining) remaining_start = {
         void apply(inout bit<8> r, out bit<8> left) {
-            r = ig_md.num_workers - 1;
+            if (ig_md.num_workers == 1) {
+                r = ig_md.up_mark;
+            } else {
+                r = ig_md.num_workers - 1;
+            }
             left = r;
         }
     };
     RegisterAction<bit<8>, bit<32>, bit<8>>(remaining) remaining_count = {
         void apply(inout bit<8> r, out bit<8> left) {
-            r = r - 1;
+            if (r == 1) {
+                r = ig_md.up_mark;
+            } else {
+                r = r - 1;
+            }
             left = r;
+        }
+    };
+    /* The parent's RESULT: a copy that awaits it is settled (v1model: awaiting = 0); says what it held. */
+    RegisterAction<bit<8>, bit<32>, bit<8>>(remaining) remaining_settle = {
+        void apply(inout bit<8> r, out bit<8> left) {
+            left = r;
+            if (r == AWAITING) {
+                r = 0;
+            }
         }
     };
     RegisterAction<bit<8>, bit<32>, bit<8>>(remaining) remaining_read = {
@@ -677,14 +753,18 @@ control MyIngress(inout tna_headers_t hdr,
     action remaining_do_start() { ig_md.left = remaining_start.execute(ig_md.copy); }
     action remaining_do_count() { ig_md.left = remaining_count.execute(ig_md.copy); }
     action remaining_do_read() { ig_md.left = remaining_read.execute(ig_md.copy); }
+    action remaining_do_settle() { ig_md.left = remaining_settle.execute(ig_md.copy); }
 
     @hidden table remaining_step {
         key = { ig_md.value_op: exact; }
-        actions = { remaining_do_start; remaining_do_count; remaining_do_read; NoAction; }
+        actions = { remaining_do_start; remaining_do_count; remaining_do_read; remaining_do_settle; NoAction; }
         const entries = {
             VALUE_OP_STORE: remaining_do_start();
             VALUE_OP_ADD: remaining_do_count();
             VALUE_OP_READ: remaining_do_read();
+            VALUE_OP_SETTLE: remaining_do_settle();
+            VALUE_OP_RESEND: remaining_do_read();
+            VALUE_OP_LOOK: remaining_do_read();
         }
         const default_action = NoAction();
         size = 8;
@@ -727,6 +807,8 @@ control MyIngress(inout tna_headers_t hdr,
             VALUE_OP_STORE: exp_do_store();
             VALUE_OP_ADD: exp_do_raise();
             VALUE_OP_READ: exp_do_read();
+            VALUE_OP_SETTLE: exp_do_store();
+            VALUE_OP_RESEND: exp_do_read();
         }
         const default_action = NoAction();
         size = 8;
@@ -744,6 +826,8 @@ control MyIngress(inout tna_headers_t hdr,
             VALUE_OP_STORE: congested_do_start();
             VALUE_OP_ADD: congested_do_raise();
             VALUE_OP_READ: congested_do_read();
+            VALUE_OP_SETTLE: congested_do_raise();   /* the RESULT's own CE: congestion anywhere in the tree */
+            VALUE_OP_RESEND: congested_do_read();
         }
         const default_action = NoAction();
         size = 8;
@@ -853,6 +937,7 @@ control MyIngress(inout tna_headers_t hdr,
         ig_md.key_diff = hdr.p4r.key ^ key;
         ig_md.epoch = epoch;
         ig_md.known = 1;
+        ig_md.job = hdr.p4r.job_id;
 #if P4R_HARVEST
         /* TNA (Tofino 1): what a recirculated pass needs of the job, written where known (see recirc_h). */
         hdr.recirc.mcast_grp = mcast_grp;
@@ -876,6 +961,66 @@ control MyIngress(inout tna_headers_t hdr,
         }
         actions = { set_job; unknown_job; }
         default_action = unknown_job();
+        size = JOB_TABLE_SIZE;
+    }
+
+    /*
+     * A job whose tree has a parent above this switch (docs/protocol.md, *Aggregation trees*):
+     * where its partial sums go, and who this switch is in the parent's instance of the job.
+     * TNA: up_mark is what remaining holds when a use completes here (AWAITING: it awaits the parent).
+     */
+    action set_upstream(bit<9> port, bit<48> parent_mac, bit<32> parent_ip, bit<32> own_ip,
+                        bit<16> parent_job, bit<8> parent_rank, bit<32> parent_key) {
+        ig_md.up_port = port;
+        ig_md.up_dst_mac = parent_mac;
+        ig_md.up_dst_ip = parent_ip;
+        ig_md.up_src_ip = own_ip;
+        ig_md.up_job = parent_job;
+        ig_md.up_rank = parent_rank;
+        ig_md.up_key = parent_key;
+        ig_md.up_mark = AWAITING;
+    }
+
+    table upstream {
+        key = { hdr.p4r.job_id: exact; }
+        actions = { set_upstream; NoAction; }
+        default_action = NoAction();
+        size = JOB_TABLE_SIZE;
+    }
+
+    /*
+     * The parent's packets about a job (RESULT, MISSING, ABORT, STALE), by the parent's job id and
+     * address: the local job, its slots and group, the port the parent is behind and the key the
+     * parent gives this switch. TNA: as set_job, the checks become XOR differences tested against 0,
+     * and the packet speaks of the local job from here on (upstream, aborted, counters, result_dest).
+     */
+    action set_child(bit<16> job_id, bit<16> base, bit<16> pool_size, bit<16> mcast_grp,
+                     bit<9> parent_port, bit<32> key, bit<32> epoch) {
+        hdr.p4r.job_id = job_id;
+        ig_md.job = job_id;
+        ig_md.base = (bit<32>) base;
+        ig_md.pool_size = (bit<32>) pool_size;
+        ig_md.job_mcast_grp = mcast_grp;
+        ig_md.port_diff = ig_intr_md.ingress_port ^ parent_port;
+        ig_md.udp_diff = hdr.udp.src_port ^ UDP_PORT;
+        ig_md.key_diff = hdr.p4r.key ^ key;
+        ig_md.epoch = epoch;
+        ig_md.known = 1;
+        ig_md.parent = 1;
+#if P4R_HARVEST
+        hdr.recirc.mcast_grp = mcast_grp;
+        hdr.recirc.pad = 0;
+        hdr.recirc.reply_port = ig_intr_md.ingress_port;
+#endif
+    }
+
+    table from_parent {
+        key = {
+            hdr.p4r.job_id: exact;
+            hdr.ipv4.src_addr: exact;
+        }
+        actions = { set_child; NoAction; }
+        default_action = NoAction();
         size = JOB_TABLE_SIZE;
     }
 
@@ -984,6 +1129,38 @@ control MyIngress(inout tna_headers_t hdr,
 #endif
     }
 
+    /* Tree child: the parent's RESULT is stored as the copy's sums (the value pass stores it). */
+    action values_settle() {
+        ig_md.value_op = VALUE_OP_SETTLE;
+#if P4R_HARVEST
+        hdr.recirc.op = VALUE_OP_STORE;
+#endif
+    }
+
+    /* Tree child: the parent's MISSING: the copy's sums are read, to go up again. */
+    action values_resend() {
+        hdr.p4r.call = call_get.execute(ig_md.copy);
+        ig_md.value_op = VALUE_OP_RESEND;
+#if P4R_HARVEST
+        hdr.recirc.op = VALUE_OP_READ;
+#else
+        hdr.vals.setValid();
+#endif
+    }
+
+    action values_look() {
+        ig_md.value_op = VALUE_OP_LOOK;
+    }
+
+    /* TNA: the second pass of a parent's ABORT (or STALE) marks the call aborted (aborted is in S1). */
+    action resubmit_parent_abort() {
+        hdr.resubmit.setValid();
+        hdr.resubmit.held_call = 0;
+        hdr.resubmit.pad = 0;
+        ig_dprsr_md.resubmit_type = RESUBMIT_ABORT;
+        ig_md.done = 1;
+    }
+
     /* ---- the answer (docs/protocol.md step 8) ---- */
 
     action result_size() {
@@ -1000,6 +1177,14 @@ control MyIngress(inout tna_headers_t hdr,
      */
     action mark_congested() {
         hdr.ipv4.diffserv = hdr.ipv4.diffserv | ECN_CE;
+    }
+
+    /* A partial sum going up (a use completed here, or sent again for the parent's MISSING). */
+    action data_up_size() {
+        hdr.p4r.msg_type = MSG_DATA;
+        hdr.p4r.exp = ig_md.exp_max;
+        hdr.ipv4.total_len = IPV4_AGG_LENGTH;
+        hdr.udp.len = UDP_AGG_LENGTH;
     }
 
     /* MISSING, ABORT and STALE carry the header only. */
@@ -1039,6 +1224,35 @@ control MyIngress(inout tna_headers_t hdr,
         hdr.udp.checksum = 0;
         ig_tm_md.ucast_egress_port = ig_md.reply_port;
         hdr.bridge.kind = PKT_KIND_REPLY;
+        hdr.recirc.setInvalid();
+        ig_md.done = 1;
+    }
+
+    /*
+     * Up the tree (packet kind UP): from this switch's own address in the parent's instance of the job,
+     * to the parent's aggregation address, as the parent's rank with its key. Tofino 1 rewrites the
+     * headers in the first pass and sends from the harvest pass, out of recirc_h.reply_port.
+     */
+    action up_headers() {
+        hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
+        hdr.ethernet.dst_addr = ig_md.up_dst_mac;
+        hdr.ipv4.src_addr = ig_md.up_src_ip;
+        hdr.ipv4.dst_addr = ig_md.up_dst_ip;
+        hdr.ipv4.ttl = RESULT_TTL;
+        hdr.udp.src_port = UDP_PORT;
+        hdr.udp.dst_port = UDP_PORT;
+        hdr.udp.checksum = 0;
+        hdr.p4r.job_id = ig_md.up_job;
+        hdr.p4r.rank = ig_md.up_rank;
+        hdr.p4r.key = ig_md.up_key;
+#if P4R_HARVEST
+        hdr.recirc.reply_port = ig_md.up_port;
+#endif
+    }
+
+    action send_up() {
+        ig_tm_md.ucast_egress_port = ig_md.up_port;
+        hdr.bridge.kind = PKT_KIND_UP;
         hdr.recirc.setInvalid();
         ig_md.done = 1;
     }
@@ -1085,6 +1299,41 @@ control MyIngress(inout tna_headers_t hdr,
     action duplicate() {
         refuse(DROP_DUPLICATE);
         counted_as(OUTCOME_DUPLICATE);
+    }
+
+    /* Below a parent: a call the switch has aborted is told to the parent again (its ABORT comes down). */
+    action abort_up() {
+        note_refusal(DROP_CALL_ABORTED);
+        counted_as(OUTCOME_ABORT);
+        no_aux();
+        notice_size(MSG_ABORT);
+        up_headers();
+        send_up();
+    }
+
+    /* Below a parent: the CALL_MISMATCH's second pass sends the ABORT up, and it comes down to all. */
+    action mismatch_up() {
+        note_refusal(DROP_CALL_MISMATCH);
+        counted_as(OUTCOME_ABORT);
+        abort_aux();
+        notice_size(MSG_ABORT);
+        up_headers();
+        send_up();
+    }
+
+    /* The parent's ABORT (or STALE about the use this copy awaits), second pass: ABORT to the job. */
+    action abort_from_parent() {
+        counted_as(OUTCOME_ABORT);
+        notice_size(MSG_ABORT);
+        answer_to_job();
+    }
+
+    /* A QUERY about a use complete here that awaits the parent's result: asked after upstream. */
+    action query_up() {
+        counted_as(OUTCOME_QUERY_UP);
+        notice_size(MSG_QUERY);
+        up_headers();
+        send_up();
     }
 
 #if P4R_HARVEST
@@ -1163,6 +1412,125 @@ control MyIngress(inout tna_headers_t hdr,
 #endif
     }
 
+    /* Below a parent the completed use's partial sum goes up instead (counted as data in, not a result). */
+    action completed_up() {
+        counted_as(OUTCOME_ADDED);
+        up_headers();
+#if P4R_HARVEST
+        recirculate(PKT_KIND_UP);
+#else
+        data_up_size();
+        send_up();
+#endif
+    }
+
+    /* The parent's RESULT for the use this copy awaits: stored, and multicast to the members. */
+    action settled() {
+        counted_as(OUTCOME_SETTLED);
+#if P4R_HARVEST
+        recirculate(PKT_KIND_JOB);
+#else
+        result_to_job();
+#endif
+    }
+
+    /* The parent's MISSING: the copy's partial sum goes up again (TNA (Tofino 1): stays MISSING until harvest). */
+    action resend_up() {
+        no_aux();
+        up_headers();
+#if P4R_HARVEST
+        recirculate(PKT_KIND_UP);
+#else
+        data_up_size();
+        send_up();
+#endif
+    }
+
+    /*
+     * TNA: the tree role's decisions are hidden tables with constant entries rather than if/else chains
+     * of action calls: every call is a logical table, a stage holds 16 (ingress and egress together),
+     * and with the chains the first pass crowded the value pairs of Tofino 1's recirculated passes out
+     * of stages 2 to 5 and 9 (15 stages; docs/p4src.md). Each is applied where the chain stood.
+     */
+    /* The second pass of a resubmitted packet: a parent's ABORT, or a CALL_MISMATCH (aborted already?). */
+    @hidden table second_pass_answer {
+        key = { ig_md.parent: exact; ig_md.aborted: exact; ig_md.up_mark: exact; }
+        actions = { abort_from_parent; abort_up; abort_to_sender; mismatch_up; abort_to_job; }
+        const entries = {
+            (1, 0, 0): abort_from_parent();
+            (1, 0, AWAITING): abort_from_parent();
+            (1, 1, 0): abort_from_parent();
+            (1, 1, AWAITING): abort_from_parent();
+            (0, 1, 0): abort_to_sender();
+            (0, 1, AWAITING): abort_up();       /* below a parent the ABORT goes up again */
+            (0, 0, 0): abort_to_job();
+            (0, 0, AWAITING): mismatch_up();
+        }
+        const default_action = abort_to_job();
+        size = 8;
+    }
+
+    /* Step 6: a call the switch has aborted; below a parent the ABORT goes up, and comes down to all. */
+    @hidden table aborted_answer {
+        key = { ig_md.up_mark: exact; }
+        actions = { abort_to_sender; abort_up; }
+        const entries = {
+            0: abort_to_sender();
+            AWAITING: abort_up();
+        }
+        const default_action = abort_to_sender();
+        size = 2;
+    }
+
+    /*
+     * The parent's packet, once the copy is known: an ABORT aborts the call (second pass); a RESULT,
+     * MISSING or STALE must be about the use the copy holds (age 0), else it is a late answer (STALE).
+     * TNA: owner is looked at, so a copy untouched since its slot changed epoch (fresh) is STALE too
+     * (v1model: only another epoch; there a parent's ABORT would still abort the call).
+     */
+    @hidden table parent_step {
+        key = { ig_md.fresh: exact; hdr.p4r.msg_type: exact; ig_md.age: ternary; }
+        actions = { resubmit_parent_abort; values_settle; values_resend; values_look; refuse; }
+        const entries = {
+            (0, MSG_ABORT, _): resubmit_parent_abort();
+            (0, MSG_RESULT, 0): values_settle();
+            (0, MSG_MISSING, 0): values_resend();
+            (0, MSG_STALE, 0): values_look();
+        }
+        const default_action = refuse(DROP_STALE);
+        size = 8;
+    }
+
+    /*
+     * The parent's RESULT, MISSING or STALE about the use the copy holds: only a copy that awaits the
+     * parent (remaining = AWAITING) takes it; else a RESULT or MISSING is a DUPLICATE (the result is in
+     * already) and a STALE is dropped as STALE. A MISSING needs upstream (UNKNOWN_JOB without it).
+     */
+    @hidden table parent_answer {
+        key = { ig_md.value_op: exact; ig_md.left: ternary; ig_md.up_mark: ternary; }
+        actions = { settled; resend_up; resubmit_parent_abort; refuse; }
+        const entries = {
+            (VALUE_OP_SETTLE, AWAITING, _): settled();
+            (VALUE_OP_RESEND, AWAITING, AWAITING): resend_up();
+            (VALUE_OP_RESEND, AWAITING, _): refuse(DROP_UNKNOWN_JOB);
+            (VALUE_OP_LOOK, AWAITING, _): resubmit_parent_abort();   /* the parent moved past it: an abort missed here */
+            (VALUE_OP_LOOK, _, _): refuse(DROP_STALE);
+        }
+        const default_action = refuse(DROP_DUPLICATE);
+        size = 8;
+    }
+
+#if P4R_HARVEST
+    /* Tofino 1, harvest pass: the partial sum leaves for the parent (headers rewritten in the first pass). */
+    action data_up_harvest() {
+        data_up_size();
+        ig_tm_md.ucast_egress_port = ig_md.reply_port;
+        hdr.bridge.kind = PKT_KIND_UP;
+        hdr.recirc.setInvalid();
+        ig_md.done = 1;
+    }
+#endif
+
     /*
      * TNA: no `exit`. Every register's RegisterActions sit in disjoint
      * branches of one if/else tree (the compiler attaches a register to
@@ -1197,6 +1565,8 @@ control MyIngress(inout tna_headers_t hdr,
                 refuse(DROP_STALE);
             } else if (hdr.recirc.kind == PKT_KIND_JOB) {
                 result_to_job();
+            } else if (hdr.recirc.kind == PKT_KIND_UP) {
+                data_up_harvest();
             } else {
                 result_to_sender();
             }
@@ -1209,7 +1579,14 @@ control MyIngress(inout tna_headers_t hdr,
          */
         widen();
         if (hdr.p4r.isValid()) {
-            job_table.apply();
+            /* A member's DATA and QUERY, or a parent's packet (the other types): one lookup each. */
+            if (hdr.p4r.msg_type == MSG_DATA || hdr.p4r.msg_type == MSG_QUERY) {
+                job_table.apply();
+            } else {
+                from_parent.apply();
+            }
+            /* Keyed on the local job: after set_child has said which (S1). */
+            upstream.apply();
         }
 
         if (!hdr.resubmit.isValid()) {
@@ -1241,14 +1618,15 @@ control MyIngress(inout tna_headers_t hdr,
                 to_l2();
             } else if (ig_md.checksum_err) {
                 refuse(DROP_BAD_CHECKSUM);
-            } else if (hdr.p4r.msg_type == MSG_QUERY) {
-                if (hdr.ipv4.total_len != IPV4_NOTICE_LENGTH || hdr.udp.len != UDP_NOTICE_LENGTH) {
+            } else if (hdr.p4r.msg_type < MSG_DATA || hdr.p4r.msg_type > MSG_QUERY) {
+                refuse(DROP_BAD_TYPE);
+            } else if (hdr.p4r.msg_type == MSG_DATA || hdr.p4r.msg_type == MSG_RESULT) {
+                if (hdr.ipv4.total_len != IPV4_AGG_LENGTH || hdr.udp.len != UDP_AGG_LENGTH) {
                     refuse(DROP_BAD_LENGTH);
                 }
-            } else if (hdr.ipv4.total_len != IPV4_AGG_LENGTH || hdr.udp.len != UDP_AGG_LENGTH) {
+            } else if (hdr.ipv4.total_len != IPV4_NOTICE_LENGTH || hdr.udp.len != UDP_NOTICE_LENGTH) {
+                /* MISSING, ABORT, STALE and QUERY carry the header only. */
                 refuse(DROP_BAD_LENGTH);
-            } else if (hdr.p4r.msg_type != MSG_DATA) {
-                refuse(DROP_BAD_TYPE);
             }
         }
 
@@ -1260,7 +1638,12 @@ control MyIngress(inout tna_headers_t hdr,
         /* 2. The job (a miss is UNKNOWN_JOB), for aggregation traffic that passed the framing checks; the ABORT pass too. */
         if (ig_md.done == 0 && ig_md.l2 == 0) {
             if (ig_md.known == 0) {
-                refuse(DROP_UNKNOWN_JOB);
+                /* TNA: a RESULT, MISSING, ABORT or STALE not from a parent: BAD_TYPE (no member ABORT here). */
+                if (hdr.p4r.msg_type == MSG_DATA || hdr.p4r.msg_type == MSG_QUERY) {
+                    refuse(DROP_UNKNOWN_JOB);
+                } else {
+                    refuse(DROP_BAD_TYPE);
+                }
             } else {
                 if (hdr.resubmit.isValid()) {
                     /*
@@ -1269,11 +1652,7 @@ control MyIngress(inout tna_headers_t hdr,
                      * CALL_ABORTED, as it would have been in v1model.
                      */
                     ig_md.aborted = aborted_mark.execute(hdr.p4r.job_id);
-                    if (ig_md.aborted == 1) {
-                        abort_to_sender();
-                    } else {
-                        abort_to_job();
-                    }
+                    second_pass_answer.apply();
                 } else if (ig_md.port_diff != 0) {
                     /* 3. Membership: the registered host, holding the rank's key, speaks for (job, rank). */
                     refuse(DROP_WRONG_SENDER);
@@ -1285,7 +1664,9 @@ control MyIngress(inout tna_headers_t hdr,
                     refuse(DROP_BAD_KEY);
                 } else {
                     /* TNA: reading aborted[job_id] changes nothing, so it can run before the bounds (S1). */
-                    ig_md.aborted = aborted_check.execute(hdr.p4r.job_id);
+                    if (ig_md.parent == 0) {
+                        ig_md.aborted = aborted_check.execute(hdr.p4r.job_id);
+                    }
                     /* 4. Bounds: slot >= pool_size, or g >= SLOT_COUNT (a job entry that overruns the pool). */
                     locate();
                     if (ig_md.room == 0 || ig_md.room[31:31] == 1) {
@@ -1294,7 +1675,7 @@ control MyIngress(inout tna_headers_t hdr,
                         refuse(DROP_SLOT_OUT_OF_RANGE);
                     } else if (ig_md.aborted == 1) {
                         /* 6. A call the switch has aborted is refused on every slot; its sender is told again. */
-                        abort_to_sender();
+                        aborted_answer.apply();
                     } else {
                         if (hdr.p4r.set == 0) {
                             copy_in_set0();
@@ -1332,7 +1713,10 @@ control MyIngress(inout tna_headers_t hdr,
                             }
                         }
 
-                        if (ig_md.age[31:31] == 1) {
+                        if (ig_md.parent == 1) {
+                            /* The parent's packet (docs/protocol.md, *Aggregation trees*; see parent_step). */
+                            parent_step.apply();
+                        } else if (ig_md.age[31:31] == 1) {
                             /* A use behind the copy's (never an idle copy: its age is 1). Never added. */
                             if (hdr.p4r.msg_type == MSG_DATA) {
                                 refuse(DROP_STALE);
@@ -1377,9 +1761,16 @@ control MyIngress(inout tna_headers_t hdr,
                         exp_max_step.apply();
                         congested_step.apply();
 #if !P4R_HARVEST
-                        /* Tofino 2: a complete use (completion or replay) whose copy is congested carries CE. */
-                        if (ig_md.congested == ECN_CE && ig_md.left == 0 && ig_md.ecn != 0) {
-                            mark_congested();
+                        /*
+                         * Tofino 2: a sum (completion, replay, the partial sum going up, the parent's
+                         * RESULT) of a use whose copy is congested carries CE; a QUERY going up does not.
+                         */
+                        if (ig_md.congested == ECN_CE && ig_md.ecn != 0) {
+                            if (ig_md.left == 0) {
+                                mark_congested();
+                            } else if (ig_md.left == AWAITING && hdr.p4r.msg_type != MSG_QUERY) {
+                                mark_congested();
+                            }
                         }
 #endif
 
@@ -1389,11 +1780,21 @@ control MyIngress(inout tna_headers_t hdr,
                             /* Tofino 2: the values in this pass (S7..S14). */
                             P4R_FOR_EACH_PAIR(VALUE_STEP)
 #endif
-                            if (hdr.p4r.msg_type == MSG_QUERY) {
+                            if (ig_md.parent == 1) {
+                                /*
+                                 * The parent's RESULT, MISSING or STALE is about a use this copy awaits,
+                                 * or nothing changes. TNA (Tofino 2): the values of a RESULT for the use
+                                 * the copy holds were stored above, before this test (docs/p4src.md).
+                                 */
+                                parent_answer.apply();
+                            } else if (hdr.p4r.msg_type == MSG_QUERY) {
                                 /* TNA: complete first, then the asker's bit (asker_check): one field per gateway. */
                                 if (ig_md.left == 0) {
                                     /* Complete: replay the result to the asker alone. */
                                     replay();
+                                } else if (ig_md.left == AWAITING) {
+                                    /* Complete here, awaiting the parent's result: asked after upstream. */
+                                    query_up();
                                 } else if (ig_md.asker_in != 0) {
                                     /* Collecting, and the asker's contribution is in: nothing to tell it. */
                                     refuse(DROP_CONTRIBUTED);
@@ -1402,11 +1803,14 @@ control MyIngress(inout tna_headers_t hdr,
                                      * has arrived (aux 0): tell the asker alone, which resends. */
                                     missing_to_asker();
                                 }
-                            } else if (ig_md.left != 0) {
-                                added();
-                            } else {
+                            } else if (ig_md.left == 0) {
                                 /* The contribution completed the use: its packet carries the sums to the job. */
                                 completed();
+                            } else if (ig_md.left == AWAITING) {
+                                /* Completed below a parent: the partial sum goes up; the copy awaits. */
+                                completed_up();
+                            } else {
+                                added();
                             }
                         }
                     }
@@ -1422,26 +1826,28 @@ control MyIngress(inout tna_headers_t hdr,
          * to follow every table of both, the value pairs of the recirculated passes included,
          * which took a thirteenth stage (docs/p4src.md, "Compiled with the open Tofino back end").
          */
+        /* TNA: indexed by ig_md.job, the local job: a packet going up carries the parent's job id. */
         if (ig_md.outcome == OUTCOME_ADDED || ig_md.outcome == OUTCOME_RESULT) {
-            job_data_in.count(hdr.p4r.job_id);
+            job_data_in.count(ig_md.job);
         }
-        if (ig_md.outcome == OUTCOME_RESULT) {
-            job_results_out.count(hdr.p4r.job_id);
+        if (ig_md.outcome == OUTCOME_RESULT || ig_md.outcome == OUTCOME_SETTLED) {
+            job_results_out.count(ig_md.job);
         }
         if (ig_md.outcome == OUTCOME_DUPLICATE) {
-            job_duplicates.count(hdr.p4r.job_id);
+            job_duplicates.count(ig_md.job);
         }
-        if (ig_md.outcome == OUTCOME_REPLAY || ig_md.outcome == OUTCOME_MISSING) {
-            job_queries.count(hdr.p4r.job_id);
+        if (ig_md.outcome == OUTCOME_REPLAY || ig_md.outcome == OUTCOME_MISSING
+                || ig_md.outcome == OUTCOME_QUERY_UP) {
+            job_queries.count(ig_md.job);
         }
         if (ig_md.outcome == OUTCOME_REPLAY) {
-            job_replays.count(hdr.p4r.job_id);
+            job_replays.count(ig_md.job);
         }
         if (ig_md.outcome == OUTCOME_MISSING) {
-            job_missing.count(hdr.p4r.job_id);
+            job_missing.count(ig_md.job);
         }
         if (ig_md.outcome == OUTCOME_ABORT) {
-            job_aborts.count(hdr.p4r.job_id);
+            job_aborts.count(ig_md.job);
         }
 #if P4R_HARVEST
         }
@@ -1496,6 +1902,7 @@ parser EgressParser(packet_in pkt,
         transition select(hdr.bridge.kind) {
             PKT_KIND_JOB: parse_answer;
             PKT_KIND_REPLY: parse_answer;
+            PKT_KIND_UP: parse_answer;
             default: accept;
         }
     }
