@@ -36,7 +36,7 @@ from experiments.cluster import (
 from experiments.report import Report, add_link_arguments, figure, human, parser, progress
 from experiments.step import Step
 from hostlib import JobSpec
-from hostlib.launch import ROOT, build_program, free_port, start_controller
+from hostlib.launch import ROOT, build_program, free_port, start_controller, wait_for_port
 
 sys.path.insert(0, str(ROOT / "mininet"))
 
@@ -102,6 +102,9 @@ class HostAggregator(MininetRun):
         console = open(launch.console_log, "wb")  # noqa: SIM115 (the daemon's console, kept open while it runs)
         self._node = subprocess.Popen(launch.command, stdout=console, stderr=subprocess.STDOUT, cwd=ROOT)
         self._state.add([self._node.pid])
+        # As the lab's switches are (mininet/switches.py): the daemon compiles its program before it
+        # listens, over 10 s on a busy host, and the controller gives up on a switch that does not answer.
+        wait_for_port(int(node_grpc.rsplit(":", 1)[1]), self._node, launch.console_log, f"switch {NODE}")
         job_port = free_port()
         self._controller = start_controller(config, job_port, self.logs / "controller.log")
         self._state.add([self._controller.pid])
