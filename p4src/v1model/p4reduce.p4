@@ -181,6 +181,7 @@ control MyIngress(inout headers_t hdr,
     bit<8>  marked = 0;       /* the copy's congested flag, this packet's CE included */
     bool aggregation = false;
     bool has_parent = false;  /* the job's tree continues above this switch (table upstream) */
+    bool resend_up = false;   /* a parent's MISSING: this switch's partial sum goes up again */
 
     /* Answer an ARP request for one of our addresses, out of the port it came in on. */
     action arp_reply(bit<48> mac) {
@@ -426,10 +427,11 @@ control MyIngress(inout headers_t hdr,
                         job_results_out.count((bit<32>) hdr.p4r.job_id);
                         meta.kind = PKT_KIND_JOB;
                     } else {
-                        /* The parent lacks this switch's partial sum: send it again, from the copy. */
-                        if (!upstream.apply().hit) {
-                            INGRESS_DROP(DROP_UNKNOWN_JOB);
-                        }
+                        /*
+                         * The parent lacks this switch's partial sum: send it again, from the copy
+                         * (where to, upstream says below: bmv2 applies a table in one place only).
+                         */
+                        resend_up = true;
                         hdr.p4r.msg_type = MSG_DATA;
                         exp_max.read(hdr.p4r.exp, copy);
                         copy_call.read(hdr.p4r.call, copy);
@@ -442,6 +444,18 @@ control MyIngress(inout headers_t hdr,
             } else if (hdr.p4r.msg_type != MSG_ABORT) {
                 INGRESS_DROP(DROP_BAD_TYPE);
             }
+        }
+
+        /*
+         * The job's parent, if its tree has one above this switch: for a member's packet (step 2 on), and
+         * for the copy a parent's MISSING sends up again. One place for both, since a bmv2 pipeline is a
+         * graph in which each table has one place (p4c refuses a table applied where its successors differ).
+         */
+        if (meta.kind == PKT_KIND_FORWARD || resend_up) {
+            has_parent = upstream.apply().hit;
+        }
+        if (resend_up && !has_parent) {
+            INGRESS_DROP(DROP_UNKNOWN_JOB);
         }
 
         if (meta.kind == PKT_KIND_FORWARD) {
@@ -462,7 +476,6 @@ control MyIngress(inout headers_t hdr,
             if (hdr.p4r.key != meta.key) {
                 INGRESS_DROP(DROP_BAD_KEY);
             }
-            has_parent = upstream.apply().hit;
 
             /* 4. Bounds; the second test only fails for a job entry whose range overruns the pool. */
             if ((bit<16>) hdr.p4r.slot >= meta.pool_size) {
