@@ -1,6 +1,6 @@
 # p4reduce — lab conventions of p4lang/tutorials: build/, logs/, pcaps/.
 #   make install   create .venv (and, as root, install Debian packages); idempotent
-#   make build     compile p4src/ with p4reduce-p4c (always) and p4c (when on PATH with the bmv2 back end)
+#   make build     compile p4src/ with p4reduce-p4c (always, and again with bmv2's limits) and p4c (when on PATH with the bmv2 back end)
 #   make demo      the main job: 4 workers all-reduce through the embedded switch
 #   make switch    the embedded switch that controller/examples/loopback.yaml names, in the foreground
 #   make torch-ddp  DDP training under torchrun on the p4reduce backend (own switch + controller); torch-fsdp: FSDP2
@@ -80,6 +80,8 @@ $(VENV)/.native: $(NATIVE_SOURCES) setup.py $(VENV)/.installed
 build: install
 	@mkdir -p $(BUILD)
 	$(BIN)/p4reduce-p4c $(P4_MAIN) -I p4src -o $(BUILD)/p4reduce.json --p4runtime-files $(BUILD)/p4reduce.p4info.txtpb
+	@# what p4c's bmv2 back end would refuse fails here too, without p4c (docs/softswitch.md, Checking for bmv2)
+	$(BIN)/p4reduce-p4c --target bmv2 -q $(P4_MAIN) -I p4src -o $(BUILD)/bmv2-check/p4reduce.json
 	@# a p4c built with other back ends only (the Tofino one) is on PATH as p4c too: ask it for bmv2
 	@if command -v p4c >/dev/null && p4c --help-targets 2>/dev/null | grep -q '^bmv2-v1model'; then \
 	  mkdir -p $(BUILD)/bmv2 && p4c --target bmv2 --arch v1model -I p4src -o $(BUILD)/bmv2 \

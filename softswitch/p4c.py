@@ -22,6 +22,7 @@ from softswitch.backends.python.executor import Pipeline
 from softswitch.frontend import compile_file
 from softswitch.frontend.diagnostics import CompileError, Diagnostic
 from softswitch.p4info import build_p4info, to_text
+from softswitch.targets import DEFAULT, TARGETS
 
 VERSION = "p4reduce-p4c 0.1.0 (P4_16, v1model subset)"
 
@@ -45,7 +46,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]", help="preprocessor define"
     )
-    parser.add_argument("--target", default="softswitch", help="accepted for p4c compatibility: softswitch")
+    parser.add_argument(
+        "--target",
+        default=DEFAULT,
+        choices=sorted(TARGETS),
+        help="; ".join(f"{t.name}: {t.summary}" for t in TARGETS.values())
+        + ". Each predefines its macros ("
+        + ", ".join(f"{t.name}: {' '.join(sorted(t.defines))}" for t in TARGETS.values())
+        + ")",
+    )
     parser.add_argument("--arch", default="v1model", help="accepted for p4c compatibility: v1model only")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     parser.add_argument("--version", action="version", version=VERSION)
@@ -65,18 +74,26 @@ def _write_p4info(info: p4i.P4Info, path: Path) -> None:
 
 
 def compile_program(
-    source: Path, include_dirs: list[str] | tuple[str, ...] = (), defines: dict[str, str] | None = None
+    source: Path,
+    include_dirs: list[str] | tuple[str, ...] = (),
+    defines: dict[str, str] | None = None,
+    target: str = DEFAULT,
 ) -> tuple[ir.Program, p4i.P4Info]:
     """Source -> (checked program, P4Info), loaded once by the switch's executor to prove it runs.
 
     Every failure is a CompileError with `file:line:col` diagnostics: the
     program's own errors; a construct the checker let through that the
-    executor cannot run, as `unsupported:` where it is; and (a compiler bug,
+    executor cannot run, as `unsupported:` where it is; what the `target`
+    refuses beyond that (p4c's bmv2 back end's limits, for bmv2); and (a compiler bug,
     which the fuzz tests look for) anything else that escaped the checker,
     reported at the file's first line.
     """
     try:
-        program = compile_file(source, include_dirs=include_dirs, defines=defines)
+        chosen = TARGETS[target]
+        program = compile_file(source, include_dirs=include_dirs, defines=defines, predefined=chosen.defines)
+        refused = chosen.check(program)
+        if refused:
+            raise CompileError(refused)
         info = build_p4info(program)
         Pipeline(program, info)
     except CompileError:
@@ -111,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         defines[name] = value or "1"
     started = time.perf_counter()
     try:
-        program, info = compile_program(source, args.includes, defines)
+        program, info = compile_program(source, args.includes, defines, args.target)
     except CompileError as error:
         print(error.render(), file=sys.stderr)
         return 1

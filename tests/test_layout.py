@@ -32,6 +32,7 @@ SOFTSWITCH_ORDER = (
     ("dataplane",),
     ("backends",),
     ("runtime",),
+    ("targets",),
     ("frontend", "p4info"),
     ("ir", "program"),
 )

@@ -1,11 +1,13 @@
 """The TNA program through the real Tofino compiler, for Tofino 1 and Tofino 2 (issues 21 and 32).
 
-A compiler counts as there for a target when it compiles a tiny TNA program for it: any p4c accepts
-`--target tofino --version`, and p4c without the Tofino back end fails only when it picks the back end
-(issue 32). Where none is, these skip with a reason. Where one is, they run the commands docs/p4src.md
-gives, require a clean exit, read the P4Info with the controller's reader (the Tofino compiler's own
-form: `pipe.` names, barefoot externs) and check that its view offers what the controller uses, with
-the v1model program's names, keys, parameters and widths.
+A compiler counts as there for a target when it compiles a tiny TNA program for it into a chip binary
+(`pipe/<target>.bin`): any p4c accepts `--target tofino --version`, p4c without the Tofino back end fails
+only when it picks the back end (issue 32), and the back end's own binary, `p4c-barefoot`, which its
+install puts on PATH beside the driver, compiles but never runs the assembler (issue 39). So only
+drivers are candidates, and the probe asks for the binary. Where none is, these skip with a reason.
+Where one is, they run the commands docs/p4src.md gives, require a clean exit, read the P4Info with the
+controller's reader (the Tofino compiler's own form: `pipe.` names, barefoot externs) and check that its
+view offers what the controller uses, with the v1model program's names, keys, parameters and widths.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from softswitch.p4info import build_p4info
 from tests.p4src_text import P4SRC, TNA, V1MODEL
 
 TARGETS = (("tofino", "tna"), ("tofino2", "t2na"))
-CANDIDATES = ("bf-p4c", "p4c-barefoot", "p4c")
+# Drivers only: they run the back end and then the assembler (bfas); p4c-barefoot is the back end alone.
+CANDIDATES = ("bf-p4c", "p4c")
 
 # The smallest program of both architectures: a parser, a control and a deparser on each side.
 TINY_TNA = """
@@ -76,7 +79,7 @@ Switch(pipe) main;
 
 @functools.cache
 def tofino_compiler(target: str, arch: str) -> str | None:
-    """The first compiler on PATH that compiles TINY_TNA for `target` with exit code 0, if any."""
+    """The first driver on PATH that compiles TINY_TNA for `target` into its chip binary, if any."""
     for name in CANDIDATES:
         path = shutil.which(name)
         if path is None:
@@ -88,7 +91,8 @@ def tofino_compiler(target: str, arch: str) -> str | None:
                 [path, "--target", target, "--arch", arch, "-o", str(Path(scratch) / "out"), str(tiny)],
                 capture_output=True, text=True, timeout=600,
             )  # fmt: skip
-        if probe.returncode == 0:
+            assembled = (Path(scratch) / "out" / "pipe" / f"{target}.bin").is_file()
+        if probe.returncode == 0 and assembled:
             return path
     return None
 
@@ -124,7 +128,7 @@ def test_the_tna_program_compiles_and_offers_the_controller_its_names(
     if compiler is None:
         pytest.skip(
             f"no compiler compiles a TNA program for --target {target} --arch {arch} here "
-            f"({', '.join(CANDIDATES)} on PATH, built with the Tofino back end)"
+            f"({', '.join(CANDIDATES)} on PATH, a driver with the Tofino back end and its assembler)"
         )
     text, binary = tmp_path / "p4reduce.p4info.txtpb", tmp_path / "p4reduce.p4info.bin"
     result = subprocess.run(

@@ -211,3 +211,16 @@ def test_no_exit_in_the_controls(tna: tuple[Variant, str]) -> None:
     _, text = tna
     for name, body in blocks_of(text, "control").items():
         assert not re.search(r"\bexit\s*;", body), f"exit in {name}"
+
+
+@pytest.mark.parametrize("control", ["MyIngress", "MyEgress"])
+def test_each_table_is_applied_in_one_place(tna: tuple[Variant, str], control: str) -> None:
+    """A table is one place in a Tofino pipeline, as in a bmv2 one (issue 39: p4c's bmv2 back end refused
+    the v1model program for a table applied twice); the TNA program keeps every table to one apply."""
+    _, text = tna
+    body = blocks_of(text, "control")[control]
+    applied = re.findall(r"\b(\w+)\.apply\s*\(", apply_body(body))
+    assert set(applied) <= set(tables_of(body)), "an apply of something that is not a table of the control"
+    assert {t: applied.count(t) for t in set(applied) if applied.count(t) > 1} == {}
+    if control == "MyIngress":
+        assert len(applied) >= 10  # not vacuous: the ingress tables are seen

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from softswitch import ir
 from softswitch.frontend.parser import parse
-from softswitch.frontend.preprocess import preprocess
+from softswitch.frontend.preprocess import PREDEFINED, preprocess
 from softswitch.frontend.typecheck import check
 
 
@@ -20,8 +20,12 @@ def compile_file(
     path: str | Path,
     include_dirs: Sequence[str | Path] = (),
     defines: Mapping[str, str] | None = None,
+    predefined: Mapping[str, str] = PREDEFINED,
 ) -> ir.Program:
-    """Compile a v1model P4_16 program; raises softswitch.frontend.diagnostics.CompileError on errors."""
-    pre = preprocess(path, include_dirs, defines)
+    """Compile a v1model P4_16 program; raises softswitch.frontend.diagnostics.CompileError on errors.
+
+    `predefined`: the target's own macros (softswitch/targets), the embedded switch's by default.
+    """
+    pre = preprocess(path, include_dirs, defines, predefined)
     tree = parse(pre)
     return check(tree, pre, str(path))

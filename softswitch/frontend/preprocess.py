@@ -22,7 +22,8 @@ from softswitch.ir import Pos
 
 P4INCLUDE = Path(__file__).resolve().parent / "p4include"
 
-# What the program may test with #ifdef: we stand in for bmv2's simple_switch.
+# What the program may test with #ifdef on the embedded switch, which stands in for bmv2's simple_switch;
+# another target (softswitch/targets) predefines its own.
 PREDEFINED = {"__TARGET_BMV2__": "1", "__P4REDUCE_SOFTSWITCH__": "1"}
 
 _LINE = re.compile(r'^#line (\d+) "(.*)"\s*$')
@@ -79,8 +80,10 @@ def preprocess(
     path: str | Path,
     include_dirs: Sequence[str | Path] = (),
     defines: Mapping[str, str] | None = None,
+    predefined: Mapping[str, str] = PREDEFINED,
 ) -> Preprocessed:
-    """Run the preprocessor on `path`; raises CompileError on #error or a missing include."""
+    """Run the preprocessor on `path` with the target's `predefined` macros and then `defines` (which
+    win); raises CompileError on #error or a missing include."""
     path = Path(path)
     try:
         source = path.read_text(encoding="utf-8")
@@ -92,7 +95,7 @@ def preprocess(
     for d in include_dirs:
         pp.add_path(str(d))
     pp.add_path(str(P4INCLUDE))
-    for name, value in {**PREDEFINED, **(defines or {})}.items():
+    for name, value in {**predefined, **(defines or {})}.items():
         pp.define(f"{name} {value}")
     pp.parse(source, str(path))
     out = io.StringIO()
