@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from softswitch import ir
 from softswitch.frontend.diagnostics import Diagnostic
 from softswitch.frontend.preprocess import PREDEFINED
-from softswitch.targets import bmv2_cfg
+from softswitch.targets import bmv2_cfg, bmv2_limits
 
 Check = Callable[[ir.Program], list[Diagnostic]]
 
@@ -39,7 +39,7 @@ TARGETS: dict[str, Target] = {
             "bmv2",
             "bmv2's simple_switch as p4c compiles for it: the embedded subset less what p4c-bm2-ss refuses",
             {"__TARGET_BMV2__": "1"},
-            (bmv2_cfg.check,),
+            (bmv2_cfg.check, bmv2_limits.check),
         ),
     )
 }

@@ -18,7 +18,8 @@ is `if (c) B else A` (SimplifyControlFlow), and `x = t.apply().hit` is an
 node order, and runs the same two walks, so that it refuses what p4c
 refuses for the programs the embedded switch runs. Approximations, which
 the refusal tests pin: an apply inside a larger expression is taken as
-p4c's temporaries make it (the table, then a node for each outcome), and
+p4c's temporaries make it (the table, then a node for each outcome);
+a P4 function's call is a plain statement, as p4c's inlined body would be;
 p4c's dead-assignment removal, which can drop a synthesized action, is not
 modelled.
 """
@@ -83,11 +84,14 @@ def _is_empty(stmt: ir.Stmt | None) -> bool:
     )
 
 
-def _plain(stmt: ir.Stmt) -> bool:
+def _plain(stmt: ir.Stmt, functions: frozenset[str]) -> bool:
     """Whether p4c moves the statement into a synthesized action (SynthesizeActions: an assignment, an
-    extern or method call, exit), given that it applies no table."""
+    extern or method call, exit, and a P4 function's call, which p4c's front end has inlined), given
+    that it applies no table."""
     if isinstance(stmt, ir.Exit):
         return True
+    if isinstance(stmt, ir.CallStmt) and isinstance(stmt.call, ir.ActionCall):
+        return stmt.call.action in functions and not _applies(stmt.call)
     if isinstance(stmt, ir.CallStmt):
         return not isinstance(stmt.call, ir.TableApply | ir.ActionCall) and not _applies(stmt.call)
     if isinstance(stmt, ir.Assign):
@@ -100,7 +104,8 @@ def _plain(stmt: ir.Stmt) -> bool:
 class _Builder:
     """p4c's CFGBuilder, over the statements as p4c's mid end leaves them, making nodes in its order."""
 
-    def __init__(self) -> None:
+    def __init__(self, functions: frozenset[str]) -> None:
+        self.functions = functions
         self.nodes: list[_Node] = []
         self.entry = self._node()
         self.exit = self._node()
@@ -139,7 +144,7 @@ class _Builder:
                 live, in_action = self._run(live, list(stmt.stmts), in_action)
             elif isinstance(stmt, ir.VarDecl) and stmt.init is None:
                 continue  # moved to the control's locals (MoveDeclarations)
-            elif _plain(stmt):
+            elif _plain(stmt, self.functions):
                 if not in_action:
                     live = [self._step(live)]
                 in_action = True
@@ -197,8 +202,8 @@ class _Builder:
         return result + [node] * labels  # trailing fall-through labels: an empty last case
 
 
-def _build(control: ir.ControlDecl) -> list[_Node]:
-    builder = _Builder()
+def _build(control: ir.ControlDecl, functions: frozenset[str]) -> list[_Node]:
+    builder = _Builder(functions)
     for source in builder.block([builder.entry], list(control.apply.stmts)):
         source.successors.append(builder.exit)
     return builder.nodes
@@ -244,9 +249,10 @@ def _same_place(a: _Node, b: _Node) -> bool:
     )
 
 
-def check_control(control: ir.ControlDecl) -> Diagnostic | None:
-    """p4c's CFG::checkImplementable for one control: the first refusal, at the table's declaration."""
-    nodes = _build(control)
+def check_control(control: ir.ControlDecl, functions: frozenset[str] = frozenset()) -> Diagnostic | None:
+    """p4c's CFG::checkImplementable for one control: the first refusal, at the table's declaration.
+    `functions`: the hidden actions that stand for P4 functions (their calls are inlined statements)."""
+    nodes = _build(control, functions)
     tables = {t.fq_name: t for t in control.tables}
     looped = _loop_back(nodes)
     if looped is not None:
@@ -273,13 +279,14 @@ def check_control(control: ir.ControlDecl) -> Diagnostic | None:
 def check(program: ir.Program) -> list[Diagnostic]:
     """The refusals of p4c's bmv2 back end for the program's ingress and egress controls."""
     out: list[Diagnostic] = []
+    functions = frozenset(a.fq_name for a in program.actions if a.params and a.params[-1].name == "result__")
     for param in PIPELINE_BLOCKS:
         try:
             block = program.block(param)
         except KeyError:  # not a V1Switch package: nothing here is a bmv2 pipeline
             continue
         if isinstance(block, ir.ControlDecl):
-            found = check_control(block)
+            found = check_control(block, functions)
             if found is not None:
                 out.append(found)
     return out
