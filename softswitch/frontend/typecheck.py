@@ -105,6 +105,13 @@ def _reaches_accept(states: Sequence[ir.ParserState]) -> bool:
     return False
 
 
+# What a program entry may give for a key of each match kind that takes less than every keyset form.
+_ENTRY_KEYSETS: dict[str, tuple[type, ...]] = {
+    "exact": (ir.KeysetValue,),
+    "optional": (ir.KeysetValue, ir.KeysetDefault),
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class RefusedType:
     """A type declared (and checked) but refused where it is used: a typedef of a tuple."""
@@ -1706,6 +1713,13 @@ class _Checker(Inliner):
         if len(parts) != len(keys):
             raise self.error(keyset, f"entry has {len(parts)} keys, the table has {len(keys)}")
         sets = tuple(self.keyset(p, k.expr.type, ctx) for p, k in zip(parts, keys, strict=True))
+        for p, k, ks in zip(parts, keys, sets, strict=True):
+            allowed = _ENTRY_KEYSETS.get(k.match_kind)
+            if allowed is not None and not isinstance(ks, allowed):
+                what = {ir.KeysetDefault: "`_`", ir.KeysetMask: "a mask", ir.KeysetRange: "a range"}[type(ks)]
+                raise self.error(
+                    p, f"unsupported: {what} on the {k.match_kind} key {k.name} (bmv2 refuses it too)"
+                )
         call_tree = Tree("call", [Tree("name_ref", [aname], e.meta), args], e.meta)
         call = self.table_action_call(call_tree, ctx, actions, "entry")
         ref = next(r for r in actions if r.action == call.action)

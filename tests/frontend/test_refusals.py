@@ -97,6 +97,33 @@ UNSUPPORTED = [
         {"body": "hash(hdr.h.a, HashAlgorithm.crc32_custom, 8w0, {hdr.h.b}, 8w4);"},
         "crc32_custom",
     ),
+    (
+        "a mask on an exact key in an entry",
+        {
+            "local": "table x { key = { hdr.h.b: exact; } actions = { NoAction; } "
+            "const entries = { 16w1 &&& 16w3 : NoAction(); } }",
+            "body": "x.apply();",
+        },
+        "a mask on the exact key hdr.h.b (bmv2 refuses it too)",
+    ),
+    (
+        "`_` on an exact key in an entry",
+        {
+            "local": "table x { key = { hdr.h.b: exact; hdr.h.a: ternary; } actions = { NoAction; } "
+            "const entries = { (_, 1) : NoAction(); } }",
+            "body": "x.apply();",
+        },
+        "`_` on the exact key hdr.h.b (bmv2 refuses it too)",
+    ),
+    (
+        "a mask on an optional key in an entry",
+        {
+            "local": "table x { key = { hdr.h.b: optional; } actions = { NoAction; } "
+            "const entries = { 16w1 &&& 16w3 : NoAction(); } }",
+            "body": "x.apply();",
+        },
+        "a mask on the optional key hdr.h.b (bmv2 refuses it too)",
+    ),
 ]
 
 
