@@ -173,7 +173,8 @@ def test_at_heavy_loss_recovery_does_not_lengthen_the_timers_from_call_to_call(k
     times include a peer's recovery. At TCP's gains the data round-trip estimate followed them, the timers
     that find a call's last losses (and cap the questions' back-off) lengthened with it, and so did the
     next recovery: calls of 0.05, 0.96 and 4.3 s here, on round trips of 0.1 ms (260 s for 1M on
-    loopback). Under loss a longer round trip now moves the estimate as slowly as while quiet."""
+    loopback). Under loss a round trip far beyond the question round trip, a peer's recovery, now moves
+    the estimate as slowly as while quiet."""
     fabric = Fabric(engine=kind, world=4, pool=256, fault=random_faults(1, drop=0.2), congestion_control=True)
     for call in range(3):
         data = ints(4, 256 * K, seed=call)
