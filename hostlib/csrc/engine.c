@@ -481,6 +481,17 @@ static int outstanding_slot(const struct p4r_engine *e, uint32_t seq, uint16_t s
     return slot;
 }
 
+/* Whether a round trip is longer than both the smoothed one and RTO_SRTT_MULTIPLE question round trips.
+ * Under loss a use's round trip includes the slowest rank's recovery of it (a peer's lost DATA, found by
+ * that peer's timers); at TCP's gains the timers followed recovery times, which follow the timers, and at
+ * 20 % loss each call's estimate lengthened the next call's recovery (hostlib/engine.py,
+ * Engine._lengthens; docs/performance.md, Heavy loss). A question's round trip is the network's, queues
+ * included, without any rank's recovery: a data round trip far beyond it moves the estimate by W samples
+ * per round trip, as while quiet; one within it (a queue on a slow link), or shorter, at TCP's gains. */
+static int lengthens(const struct p4r_engine *e, double rtt) {
+    return e->have_srtt && rtt > fmax(e->srtt, P4R_RTO_SRTT_MULTIPLE * question_rtt(e));
+}
+
 static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_t exp, uint8_t echo,
                    double now, int ce) {
     struct p4r_call *c = &e->call;
@@ -491,9 +502,11 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
         /* A call has W uses in flight and so W samples per round trip where TCP has one. While no loss was
          * seen (LOSS_MEMORY) the gains are divided by W (RFC 7323, Appendix G): a wait that held a whole
          * window (a rank or the switch waiting for a core) is then not forgotten within a round trip.
-         * Under loss TCP's gains stay, to follow the queues that recovery builds and drains. */
+         * Under loss TCP's gains stay, to follow the queues that recovery builds and drains, but for a round
+         * trip that a peer's recovery lengthened, divided by W as while quiet (lengthens). */
+        double rtt = now - c->sent_at[slot];
         int quiet = now - e->loss_seen >= P4R_LOSS_MEMORY;
-        sample_rtt(e, now - c->sent_at[slot], quiet ? c->width : 1);
+        sample_rtt(e, rtt, quiet || lengthens(e, rtt) ? c->width : 1);
     }
     int replay = question_number(c, slot, echo) != 0; /* an answer to a question, not the multicast */
     if (c->asks[slot]) answered(e, slot, echo, now);
