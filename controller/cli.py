@@ -67,17 +67,27 @@ def _metrics_endpoint(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _positive(kind: type[int] | type[float]) -> Callable[[str], Any]:
+def _positive(kind: type[int] | type[float], zero: bool = False) -> Callable[[str], Any]:
     def convert(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not value > 0 or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
+        if not (value >= 0 if zero else value > 0) or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"{text!r} must be a {'' if zero else 'positive '}number")
         return value
 
     return convert
+
+
+def _non_negative(kind: type[int] | type[float]) -> Callable[[str], Any]:
+    """A number >= 0, where 0 means something (no grace, no keepalive)."""
+    return _positive(kind, zero=True)
+
+
+def _given(flag: float | None, configured: float) -> float:
+    """The flag's value when given, 0 included; else the config file's."""
+    return configured if flag is None else flag
 
 
 def _between(low: int, high: int) -> Callable[[str], int]:
@@ -147,6 +157,26 @@ def parser() -> argparse.ArgumentParser:
         type=_positive(float),
         metavar="S",
         help="seconds a job survives without heartbeats (default: config or 30)",
+    )
+    serve.add_argument(
+        "--disconnect-grace",
+        type=_non_negative(float),
+        metavar="S",
+        help="seconds a rank whose watch stream closed (its process died) has to come back before its "
+        "peers are told (default: config or 0.5)",
+    )
+    serve.add_argument(
+        "--keepalive",
+        type=_non_negative(float),
+        metavar="S",
+        help="ping each client connection every S seconds and close it if unanswered, so a cut-off rank "
+        "is named before its lease ends (default: config or 10; 0: off)",
+    )
+    serve.add_argument(
+        "--keepalive-timeout",
+        type=_positive(float),
+        metavar="S",
+        help="seconds a keepalive ping may go unanswered (default: config or 5)",
     )
     serve.add_argument(
         "--token",
@@ -363,6 +393,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     options = ServeOptions(
         listen=args.listen or settings.listen,
         lease_seconds=args.lease or settings.lease_seconds,
+        disconnect_grace_seconds=_given(args.disconnect_grace, settings.disconnect_grace_seconds),
+        keepalive_seconds=_given(args.keepalive, settings.keepalive_seconds),
+        keepalive_timeout_seconds=args.keepalive_timeout or settings.keepalive_timeout_seconds,
         token=args.token,
         admin_token=args.admin_token,
         tls_cert=args.tls_cert,

@@ -38,6 +38,16 @@ MAX_POOL_SIZE = SLOT_MASK + 1  # the 15-bit slot field
 DEFAULT_JOIN_TIMEOUT = 60.0
 DEFAULT_ELECTION_ID = 10
 DEFAULT_ID_QUARANTINE = 10.0  # seconds a deleted job's id rests before another job gets it
+# Seconds a rank whose WatchJob stream closed without a LeaveJob has to open it again before its peers
+# are told it is gone. A process that dies closes its stream at once (the kernel closes its sockets); a
+# live rank whose stream broke opens it again after 0.1 s (hostlib/controller_link.py). Half a second
+# names a dead rank well within a second and leaves a reconnect five times its usual time.
+DEFAULT_DISCONNECT_GRACE = 0.5
+# HTTP/2 keepalive of the job API: the daemon pings each client connection this often and closes one whose
+# answer does not come within the timeout, so a rank cut off without its stream closing (a partition, a
+# frozen host) is found in about 15 s, before its 30 s lease; 0 turns the pings off.
+DEFAULT_KEEPALIVE_SECONDS = 10.0
+DEFAULT_KEEPALIVE_TIMEOUT_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,9 @@ class ControllerSettings:
     join_timeout_seconds: float = DEFAULT_JOIN_TIMEOUT
     election_id: int = DEFAULT_ELECTION_ID
     id_quarantine_seconds: float = DEFAULT_ID_QUARANTINE
+    disconnect_grace_seconds: float = DEFAULT_DISCONNECT_GRACE
+    keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS  # 0: no keepalive pings
+    keepalive_timeout_seconds: float = DEFAULT_KEEPALIVE_TIMEOUT_SECONDS
     metrics: tuple[str, int] | None = None  # Prometheus /metrics (host, port); None: off
     mastership: Policy = (
         Policy.RECLAIM
@@ -318,6 +331,9 @@ def _controller(item: object) -> ControllerSettings:
             "join_timeout_seconds",
             "election_id",
             "id_quarantine_seconds",
+            "disconnect_grace_seconds",
+            "keepalive_seconds",
+            "keepalive_timeout_seconds",
             "metrics",
             "mastership",
             "mastership_retry_seconds",
@@ -350,6 +366,18 @@ def _controller(item: object) -> ControllerSettings:
             m.get("id_quarantine_seconds", DEFAULT_ID_QUARANTINE),
             "controller.id_quarantine_seconds",
             zero=True,
+        ),
+        disconnect_grace_seconds=_seconds(
+            m.get("disconnect_grace_seconds", DEFAULT_DISCONNECT_GRACE),
+            "controller.disconnect_grace_seconds",
+            zero=True,
+        ),
+        keepalive_seconds=_seconds(
+            m.get("keepalive_seconds", DEFAULT_KEEPALIVE_SECONDS), "controller.keepalive_seconds", zero=True
+        ),
+        keepalive_timeout_seconds=_seconds(
+            m.get("keepalive_timeout_seconds", DEFAULT_KEEPALIVE_TIMEOUT_SECONDS),
+            "controller.keepalive_timeout_seconds",
         ),
         metrics=parse_metrics_endpoint(m["metrics"], "controller.metrics") if m.get("metrics") else None,
         mastership=Policy(mastership),

@@ -36,7 +36,13 @@ import grpc
 from controller.addresses import format_ipv4
 from controller.allocator import SlotAllocator, SlotRange
 from controller.auth import Caller, check_credential, credential_hash, new_credential
-from controller.config import MIN_POOL_SIZE, SwitchConfig, Topology, check_world_size
+from controller.config import (
+    DEFAULT_DISCONNECT_GRACE,
+    MIN_POOL_SIZE,
+    SwitchConfig,
+    Topology,
+    check_world_size,
+)
 from controller.errors import (
     ConfigError,
     ControllerError,
@@ -61,9 +67,6 @@ from controller.workers import resolve_worker
 log = logging.getLogger("controller.registry")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
-DISCONNECT_GRACE = 3.0  # seconds a rank whose WatchJob stream closed has to come back
 
 
 def shown(name: str, limit: int = 64) -> str:
@@ -121,9 +124,13 @@ class JobRegistry:
         default_pool_size: int,
         join_timeout: float,
         id_quarantine: float = 10.0,
+        disconnect_grace: float = DEFAULT_DISCONNECT_GRACE,
     ) -> None:
         self.topology = topology
         self.lease_seconds = lease_seconds
+        self.disconnect_grace = min(disconnect_grace, lease_seconds)  # the lease bounds it anyway
+        self._expiring = asyncio.Lock()  # expire() runs from the lease task and after each closed stream
+        self._expiry_checks: set[asyncio.TimerHandle | asyncio.Task[list[str]]] = set()
         self.default_pool_size = default_pool_size
         self.join_timeout = join_timeout
         self._switches = {}
@@ -686,15 +693,20 @@ class JobRegistry:
         """Reclaim what silent ranks hold, per rank (docs/controller.md, "Leases").
 
         A rank of an active job that has not heartbeaten for longer than the
-        lease, or whose WatchJob stream closed DISCONNECT_GRACE seconds ago
+        lease, or whose WatchJob stream closed `disconnect_grace` seconds ago
         without a sign of life since, ends the job: the others cannot finish a
         call without it, so the job is deleted at once and they hear which rank
         went silent. A silent rank of a job still waiting for ranks is only
         un-registered (it may join again); a waiting job whose every rank went
-        silent is deleted. Ranks waiting inside JoinJob are alive.
+        silent is deleted. Ranks waiting inside JoinJob are alive. Runs one at
+        a time: the lease task and the check after a closed stream may meet.
         """
+        async with self._expiring:
+            return await self._expire()
+
+    async def _expire(self) -> list[str]:
         now, expired = time.monotonic(), []
-        grace = min(DISCONNECT_GRACE, self.lease_seconds)
+        grace = self.disconnect_grace
         for job in list(self._jobs.values()):
             joining = self._joining.get(job.job_id, Counter())
             silent: dict[int, str] = {}
@@ -704,7 +716,7 @@ class JobRegistry:
                 gone = job.disconnected.get(rank)
                 if now - seen > self.lease_seconds:
                     silent[rank] = f"rank {rank} stopped heartbeating {now - seen:.1f} s ago"
-                elif gone is not None and gone >= seen and now - gone > grace:
+                elif gone is not None and gone >= seen and now - gone >= grace:
                     silent[rank] = (
                         f"rank {rank}'s connection to the controller closed {now - gone:.1f} s ago and it "
                         "has not come back (did its process exit?)"
@@ -733,7 +745,8 @@ class JobRegistry:
 
         The stream is also a sign of life: while it is open the rank's process
         is there, and when it closes without a LeaveJob the rank has
-        DISCONNECT_GRACE seconds to come back (expire()).
+        `disconnect_grace` seconds to come back; expire() runs then, not at the
+        lease task's next round (up to a second later).
         """
         job = self.get(name, caller)
         self._check_member(job, rank)
@@ -758,6 +771,31 @@ class JobRegistry:
             job.watchers.discard(queue)
             if self._jobs.get(job.name) is job and rank not in job.left:
                 job.disconnected[rank] = time.monotonic()
+                self._check_after_grace()
+
+    def _check_after_grace(self) -> None:
+        """Run expire() once the grace of a stream that just closed has passed."""
+        loop = asyncio.get_running_loop()
+
+        def check() -> None:
+            self._expiry_checks.discard(timer)
+            task = loop.create_task(self.expire())
+            self._expiry_checks.add(task)
+            task.add_done_callback(self._checked)
+
+        timer = loop.call_later(self.disconnect_grace + 0.01, check)  # the loop may run a timer early
+        self._expiry_checks.add(timer)
+
+    def _checked(self, task: asyncio.Task[list[str]]) -> None:
+        self._expiry_checks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("lease check after a closed stream failed", exc_info=task.exception())
+
+    def cancel_checks(self) -> None:
+        """The daemon is stopping: no expiry check after this."""
+        for check in list(self._expiry_checks):
+            check.cancel()
+        self._expiry_checks.clear()
 
     def close_watches(self) -> None:
         """The daemon is stopping: end every WatchJob stream (the ranks watch the next daemon)."""

@@ -27,7 +27,13 @@ import grpc
 
 from contracts import jobapi_pb2_grpc as pb_grpc
 from controller.auth import Tokens
-from controller.config import SwitchConfig, Topology
+from controller.config import (
+    DEFAULT_DISCONNECT_GRACE,
+    DEFAULT_KEEPALIVE_SECONDS,
+    DEFAULT_KEEPALIVE_TIMEOUT_SECONDS,
+    SwitchConfig,
+    Topology,
+)
 from controller.errors import ConfigError
 from controller.keeper import SwitchKeeper
 from controller.mastership import LinkStats, MastershipSettings
@@ -44,6 +50,9 @@ log = logging.getLogger("controller.server")
 class ServeOptions:
     listen: str
     lease_seconds: float
+    disconnect_grace_seconds: float = DEFAULT_DISCONNECT_GRACE
+    keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS  # 0: no HTTP/2 keepalive pings
+    keepalive_timeout_seconds: float = DEFAULT_KEEPALIVE_TIMEOUT_SECONDS
     token: str = ""
     admin_token: str = ""
     tls_cert: Path | None = None
@@ -101,7 +110,9 @@ async def serve(topology: Topology, options: ServeOptions) -> None:
     credentials = server_credentials(options)
     check_exposure(options, credentials is not None)
     settings = topology.controller
-    server = grpc.aio.server(options=server_options())
+    server = grpc.aio.server(
+        options=server_options(options.keepalive_seconds, options.keepalive_timeout_seconds)
+    )
     _bind(server, options.listen, credentials)  # before touching a switch: a taken port fails fast
     registry: JobRegistry | None = None
     known_l2: dict[str, list[L2Entry]] = {}
@@ -136,6 +147,7 @@ async def serve(topology: Topology, options: ServeOptions) -> None:
             default_pool_size=settings.default_pool_size,
             join_timeout=settings.join_timeout_seconds,
             id_quarantine=settings.id_quarantine_seconds,
+            disconnect_grace=options.disconnect_grace_seconds,
         )
         await registry.recover()
         tenant_tokens = tuple((t.name, t.token) for t in topology.tenants)
@@ -147,9 +159,11 @@ async def serve(topology: Topology, options: ServeOptions) -> None:
         auth = ", ".join(
             what for what, on in (("access token", options.token), ("admin token", options.admin_token)) if on
         )
-        log.info("job service listening on %s (%s, %s); lease %g s",
+        log.info("job service listening on %s (%s, %s); lease %g s, disconnect grace %g s, keepalive %s",
                  options.listen, "TLS" if credentials else "plaintext",
-                 auth or "no token", options.lease_seconds)  # fmt: skip
+                 auth or "no token", options.lease_seconds, options.disconnect_grace_seconds,
+                 f"{options.keepalive_seconds:g} s (timeout {options.keepalive_timeout_seconds:g} s)"
+                 if options.keepalive_seconds else "off")  # fmt: skip
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -168,6 +182,7 @@ async def serve(topology: Topology, options: ServeOptions) -> None:
         if metrics is not None:
             metrics.shutdown()
         if registry is not None:
+            registry.cancel_checks()
             registry.close_watches()
         await server.stop(grace=1.0)
         for keeper in keepers:

@@ -266,6 +266,25 @@ def _event(event: JobEvent) -> pb.JobEvent:
     )
 
 
-def server_options() -> list[tuple[str, Any]]:
-    """Bounded requests, and no SO_REUSEPORT: a second daemon on the same address must fail."""
-    return [("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", MAX_REQUEST_BYTES)]
+def server_options(keepalive: float = 0.0, keepalive_timeout: float = 5.0) -> list[tuple[str, Any]]:
+    """Bounded requests, and no SO_REUSEPORT: a second daemon on the same address must fail.
+
+    With `keepalive` (seconds; 0: none) the server pings every client connection that often and closes
+    one whose ping is not answered within `keepalive_timeout`: a rank cut off without its TCP connection
+    closing then loses its WatchJob stream, and the disconnect grace, not the lease, names it. A
+    WatchJob stream sends no data for long stretches, hence no cap on pings without data.
+    """
+    options: list[tuple[str, Any]] = [
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+    ]
+    if keepalive > 0:
+        options += [
+            ("grpc.keepalive_time_ms", max(1, round(keepalive * 1000))),
+            ("grpc.keepalive_timeout_ms", max(1, round(keepalive_timeout * 1000))),
+            # gRPC 1.6x+ times the ping itself out by this one (default 60 s), not by the one above
+            ("grpc.http2.ping_timeout_ms", max(1, round(keepalive_timeout * 1000))),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+        ]
+    return options

@@ -58,6 +58,7 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         group_id: str = "",
     ) -> None:
         super().__init__(rank, size)
+        store = _this_attempt(store)
         self.options = options
         self.settings = resolve(options, timeout.total_seconds())
         self.collectives: Counter[tuple[str, str]] = Counter()  # (route, collective) -> calls
@@ -253,6 +254,15 @@ def _switch_op(tensors: Sequence[torch.Tensor], op: dist.ReduceOp) -> str | None
     if dtype not in SWITCH_DTYPES or any(t.dtype != dtype or t.device.type != "cpu" for t in tensors):
         return None
     return name
+
+
+def _this_attempt(store: dist.Store) -> dist.Store:
+    """The store, with this torchrun attempt's own keys. torchrun's agent keeps one store across the
+    restarts of --max-restarts, so without a prefix a restarted group reads the dead attempt's keys:
+    rank 0's old job name and credential, and the internal Gloo group's old peer addresses (its
+    connectFullMesh then dials a dead process and init_process_group fails)."""
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "")
+    return PrefixStore(f"p4reduce-attempt-{attempt}", store) if attempt else store
 
 
 def _agree_outcome(

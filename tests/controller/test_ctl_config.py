@@ -36,6 +36,8 @@ def test_the_shipped_examples_are_valid() -> None:
     assert lab.switch().p4info == ROOT / "build" / "p4reduce.p4info.txtpb"
     assert lab.controller.lease_seconds == 30.0
     assert lab.controller.id_quarantine_seconds == 10.0  # a deleted job's id rests this long
+    assert lab.controller.disconnect_grace_seconds == 0.5  # a dead rank is named after this
+    assert (lab.controller.keepalive_seconds, lab.controller.keepalive_timeout_seconds) == (10.0, 5.0)
     loop = config.load(ROOT / "controller" / "examples" / "loopback.yaml")
     assert loop.switch("soft").default_host_port == 1
     assert loop.switch().agg_mac == 0x025052000001
@@ -120,6 +122,14 @@ def _with(change: dict[str, object] | None = None, **switch: object) -> dict[str
             "duplicate host name 'h'",
         ),
         (_with({"controller": {"lease_seconds": 0}}), "controller.lease_seconds: 0 is not a positive number"),
+        (
+            _with({"controller": {"disconnect_grace_seconds": -0.5}}),
+            "controller.disconnect_grace_seconds: -0.5 is not a number",
+        ),
+        (
+            _with({"controller": {"keepalive_timeout_seconds": 0}}),
+            "controller.keepalive_timeout_seconds: 0 is not a positive number",
+        ),
         (
             _with({"controller": {"mastership": "grab"}}),
             "controller.mastership: 'grab' is not a policy (reclaim",

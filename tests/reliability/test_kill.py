@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,10 +20,11 @@ from pathlib import Path
 
 import numpy as np
 from ctl_support import Daemon, Switch, channel_to, environment, start_switch, stop, wait_until
-from rel_support import record
+from rel_support import record, scale
 
 from contracts import jobapi_pb2 as pb
 from hostlib import AllreduceAborted, Communicator
+from hostlib.contention import Hog
 
 RANK_PROCESS = Path(__file__).with_name("rank_process.py")
 
@@ -66,27 +68,91 @@ def jobs(d: Daemon) -> set[str]:
         return {j.name for j in stub.ListJobs(pb.Empty(), timeout=5).jobs}
 
 
-def test_a_killed_worker_ends_its_peers_calls_with_its_name_within_seconds(
-    daemon: Callable[..., Daemon],
-) -> None:
+def _closed_ago(message: str) -> float:
+    """The seconds the controller waited after the stream closed, as its message says them."""
+    found = re.search(r"connection to the controller closed ([0-9.]+) s ago", message)
+    assert found, message
+    return float(found.group(1))
+
+
+def test_a_killed_worker_is_named_to_its_peers_within_a_second(daemon: Callable[..., Daemon]) -> None:
+    """SIGKILL a rank in the middle of its calls: its stream closes with its process, and after the
+    disconnect grace (0.5 s) its peers' call in flight raises AllreduceAborted naming it. The long
+    variant kills 10 times (P4REDUCE_HOG=N adds N busy processes) and records each time."""
     d = daemon()
-    with ranks(d, "victim", 3, 140, 20_000) as rs:
+    hog = int(os.environ.get("P4REDUCE_HOG", "0"))
+    with Hog(hog):
+        for run in range(scale(1, 10)):
+            job = f"victim{run}"
+            with ranks(d, job, 3, 140, 20_000) as rs:
+                assert wait_until(lambda: all(r.calls() >= 3 for r in rs), timeout=60), [r.lines for r in rs]
+                assert all(line["exact"] for r in rs for line in r.lines)
+                killed_at = time.time()
+                os.kill(rs[1].process.pid, signal.SIGKILL)
+                assert wait_until(lambda: rs[0].error() is not None and rs[2].error() is not None, timeout=20)
+                errors = [rs[0].error(), rs[2].error()]
+                assert wait_until(lambda job=job: job not in jobs(d), timeout=5), "the job is reclaimed"
+                reclaimed = time.time() - killed_at
+            for error in errors:
+                assert error is not None and error["kind"] == "AllreduceAborted"
+                assert error["error"].startswith(
+                    f"job {job!r} was reclaimed: rank 1's connection to the controller closed"
+                )
+                # The controller's own clock: the grace, not the lease task's next round on top of it.
+                assert _closed_ago(error["error"]) < 1.5, error
+            to_error = max(e["t"] for e in errors if e) - killed_at
+            assert to_error < 5, (
+                to_error
+            )  # measured, not bounded tightly: docs/reliability.md has the figures
+            record(
+                "kill-worker",
+                hog=hog,
+                load=os.getloadavg()[0],
+                seconds_to_error=round(to_error, 3),
+                seconds_to_reclaim=round(reclaimed, 2),
+            )
+
+
+def test_a_cut_off_worker_is_named_by_its_lease(daemon: Callable[..., Daemon]) -> None:
+    """A rank frozen by SIGSTOP keeps its TCP connection (the kernel holds it), so its stream never
+    closes: as after a partition, only its silence tells. With the keepalive off the lease finds it."""
+    d = daemon(lease_seconds=3, keepalive_seconds=0)
+    with ranks(d, "frozen", 3, 170, 20_000) as rs:
         assert wait_until(lambda: all(r.calls() >= 3 for r in rs), timeout=60), [r.lines for r in rs]
-        assert all(line["exact"] for r in rs for line in r.lines)
-        killed_at = time.time()
-        os.kill(rs[1].process.pid, signal.SIGKILL)
+        stopped_at = time.time()
+        os.kill(rs[1].process.pid, signal.SIGSTOP)
         assert wait_until(lambda: rs[0].error() is not None and rs[2].error() is not None, timeout=20)
         errors = [rs[0].error(), rs[2].error()]
-        assert wait_until(lambda: "victim" not in jobs(d), timeout=5), "the job is reclaimed"
-        reclaimed = time.time() - killed_at
+    for error in errors:
+        assert error is not None and error["kind"] == "AllreduceAborted"
+        assert re.match(
+            r"job 'frozen' was reclaimed: rank 1 stopped heartbeating [0-9.]+ s ago \(lease 3 s\)",
+            error["error"],
+        ), error
+    to_error = max(e["t"] for e in errors if e) - stopped_at
+    assert 3 <= to_error < 15, to_error  # the lease (3 s) plus up to a heartbeat and a lease round
+    record("partition-lease", seconds_to_error=round(to_error, 2))
+
+
+def test_a_cut_off_worker_is_named_by_the_keepalive_before_its_lease(daemon: Callable[..., Daemon]) -> None:
+    """The same frozen rank under a 30 s lease: the daemon's keepalive ping goes unanswered, gRPC closes
+    the connection, the stream with it, and the disconnect grace names the rank long before the lease."""
+    d = daemon(keepalive_seconds=0.5, keepalive_timeout_seconds=0.5)
+    with ranks(d, "unanswered", 3, 180, 20_000) as rs:
+        assert wait_until(lambda: all(r.calls() >= 3 for r in rs), timeout=60), [r.lines for r in rs]
+        assert not any(r.error() for r in rs), "pings a live rank answers end nothing"
+        stopped_at = time.time()
+        os.kill(rs[1].process.pid, signal.SIGSTOP)
+        assert wait_until(lambda: rs[0].error() is not None and rs[2].error() is not None, timeout=25)
+        errors = [rs[0].error(), rs[2].error()]
     for error in errors:
         assert error is not None and error["kind"] == "AllreduceAborted"
         assert error["error"].startswith(
-            "job 'victim' was reclaimed: rank 1's connection to the controller closed"
-        )
-    to_error = max(e["t"] for e in errors if e) - killed_at
-    assert to_error < 6, to_error  # 3 s of grace for a reconnect, then at once (not the 10 s timeout)
-    record("kill-worker", seconds_to_error=round(to_error, 2), seconds_to_reclaim=round(reclaimed, 2))
+            "job 'unanswered' was reclaimed: rank 1's connection to the controller closed"
+        ), error
+    to_error = max(e["t"] for e in errors if e) - stopped_at
+    assert to_error < 20, to_error  # well before the 30 s lease
+    record("partition-keepalive", seconds_to_error=round(to_error, 2))
 
 
 def test_a_killed_controller_leaves_jobs_aggregating_and_its_successor_recovers_them(
