@@ -7,7 +7,10 @@ controller for all runs), each run a fresh torchrun; per run, the median
 step time of rank 0 over the steps after the first, and the CPU seconds
 (user + sys, all threads) that all ranks together spent per step over the
 same steps: the model's compute is the same on both backends, so the
-difference is what each spends on communication. Prints every run with the
+difference is what each spends on communication. p4reduce's switch is a
+process of its own on the same cores, so its CPU over the same steps is
+counted too, in a column of its own and in p4reduce's total, the whole
+system's, which is the figure to set against Gloo's ranks. Prints every run with the
 machine's load average, then per backend the median over runs and the
 spread (min-max), and the ratio p4reduce/Gloo: the machine is shared, so
 only figures measured side by side in one session compare. `--hog N` runs
@@ -25,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hostlib.contention import Hog, load_average
+from hostlib.contention import ENV_SWITCH_PID, Hog, load_average
 from hostlib.launch import ROOT, services
 from hostlib.torch.launch import torchrun_command
 from hostlib.torch.options import ENV_CONTROLLER
@@ -34,9 +37,10 @@ BACKENDS = ("gloo", "p4reduce")
 
 
 def one_run(
-    example: str, backend: str, args: argparse.Namespace, controller: str, out: Path
-) -> tuple[float, float]:
-    """Rank 0's median step time (s) of one torchrun of the example, and its CPU seconds per step."""
+    example: str, backend: str, args: argparse.Namespace, controller: str, out: Path, switch_pid: int
+) -> tuple[float, float, float]:
+    """Rank 0's median step time (s) of one torchrun of the example, all ranks' CPU seconds per step,
+    and the switch process's CPU seconds per step (0 on Gloo, which does not use it)."""
     prefix = out / f"{backend}"
     command = torchrun_command(
         [
@@ -48,7 +52,7 @@ def one_run(
             f"--json={prefix}",
         ]
     )
-    environment = dict(os.environ, **{ENV_CONTROLLER: controller})
+    environment = dict(os.environ, **{ENV_CONTROLLER: controller, ENV_SWITCH_PID: str(switch_pid)})
     done = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True)
     record = Path(f"{prefix}-0.json")
     if not record.exists():  # the run itself failed (a nonzero exit after the record is written is torch's)
@@ -59,7 +63,9 @@ def one_run(
     for rank in range(args.world):
         seconds = json.loads(Path(f"{prefix}-{rank}.json").read_text())["cpu_seconds"]
         cpu += seconds[-1] - seconds[0]
-    return statistics.median(steps), cpu / len(steps)
+    switch = json.loads(record.read_text()).get("switch_cpu_seconds") or [0.0]
+    switch_cpu = switch[-1] - switch[0] if backend == "p4reduce" else 0.0
+    return statistics.median(steps), cpu / len(steps), switch_cpu / len(steps)
 
 
 def main() -> None:
@@ -77,6 +83,7 @@ def main() -> None:
         parser.error("--hog takes a number of busy processes >= 0")
     times: dict[str, list[float]] = {backend: [] for backend in BACKENDS}
     cpu: dict[str, list[float]] = {backend: [] for backend in BACKENDS}
+    switch_cpu: list[float] = []  # p4reduce's switch process, per step
     hog = Hog(args.hog)
     with (
         tempfile.TemporaryDirectory() as scratch,
@@ -89,20 +96,25 @@ def main() -> None:
         )
         print(
             f"{'run':>3} {'gloo ms':>8} {'p4reduce ms':>12} {'ratio':>6} {'cpu s/step gloo':>16}"
-            f" {'p4reduce':>9}  load average (1 min) before/after"
+            f" {'p4reduce':>9} {'switch':>7} {'total':>6}  load average (1 min) before/after"
         )
         for run in range(args.runs):
             before = load_average()
             for backend in BACKENDS:
                 out = Path(scratch) / f"{run}"
                 out.mkdir(exist_ok=True)
-                step, per_step = one_run(args.example, backend, args, svc.controller, out)
+                step, per_step, switch = one_run(
+                    args.example, backend, args, svc.controller, out, svc.switch_pid
+                )
                 times[backend].append(step)
                 cpu[backend].append(per_step)
+                if backend == "p4reduce":
+                    switch_cpu.append(switch)
             gloo, ours = times["gloo"][-1], times["p4reduce"][-1]
             print(
                 f"{run:>3} {gloo * 1e3:>8.1f} {ours * 1e3:>12.1f} {ours / gloo:>6.1f}"
-                f" {cpu['gloo'][-1]:>16.3f} {cpu['p4reduce'][-1]:>9.3f}  {before:.2f}/{load_average():.2f}",
+                f" {cpu['gloo'][-1]:>16.3f} {cpu['p4reduce'][-1]:>9.3f} {switch_cpu[-1]:>7.3f}"
+                f" {cpu['p4reduce'][-1] + switch_cpu[-1]:>6.3f}  {before:.2f}/{load_average():.2f}",
                 flush=True,
             )
     ratios = [ours / gloo for gloo, ours in zip(times["gloo"], times["p4reduce"])]
@@ -114,6 +126,13 @@ def main() -> None:
             f"CPU {statistics.median(cpu[backend]):.3f} s per step, all ranks "
             f"({min(cpu[backend]):.3f}-{max(cpu[backend]):.3f})"
         )
+    totals = [ranks + switch for ranks, switch in zip(cpu["p4reduce"], switch_cpu)]
+    print(
+        f"p4reduce's switch: CPU {statistics.median(switch_cpu):.3f} s per step "
+        f"({min(switch_cpu):.3f}-{max(switch_cpu):.3f}); whole system (ranks + switch) "
+        f"{statistics.median(totals):.3f} s per step ({min(totals):.3f}-{max(totals):.3f}), "
+        f"against Gloo's ranks' {statistics.median(cpu['gloo']):.3f}"
+    )
     print(
         f"p4reduce/gloo: median {statistics.median(ratios):.1f}x "
         f"(spread {min(ratios):.1f}-{max(ratios):.1f}x)"

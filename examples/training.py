@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 import hostlib.torch  # noqa: F401  (registers the "p4reduce" backend; torch's entry point does too)
+from hostlib.contention import ENV_SWITCH_PID, ProcessCpuClock
 from hostlib.torch.report import switch_report
 
 INPUTS = 64
@@ -70,6 +72,10 @@ class Log:
             float
         ] = []  # this rank's process CPU (user + sys, all threads) at each step's end
         self._cpu_start = time.process_time()
+        # the switch process's CPU at each step's end (rank 0, when the benchmark names the switch)
+        self.switch_cpu_seconds: list[float] = []
+        pid = int(os.environ.get(ENV_SWITCH_PID, "0") or 0)
+        self._switch_cpu = ProcessCpuClock(pid) if pid and self.rank == 0 else None
         if self.rank == 0:
             print(
                 f"{what} on backend {dist.get_backend()}, {dist.get_world_size()} ranks, {args.steps} steps"
@@ -82,6 +88,8 @@ class Log:
         self.step_seconds.append(seconds)
         self.comm_seconds.append(comm)
         self.cpu_seconds.append(time.process_time() - self._cpu_start)
+        if self._switch_cpu is not None:
+            self.switch_cpu_seconds.append(self._switch_cpu.seconds())
         if self.rank == 0:
             print(
                 f"{len(self.losses) - 1:>4} {loss:>14.6f} {seconds * 1e3:>8.1f} {comm * 1e3:>8.1f}",
@@ -116,6 +124,7 @@ class Log:
                 "step_seconds": self.step_seconds,
                 "comm_seconds": self.comm_seconds,
                 "cpu_seconds": self.cpu_seconds,
+                "switch_cpu_seconds": self.switch_cpu_seconds,
                 "switch": proof,
                 **extra,
             }

@@ -10,7 +10,9 @@ each size and dtype `iters` times, checks every result against numpy's sum
 row per size and dtype: the slowest worker's median time, goodput per
 worker (input bytes per second), DATA resent, QUERY packets and QUERYs per
 DATA sent (`asked/DATA`), and the workers' CPU seconds (user + sys, all
-threads) per GB all-reduced (`cpu s/GB`). `--drop-rate
+threads) per GB all-reduced (`cpu s/GB`), and, when the benchmark starts the
+switch, the switch process's (`switch s/GB`) and their sum (`total s/GB`):
+the whole system's CPU, to set against Gloo's workers'. `--drop-rate
 P` runs the lossless case and the lossy one (P dropped at the switch in
 each direction) in the same invocation and prints, from that one run, the
 goodput ratio and how many DATA packets were resent per packet the switch
@@ -38,7 +40,7 @@ from dataclasses import dataclass
 
 from contracts.protocol import SUPPORTED_VALUES_PER_PACKET
 from hostlib.communicator import JoinError
-from hostlib.contention import CpuClock, Hog, load_average, seconds_per_gb
+from hostlib.contention import CpuClock, Hog, ProcessCpuClock, load_average, seconds_per_gb
 from hostlib.launch import (
     EMBEDDED_VALUES_PER_PACKET,
     ROOT,
@@ -67,6 +69,7 @@ class Sample:
     cpu_seconds: float = 0.0  # the worker process's user + sys time over the call, all threads
     gloo_seconds: float | None = None
     gloo_cpu_seconds: float | None = None
+    switch_cpu_seconds: float | None = None  # the switch process's over the call, rank 0's samples only
 
 
 def parse_size(text: str) -> int:
@@ -91,6 +94,7 @@ def bench_worker(
     iters: int,
     gloo_port: int | None,
     start: threading.Barrier,
+    switch_pid: int = 0,
 ) -> list[Sample]:
     """One worker process: every size x dtype x iteration through the switch (and Gloo), verified.
 
@@ -98,7 +102,10 @@ def bench_worker(
     the verification of the previous result takes each worker a different time, and without it a
     call's time would be the ranks' skew. `start` (a multiprocessing barrier) waits for the slowest
     verifier, then an untimed one-element all-reduce releases the ranks together: the switch multicasts
-    its result to all of them at once, where the barrier's manager wakes them one after another."""
+    its result to all of them at once, where the barrier's manager wakes them one after another.
+
+    With `switch_pid`, rank 0 also reads the switch process's CPU over each call: the ranks start
+    together and the switch works only for this job, so that is the switch's share of the call."""
     from hostlib.communicator import Communicator
 
     samples = []
@@ -111,10 +118,13 @@ def bench_worker(
                     comm.allreduce(RELEASE)  # the switch releases every rank at once: the call starts level
                     before = comm.stats()
                     cpu = CpuClock()
+                    switch_cpu = ProcessCpuClock(switch_pid) if switch_pid and rank == 0 else None
                     started = time.perf_counter()
                     result = comm.allreduce(data)
                     seconds = time.perf_counter() - started
                     cpu_seconds = cpu.seconds()
+                    # read once the call returned: the switch sent its last RESULT before this one came
+                    switch_seconds = switch_cpu.seconds() if switch_cpu else None
                     ok = check(result, world, size, dtype, iteration, k=comm.job.values_per_packet)[0]
                     after = comm.stats()
                     retx, queries = (
@@ -124,7 +134,17 @@ def bench_worker(
                     data_sent = after.packets_sent - before.packets_sent - queries
                     samples.append(
                         Sample(
-                            rank, size, dtype, iteration, seconds, retx, queries, ok, data_sent, cpu_seconds
+                            rank,
+                            size,
+                            dtype,
+                            iteration,
+                            seconds,
+                            retx,
+                            queries,
+                            ok,
+                            data_sent,
+                            cpu_seconds,
+                            switch_cpu_seconds=switch_seconds,
                         )
                     )
     if gloo_port is not None:
@@ -157,7 +177,7 @@ def run_suite(args: argparse.Namespace, drop_rate: float, tag: str) -> tuple[lis
     gloo_port = free_port() if args.baseline == "gloo" else None
     ctx = multiprocessing.get_context("spawn")
 
-    def launch(controller: str) -> list[Sample]:
+    def launch(controller: str, switch_pid: int = 0) -> list[Sample]:
         with ctx.Manager() as manager, ctx.Pool(args.workers) as pool:
             start = manager.Barrier(args.workers)
             jobs = [
@@ -171,6 +191,7 @@ def run_suite(args: argparse.Namespace, drop_rate: float, tag: str) -> tuple[lis
                     args.iters,
                     gloo_port,
                     start,
+                    switch_pid,
                 )
                 for rank in range(args.workers)
             ]
@@ -194,7 +215,7 @@ def run_suite(args: argparse.Namespace, drop_rate: float, tag: str) -> tuple[lis
             f"{f', {drop_rate:.1%} loss each way' if drop_rate else ''}; logs in {logs}",
             flush=True,
         )
-        samples = launch(svc.controller)
+        samples = launch(svc.controller, svc.switch_pid)
     return samples, json.loads(stats.read_text()) if stats.exists() else {}
 
 
@@ -210,6 +231,13 @@ class Row:
     cpu_per_gb: float  # the workers' CPU seconds per GB all-reduced
     gloo_seconds: float | None = None
     gloo_cpu_per_gb: float | None = None
+    # the switch process's CPU seconds per GB all-reduced; None with --controller (its switch is not ours)
+    switch_cpu_per_gb: float | None = None
+
+    @property
+    def total_cpu_per_gb(self) -> float | None:
+        """The whole system's: workers and switch, the figure to set against Gloo's workers."""
+        return None if self.switch_cpu_per_gb is None else self.cpu_per_gb + self.switch_cpu_per_gb
 
     @property
     def vs_gloo(self) -> float | None:
@@ -238,6 +266,9 @@ def rows_of(
                 asked / data if data else 0.0,
                 seconds_per_gb(sum(s.cpu_seconds for s in those), reduced),
             )
+            switch = [s.switch_cpu_seconds for s in those if s.switch_cpu_seconds is not None]
+            if switch:
+                row = dataclasses.replace(row, switch_cpu_per_gb=seconds_per_gb(sum(switch), reduced))
             if gloo:
                 row = dataclasses.replace(
                     row,
@@ -249,16 +280,20 @@ def rows_of(
 
 
 def print_rows(rows: dict[tuple[int, str], Row], gloo: bool) -> None:
+    """One line per size and dtype; `switch s/GB` and `total s/GB` when the benchmark ran the switch."""
+    switch = any(row.switch_cpu_per_gb is not None for row in rows.values())
     header = (
         f"{'size':>9} {'dtype':>8} {'seconds':>8} {'goodput/worker':>15} {'resent':>6} {'asked':>6}"
         f" {'asked/DATA':>10} {'cpu s/GB':>8}"
-    )
+    ) + (f" {'switch s/GB':>11} {'total s/GB':>10}" if switch else "")
     print(header + (f" {'gloo s':>8} {'vs gloo':>8} {'gloo cpu s/GB':>13}" if gloo else ""))
     for (size, dtype), row in rows.items():
         line = (
             f"{size:>9} {dtype:>8} {row.seconds:>8.3f} {row.goodput / 1e6:>10.2f} MB/s {row.resent:>6}"
             f" {row.asked:>6} {row.asked_per_data:>10.1%} {row.cpu_per_gb:>8.2f}"
         )
+        if switch:
+            line += f" {row.switch_cpu_per_gb or 0.0:>11.2f} {row.total_cpu_per_gb or 0.0:>10.2f}"
         if gloo:
             line += f" {row.gloo_seconds or 0.0:>8.4f} {row.vs_gloo or float('nan'):>7.1f}x"
             line += f" {row.gloo_cpu_per_gb or 0.0:>13.2f}"
@@ -288,6 +323,11 @@ def print_medians(runs: list[dict[tuple[int, str], Row]], gloo: bool) -> None:
             f" asked/DATA {spread([r.asked_per_data for r in rows], '.1%')},"
             f" cpu s/GB {spread([r.cpu_per_gb for r in rows], '.2f')}"
         )
+        if all(r.switch_cpu_per_gb is not None for r in rows):
+            line += (
+                f", switch cpu s/GB {spread([r.switch_cpu_per_gb or 0.0 for r in rows], '.2f')},"
+                f" total cpu s/GB {spread([r.total_cpu_per_gb or 0.0 for r in rows], '.2f')}"
+            )
         if gloo:
             line += (
                 f"; vs gloo {spread([r.vs_gloo or float('nan') for r in rows], '.1f')}x,"

@@ -81,6 +81,45 @@ class CpuClock:
         return time.process_time() - self._start
 
 
+# benchmarks/bench_torch.py names the switch's process to the training examples in this variable, so
+# their rank 0 counts the switch's CPU per step beside its own
+ENV_SWITCH_PID = "P4REDUCE_BENCH_SWITCH_PID"
+
+
+class ProcessCpuClock:
+    """CPU seconds (user + sys, all threads) another process spent between two reads, from /proc.
+
+    The embedded switch is a process of its own on the host's cores, so a benchmark that counts only
+    its workers' CPU leaves out the part of the system that adds. Each thread's
+    /proc/PID/task/TID/schedstat gives its run time in nanoseconds (/proc/PID/stat's ticks are 10 ms,
+    coarser than one 1M call); a thread that exits between two reads takes its time with it, which
+    the switch's threads, living as long as the switch, do not."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._start = self._now()
+
+    def _now(self) -> float:
+        total = 0
+        try:
+            tasks = os.listdir(f"/proc/{self.pid}/task")
+        except FileNotFoundError:
+            raise ProcessLookupError(f"no process {self.pid}") from None
+        for tid in tasks:
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # the thread ended since the listing
+        return total / 1e9
+
+    def restart(self) -> None:
+        self._start = self._now()
+
+    def seconds(self) -> float:
+        return self._now() - self._start
+
+
 def seconds_per_gb(cpu_seconds: float, tensor_bytes: int) -> float:
     """CPU seconds per GB (1e9 bytes) of input all-reduced."""
     return cpu_seconds / (tensor_bytes / 1e9) if tensor_bytes else float("nan")

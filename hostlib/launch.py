@@ -52,6 +52,7 @@ class Services:
     logs: Path
     switch_metrics: str = ""  # HOST:PORT of /metrics, when services() was asked for metrics
     controller_metrics: str = ""
+    switch_pid: int = 0  # the switch's process, for counting its CPU beside the workers' (p4reduce-bench)
 
 
 def free_port() -> int:
@@ -298,6 +299,7 @@ def services(
             logs,
             switch_metrics,
             controller_metrics,
+            switch.pid,
         )
     finally:
         for process in reversed(processes):

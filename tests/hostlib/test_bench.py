@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import time
+from multiprocessing.synchronize import Event
 
 import pytest
 
-from hostlib.bench import Row, Sample, main, print_medians, rows_of
-from hostlib.contention import CpuClock, Hog, seconds_per_gb
+from hostlib.bench import Row, Sample, main, print_medians, print_rows, rows_of
+from hostlib.contention import CpuClock, Hog, ProcessCpuClock, seconds_per_gb
 
 
 def sample(rank: int, iteration: int, seconds: float, **extra: object) -> Sample:
@@ -32,6 +35,74 @@ def test_gloo_figures_come_from_the_same_samples() -> None:
     [row] = rows_of(samples, [1 << 20], ["float32"], gloo=True).values()
     assert row.vs_gloo == pytest.approx(2.0)
     assert row.gloo_cpu_per_gb == pytest.approx(seconds_per_gb(0.004, 2 * 4 * (1 << 20)))
+
+
+def test_the_switch_s_cpu_is_counted_beside_the_workers_and_in_the_total(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # rank 0 carries the switch's CPU over each call; the others have none to report
+    samples = [sample(0, i, 0.020, switch_cpu_seconds=0.006) for i in range(2)]
+    samples += [sample(1, i, 0.020) for i in range(2)]
+    [row] = rows_of(samples, [1 << 20], ["float32"], gloo=False).values()
+    reduced = 4 * 4 * (1 << 20)  # four calls' inputs
+    assert row.switch_cpu_per_gb == pytest.approx(seconds_per_gb(0.012, reduced))
+    assert row.total_cpu_per_gb == pytest.approx(seconds_per_gb(4 * 0.004 + 0.012, reduced))
+    print_rows({(1 << 20, "float32"): row}, gloo=False)
+    assert "switch s/GB" in capsys.readouterr().out
+    print_medians([{(1 << 20, "float32"): row}] * 3, gloo=False)
+    assert "total cpu s/GB" in capsys.readouterr().out
+
+
+def test_without_the_benchmark_s_own_switch_there_is_no_switch_column(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # --controller: the switch is someone else's process, so nothing is claimed about its CPU
+    [row] = rows_of([sample(0, 0, 0.020)], [1 << 20], ["float32"], gloo=False).values()
+    assert row.switch_cpu_per_gb is None and row.total_cpu_per_gb is None
+    print_rows({(1 << 20, "float32"): row}, gloo=False)
+    assert "switch s/GB" not in capsys.readouterr().out
+
+
+def _work_then_wait(cpu_seconds: float, go: Event, done: Event, stop: Event) -> None:
+    """Once told to go, spin for `cpu_seconds` of this process's CPU (however busy the machine), then idle."""
+    go.wait(30)
+    end = time.process_time() + cpu_seconds
+    while time.process_time() < end:
+        pass
+    done.set()
+    stop.wait(30)
+
+
+def test_process_cpu_clock_counts_another_process_s_work_and_not_its_sleep() -> None:
+    ctx = multiprocessing.get_context("spawn")
+    go, done, stop = ctx.Event(), ctx.Event(), ctx.Event()
+    go.set()
+    idle = ctx.Process(target=_work_then_wait, args=(0.0, go, done, stop))
+    idle.start()
+    try:
+        assert done.wait(30) and idle.pid is not None  # started, and now only waits: its clock stands still
+        clock = ProcessCpuClock(idle.pid)
+        time.sleep(0.3)
+        assert clock.seconds() < 0.05
+    finally:
+        stop.set()
+        idle.join()
+    for event in (go, done, stop):
+        event.clear()
+    busy = ctx.Process(target=_work_then_wait, args=(0.5, go, done, stop))
+    busy.start()
+    try:
+        assert busy.pid is not None
+        clock = ProcessCpuClock(busy.pid)  # before it is told to go: every second of its work is counted
+        go.set()
+        assert done.wait(60)
+        assert clock.seconds() >= 0.5
+    finally:
+        stop.set()
+        busy.join()
+    with pytest.raises(ProcessLookupError):
+        ProcessCpuClock(busy.pid)
+    assert ProcessCpuClock(os.getpid()).seconds() >= 0.0
 
 
 def test_medians_print_the_spread_of_the_runs(capsys: pytest.CaptureFixture[str]) -> None:
