@@ -1094,6 +1094,16 @@ def walk(node: object, stop: Callable[[object], bool] | None = None) -> Iterator
             yield from walk(getattr(node, name), stop)
 
 
+def flat(stmts: tuple[Stmt, ...] | list[Stmt]) -> Iterator[Stmt]:
+    """The statements of a block with nested blocks spliced in, as p4c's SimplifyControlFlow leaves
+    them: what its back ends see (softswitch/targets)."""
+    for stmt in stmts:
+        if isinstance(stmt, Block):
+            yield from flat(stmt.stmts)
+        else:
+            yield stmt
+
+
 def contains_apply(node: object) -> bool:
     """Whether evaluating `node` applies a table (both backends apply tables before the expression)."""
     if isinstance(node, ApplyResultMember | TableApply):

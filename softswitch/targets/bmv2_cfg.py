@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from softswitch import ir
 from softswitch.frontend.diagnostics import Diagnostic
+from softswitch.frontend.typecheck import RESULT
 
 PIPELINE_BLOCKS = ("ig", "eg")  # v1model's ingress and egress: the controls bmv2 runs as pipelines
 
@@ -133,24 +134,19 @@ class _Builder:
         return live
 
     def block(self, live: Live, stmts: list[ir.Stmt]) -> Live:
-        live, _ = self._run(live, stmts, False)
-        return live
-
-    def _run(self, live: Live, stmts: list[ir.Stmt], in_action: bool) -> tuple[Live, bool]:
         """A block with nested blocks flattened (SimplifyControlFlow): a run of plain statements is
         one synthesized action, one node."""
-        for stmt in stmts:
-            if isinstance(stmt, ir.Block):
-                live, in_action = self._run(live, list(stmt.stmts), in_action)
-            elif isinstance(stmt, ir.VarDecl) and stmt.init is None:
+        in_action = False
+        for stmt in ir.flat(stmts):
+            if isinstance(stmt, ir.VarDecl) and stmt.init is None:
                 continue  # moved to the control's locals (MoveDeclarations)
-            elif _plain(stmt, self.functions):
+            if _plain(stmt, self.functions):
                 if not in_action:
                     live = [self._step(live)]
                 in_action = True
             else:
                 live, in_action = self._control(live, stmt), False
-        return live, in_action
+        return live
 
     def _control(self, live: Live, stmt: ir.Stmt) -> Live:
         if isinstance(stmt, ir.If):
@@ -265,9 +261,9 @@ def check_control(control: ir.ControlDecl, functions: frozenset[str] = frozenset
     for node in nodes:
         if node.table is not None:
             places.setdefault(node.table, []).append(node)
-    for table, nodes in places.items():
-        first = nodes[0]
-        for other in nodes[1:]:
+    for table, sites in places.items():
+        first = sites[0]
+        for other in sites[1:]:
             if not _same_place(first, other):
                 return Diagnostic(
                     tables[table].pos,
@@ -279,7 +275,7 @@ def check_control(control: ir.ControlDecl, functions: frozenset[str] = frozenset
 def check(program: ir.Program) -> list[Diagnostic]:
     """The refusals of p4c's bmv2 back end for the program's ingress and egress controls."""
     out: list[Diagnostic] = []
-    functions = frozenset(a.fq_name for a in program.actions if a.params and a.params[-1].name == "result__")
+    functions = frozenset(a.fq_name for a in program.actions if a.params and a.params[-1].name == RESULT)
     for param in PIPELINE_BLOCKS:
         try:
             block = program.block(param)

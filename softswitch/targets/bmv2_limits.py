@@ -45,21 +45,17 @@ WRONG_PIPELINE = {
 PARSER_CALLS = frozenset({"assert", "assume", "log_msg"})  # parser.cpp: the extern functions it converts
 
 
-def _nodes(node: object) -> Iterator[object]:
-    return ir.walk(node)
-
-
 def _actions_of(program: ir.Program, control: ir.ControlDecl) -> list[ir.ActionDecl]:
     """The actions that run in `control`: its own, and the top-level ones its tables or body name."""
     named = {ref.action for table in control.tables for ref in table.actions}
-    named |= {n.action for n in _nodes(control.apply) if isinstance(n, ir.ActionCall)}
+    named |= {n.action for n in ir.walk(control.apply) if isinstance(n, ir.ActionCall)}
     return list(control.actions) + [a for a in program.actions if a.fq_name in named or a.name in named]
 
 
 def _shifts_and_divisions(program: ir.Program) -> Iterator[Diagnostic]:
     """lower.cpp's shift limits, and compileTimeOps.h: a `/` or `%` that StrengthReduction cannot turn
     into a shift or a mask (a constant divisor that is not a power of two) stays, and bmv2 cannot run it."""
-    for node in _nodes((program.parsers, program.controls, program.actions)):
+    for node in ir.walk((program.parsers, program.controls, program.actions)):
         if not isinstance(node, ir.Binary):
             continue
         right = node.right
@@ -81,18 +77,10 @@ def _shifts_and_divisions(program: ir.Program) -> Iterator[Diagnostic]:
                 yield Diagnostic(node.pos, "could not evaluate expression at compilation time")
 
 
-def _flat(stmts: tuple[ir.Stmt, ...]) -> Iterator[ir.Stmt]:
-    for stmt in stmts:
-        if isinstance(stmt, ir.Block):
-            yield from _flat(stmt.stmts)
-        else:
-            yield stmt
-
-
 def _simple_data(expr: object) -> object | None:
     """simpleSwitch.cpp's EnsureExpressionIsSimple: the first node of a checksum's data that is not a
     list, a variable, a field, an integer constant or a constant index."""
-    for node in _nodes(expr):
+    for node in ir.walk(expr):
         if isinstance(node, ir.ListExpr | ir.Var | ir.Member):
             continue
         if isinstance(node, ir.Const) and not isinstance(node.type, ir.BoolType):
@@ -110,7 +98,7 @@ def _checksum_controls(program: ir.Program) -> Iterator[Diagnostic]:
         control = program.block(param)
         if not isinstance(control, ir.ControlDecl):
             continue
-        for stmt in _flat(control.apply.stmts):
+        for stmt in ir.flat(control.apply.stmts):
             if isinstance(stmt, ir.VarDecl) and stmt.init is None:
                 continue
             called = stmt.call if isinstance(stmt, ir.CallStmt) else None
@@ -131,7 +119,7 @@ def _deparser(program: ir.Program) -> Iterator[Diagnostic]:
     control = program.block("dep")
     if not isinstance(control, ir.ControlDecl):
         return
-    for stmt in _flat(control.apply.stmts):
+    for stmt in ir.flat(control.apply.stmts):
         if isinstance(stmt, ir.Return | ir.Exit):
             return
         if isinstance(stmt, ir.VarDecl) and stmt.init is None:
@@ -148,7 +136,7 @@ def _parser(program: ir.Program) -> Iterator[Diagnostic]:
     assume and log_msg; no extern object's methods."""
     for parser in program.parsers:
         for state in parser.states:
-            for stmt in _flat(state.stmts):
+            for stmt in ir.flat(state.stmts):
                 call = stmt.call if isinstance(stmt, ir.CallStmt) else None
                 if isinstance(call, ir.ExternMethodCall) or (
                     isinstance(call, ir.ExternFunctionCall) and call.name not in PARSER_CALLS
@@ -162,12 +150,12 @@ def _pipelines(program: ir.Program) -> Iterator[Diagnostic]:
         control = program.block(param)
         if not isinstance(control, ir.ControlDecl):
             continue
-        for node in _nodes((control.apply, tuple(_actions_of(program, control)))):
+        for node in ir.walk((control.apply, tuple(_actions_of(program, control)))):
             if not isinstance(node, ir.ExternFunctionCall):
                 continue
+            first = node.args[0] if node.args else None
+            kind = first.member if isinstance(first, ir.EnumValue) else None
             for name, clone_type, message in refused:
-                first = node.args[0] if node.args else None
-                kind = first.member if isinstance(first, ir.EnumValue) else None
                 if node.name == name and (clone_type is None or kind == clone_type):
                     yield Diagnostic(node.pos, message)
 
@@ -177,9 +165,8 @@ def _tables(program: ir.Program) -> Iterator[Diagnostic]:
     counted: dict[str, ir.TableDecl] = {}
     instances = {i.fq_name: i for c in program.controls for i in c.instances}
     for control in program.controls:
-        actions = {a.fq_name: a for a in _actions_of(program, control)} | {
-            a.name: a for a in _actions_of(program, control)
-        }
+        runs = _actions_of(program, control)
+        actions = {a.fq_name: a for a in runs} | {a.name: a for a in runs}
         for table in control.tables:
             if table.direct_counter is not None:
                 first = counted.setdefault(table.direct_counter, table)
@@ -228,7 +215,7 @@ def _externs(program: ir.Program) -> Iterator[Diagnostic]:
         size = instance.args[0] if instance.args else None
         if isinstance(size, ir.Const) and int(size.value) == 0:
             yield Diagnostic(instance.pos, "direct registers are not supported in bmv2")
-    for node in _nodes((program.parsers, program.controls, program.actions)):
+    for node in ir.walk((program.parsers, program.controls, program.actions)):
         if isinstance(node, ir.ExternFunctionCall) and node.name == "hash" and len(node.args) > 3:
             data = node.args[3]
             if not isinstance(data, ir.ListExpr) and not isinstance(data.type, ir.HeaderType | ir.StructType):
