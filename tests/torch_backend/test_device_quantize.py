@@ -23,13 +23,9 @@ torch = pytest.importorskip("torch")
 from contracts.protocol import EXP_BIAS, EXP_NONFINITE  # noqa: E402
 from hostlib import quantize as reference  # noqa: E402
 from hostlib.torch import device_quantize as dq  # noqa: E402
+from tests.torch_backend.devices import DEVICES  # noqa: E402
 
 K = 64
-NO_CUDA = "no CUDA device here: scripts/gpu_check.sh runs the CUDA comparisons"
-DEVICES = [
-    "cpu",
-    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)),
-]
 
 
 def adversarial_blocks(seed: int = 7) -> np.ndarray:
