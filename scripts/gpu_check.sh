@@ -17,6 +17,9 @@
 # (everything printed) and summary.txt (the issue's ratios against their targets, and the load average).
 # Environment: PYTHON (default python3, or .venv/bin/python where it exists), RUNS (default 3), GB
 # (default 1: the copy benchmark's tensor), STEPS (default 20).
+# Planned length (not yet timed on a GPU): tests ~3 min (4-rank spawns, 4 example runs), copy benchmark
+# ~1 min, bench_torch 2 examples x RUNS x 2 backends torchruns at ~15 s each (~3 min with RUNS=3): about
+# 7-8 minutes, inside the device tool's 10 minutes per command; RUNS=2 shortens it.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
