@@ -71,7 +71,7 @@ def on_gpu(rank: int, world: int, port: int, controller: str) -> dict[str, Any]:
     # the kernel ends (no host synchronisation), and the sum must be of the values written after it.
     tensor = torch.zeros(N, device="cuda")
     torch.cuda.synchronize()
-    torch.cuda._sleep(int(1.5e9))  # ~1 s of GPU cycles on the caller's stream
+    torch.cuda._sleep(int(2e9))  # 2e9 GPU cycles on the caller's stream: ~1 s at the H200's 1.98 GHz
     tensor.fill_(rank + 1.0)
     began = time.perf_counter()
     work = dist.all_reduce(tensor, async_op=True)
