@@ -274,23 +274,31 @@ class StagedSums:
         the piece before it has ended (the host library runs one call at a time anyway). After a failure
         (which the switch makes every rank's: a mismatch aborts the call for all) the pieces left start
         no call, on every rank alike, so that the ranks' next calls have the same numbers."""
+        in_flight: Handle | None = None
         failed = False
         for (begin, end), (host, landed) in zip(bounds, staged, strict=True):
+            try:  # readied while the piece before is on the wire
+                lanes.reached(landed)
+                carried = host.float() if host.dtype == torch.bfloat16 else host  # numpy has no bfloat16
+                result = lanes.host_buffer(end - begin, carried.dtype)
+            except BaseException as error:  # the work must end, with this error, whatever it is
+                failed = failed or self._ended(in_flight)
+                pieces.one_ended(None if failed else error)
+                failed, in_flight = True, None
+                continue
+            failed = failed or self._ended(in_flight)
+            in_flight = None
             if failed:
                 pieces.one_ended()  # skipped: the error is already the work's
                 continue
             try:
-                lanes.reached(landed)
-                carried = host.float() if host.dtype == torch.bfloat16 else host  # numpy has no bfloat16
-                result = lanes.host_buffer(end - begin, carried.dtype)
-                logical = "bfloat16" if host.dtype == torch.bfloat16 else None
                 handle = self._comm.allreduce_async(
                     carried.numpy(),
                     result.numpy(),
                     op=op,
-                    logical_dtype=logical,  # type: ignore[arg-type]
+                    logical_dtype="bfloat16" if host.dtype == torch.bfloat16 else None,  # type: ignore[arg-type]
                 )
-            except BaseException as error:  # the work must end, with this error, whatever it is
+            except BaseException as error:
                 pieces.one_ended(error)
                 failed = True
                 continue
@@ -299,10 +307,19 @@ class StagedSums:
                     done, pieces, lanes, r, b, e, out, start
                 )
             )
-            try:
-                handle.wait()
-            except BaseException:  # _returned gives the work this error
-                failed = True
+            in_flight = handle
+        # The last piece is not waited for: the next collective's first piece may queue behind it.
+
+    @staticmethod
+    def _ended(handle: Handle | None) -> bool:
+        """Wait for a piece's call to end; True if it failed (its callback gives the work the error)."""
+        if handle is None:
+            return False
+        try:
+            handle.wait()
+        except BaseException:
+            return True
+        return False
 
     @staticmethod
     def _returned(
