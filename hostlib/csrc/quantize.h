@@ -84,36 +84,41 @@ static inline float p4r_float_of_bits(uint32_t bits) {
 
 static inline double p4r_half_to_double(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, magnitude = h & 0x7FFFu;
-    /* shifted into a float's fields, a finite half is 2^-112 of its value, subnormals included */
+    /* shifted into a float's fields, a finite half is 2^-112 of its value, subnormals included: the
+     * product by 2^112 is exact. Inf and NaN (payload kept) go to the float's top exponent instead. */
+    uint32_t finite_bits, special = 0x7F800000u | (magnitude & 0x3FFu) << 13;
     float finite = p4r_float_of_bits(magnitude << 13) * 0x1p112f;
-    uint32_t special = 0x7F800000u | (magnitude & 0x3FFu) << 13; /* Inf, or NaN with its payload */
-    uint32_t bits;
-    memcpy(&bits, &finite, 4);
-    return (double)p4r_float_of_bits(sign | (magnitude >= 0x7C00u ? special : bits));
+    memcpy(&finite_bits, &finite, 4);
+    uint32_t is_special = 0u - (uint32_t)(magnitude >= 0x7C00u); /* all ones or zero: no branch */
+    return (double)p4r_float_of_bits(sign | (special & is_special) | (finite_bits & ~is_special));
 }
 
+/* Integer selects only, so that the loops storing float16 vectorize: |d| + c with c = 2^(e + 42) (never
+ * under 2^28, the subnormals' fixed step) rounds |d| to float16's step at its exponent, to nearest even,
+ * in one float64 addition; the rounded magnitude's bits then are the float16's (for a subnormal, the
+ * sum's mantissa counts its steps of 2^-24). Magnitudes from 65520 (65504 and half a step) are Inf. */
 static inline uint16_t p4r_double_to_half(double d) {
     uint64_t bits;
     memcpy(&bits, &d, 8);
-    uint16_t sign = (uint16_t)((bits >> 48) & 0x8000u);
-    uint64_t magnitude = bits & 0x7FFFFFFFFFFFFFFFull, mantissa = bits & 0xFFFFFFFFFFFFFull;
-    int exponent = (int)(magnitude >> 52) - 1023;
-    if (exponent == 1024) {
-        if (mantissa == 0) return sign | 0x7C00u;
-        uint16_t payload = (uint16_t)(mantissa >> 42);
-        return sign | 0x7C00u | (payload ? payload : 1u);
-    }
-    if (exponent >= 16) return sign | 0x7C00u;
-    uint64_t significand = mantissa | (exponent > -1023 ? 1ull << 52 : 0);
-    /* the half's unit in the last place, as a shift of the significand: 2^(e-10), or 2^-24 below 2^-14 */
-    int shift = exponent >= -14 ? 42 : 28 - exponent;
-    if (exponent == -1023) shift = 28 + 1022; /* float64 subnormals: far below half a float16 step */
-    if (shift > 53) return sign;               /* under half of 2^-24 (2^-25 itself is a tie: to 0) */
-    uint64_t kept = significand >> shift, rest = significand & ((1ull << shift) - 1), half = 1ull << (shift - 1);
-    kept += rest > half || (rest == half && (kept & 1));
-    /* kept counts units of the last place; a carry out of the significand moves into the exponent */
-    uint32_t base = exponent >= -14 ? (uint32_t)(exponent + 14) << 10 : 0;
-    return sign | (uint16_t)(base + kept);
+    uint64_t sign = (bits >> 48) & 0x8000u, magnitude = bits & 0x7FFFFFFFFFFFFFFFull;
+    uint64_t clamped_bits = magnitude < 0x40F0000000000000ull ? magnitude : 0x40F0000000000000ull; /* 65536 */
+    uint64_t exponent = clamped_bits >> 52;
+    exponent = exponent > 1009 ? exponent : 1009; /* 2^-14: below it the step is 2^-24 */
+    uint64_t step_bits = (exponent + 42) << 52, sum_bits, rounded_bits;
+    double clamped, step;
+    memcpy(&clamped, &clamped_bits, 8);
+    memcpy(&step, &step_bits, 8);
+    double sum = clamped + step, rounded = sum - step;
+    memcpy(&sum_bits, &sum, 8);
+    memcpy(&rounded_bits, &rounded, 8);
+    uint64_t normal = (rounded_bits >> 42) - (1008ull << 10); /* rebias 1023 -> 15 */
+    uint64_t subnormal = sum_bits & 0xFFFFFFFFFFFFFull;
+    uint64_t half = rounded_bits >= 0x3F10000000000000ull ? normal : subnormal; /* 2^-14 */
+    half = magnitude >= 0x40EFFE0000000000ull ? 0x7C00u : half;                  /* 65520 */
+    uint64_t payload = (bits >> 42) & 0x3FFu; /* a NaN keeps its sign and its payload's top bits */
+    uint64_t nan = 0x7C00u | (payload ? payload : 1u);
+    half = magnitude > 0x7FF0000000000000ull ? nan : half;
+    return (uint16_t)(sign | half);
 }
 
 static inline double p4r_bf16_to_double(uint16_t b) { return (double)p4r_float_of_bits((uint32_t)b << 16); }
@@ -122,8 +127,9 @@ static inline uint16_t p4r_double_to_bf16(double d) {
     float value = (float)d; /* to nearest, ties to even; past float32's range Inf */
     uint32_t bits;
     memcpy(&bits, &value, 4);
-    uint16_t rounded = (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-    return d != d ? 0x7FC0u : rounded;
+    uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+    uint32_t is_nan = 0u - (uint32_t)((bits & 0x7FFFFFFFu) > 0x7F800000u); /* no branch */
+    return (uint16_t)((0x7FC0u & is_nan) | (rounded & ~is_nan));
 }
 
 #endif
