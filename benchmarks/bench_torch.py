@@ -50,6 +50,7 @@ def one_run(
             f"--steps={args.steps}",
             f"--width={args.width}",
             f"--json={prefix}",
+            *(["--bf16"] if args.bf16 else []),
         ]
     )
     environment = dict(os.environ, **{ENV_CONTROLLER: controller, ENV_SWITCH_PID: str(switch_pid)})
@@ -78,9 +79,16 @@ def main() -> None:
     parser.add_argument(
         "--hog", type=int, default=0, metavar="N", help="N busy processes throughout (default 0)"
     )
+    parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="fsdp only: bfloat16 parameters and reductions (on p4reduce at 16 bits per value, its default)",
+    )
     args = parser.parse_args()
     if args.hog < 0:
         parser.error("--hog takes a number of busy processes >= 0")
+    if args.bf16 and args.example != "fsdp":
+        parser.error("--bf16 is train_fsdp.py's option: use it with --example fsdp")
     times: dict[str, list[float]] = {backend: [] for backend in BACKENDS}
     cpu: dict[str, list[float]] = {backend: [] for backend in BACKENDS}
     switch_cpu: list[float] = []  # p4reduce's switch process, per step
@@ -91,7 +99,8 @@ def main() -> None:
         services(Path(scratch) / "logs", ROOT / "build", switch_ip="127.0.41.1", pool_size=256) as svc,
     ):
         print(
-            f"{args.example}, {args.world} ranks, {args.steps} steps, width {args.width}; "
+            f"{args.example}{' bf16' if args.bf16 else ''}, {args.world} ranks, {args.steps} steps, "
+            f"width {args.width}; "
             f"{os.cpu_count()} cores; {hog.describe()}"
         )
         print(
