@@ -30,9 +30,9 @@ from experiments.report import (
     size_axis,
 )
 from hostlib.contention import Hog
+from hostlib.verify import ITEMSIZE
 
 FULL_SIZES, QUICK_SIZES = "64K,256K,1M,4M,16M", "16K,64K"
-ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}  # bytes per element
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--switch", choices=("soft", "bmv2"), default="soft", help="P4 target (default soft)")
     p.add_argument(
         "--dtype",
-        choices=tuple(ITEMSIZE),
+        choices=("float32", "float16", "bfloat16"),
         default="float32",
         help="the tensors' dtype (default float32); float16 and bfloat16 go through the switch at 16 bits "
         "per value, as the torch backend sends them, and through Gloo's ring as they are",

@@ -50,10 +50,9 @@ from hostlib.launch import (
     share_job_credential,
 )
 from hostlib.native import CONGESTION_CONTROL_VARIABLE
-from hostlib.verify import RELEASE, call_options, check, make_input
+from hostlib.verify import ITEMSIZE, RELEASE, call_options, check, make_input
 
 DTYPES = ("float32", "float16", "bfloat16", "int32")
-WIDTHS = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4}  # bytes per element of the tensor
 
 
 @dataclass(frozen=True)
@@ -263,7 +262,7 @@ def rows_of(
             # an all-reduce is done when its slowest worker is: the max per iteration, then the median
             iterations = sorted({s.iteration for s in those})
             seconds = statistics.median(max(s.seconds for s in those if s.iteration == i) for i in iterations)
-            width = WIDTHS[dtype]
+            width = ITEMSIZE[dtype]
             reduced = size * width * len(those)  # every worker's input
             asked, data = sum(s.queries for s in those), sum(s.data_sent for s in those)
             row = Row(

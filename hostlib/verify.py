@@ -20,6 +20,7 @@ from hostlib import quantize as q
 
 RELEASE = np.zeros(1, dtype=np.int32)  # the untimed all-reduce that starts a timed call on every rank
 HALF_DTYPES = ("float16", "bfloat16")  # what the torch backend sends at 16 bits by default
+ITEMSIZE = {"int32": 4, "float32": 4, "float16": 2, "bfloat16": 2}  # bytes per element of each dtype
 
 
 def call_options(dtype: str, wire_bits: int = 32) -> dict[str, object]:
