@@ -100,13 +100,17 @@ def main() -> None:
         "--hog", type=int, default=0, metavar="N", help="N busy processes throughout (default 0)"
     )
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--bf16", action="store_true", help="FSDP: bfloat16 parameters and reductions")
+    parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="fsdp only: bfloat16 parameters and reductions (on p4reduce at 16 bits per value, its default)",
+    )
     parser.add_argument("--json", type=Path, help="write every run's figures and the medians here")
     args = parser.parse_args()
     if args.hog < 0:
         parser.error("--hog takes a number of busy processes >= 0")
     if args.bf16 and args.example != "fsdp":
-        parser.error("--bf16 is FSDP's (its MixedPrecisionPolicy)")
+        parser.error("--bf16 is train_fsdp.py's option: use it with --example fsdp")
     other = baseline(args.device, args.world)
     backends = (other, "p4reduce")
     times: dict[str, list[float]] = {backend: [] for backend in backends}

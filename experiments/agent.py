@@ -21,9 +21,11 @@ import sys
 import time
 from datetime import timedelta
 
+import numpy as np
+
 from hostlib import Communicator
 from hostlib.launch import add_worker_arguments, worker_job
-from hostlib.verify import check, check_float_sum, make_input
+from hostlib.verify import call_options, check, check_float_sum, make_input
 
 
 def reply(message: dict) -> None:
@@ -53,6 +55,7 @@ def main() -> int:
         for line in sys.stdin:
             order = json.loads(line)
             data = make_input(args.rank, order["elements"], order["dtype"], order["iteration"])
+            options = call_options(order["dtype"], 16)  # 16-bit dtypes at 16 bits, as the torch backend
             before = comm.stats()
             started = time.perf_counter()
             try:
@@ -62,17 +65,26 @@ def main() -> int:
                     import torch
 
                     tensor = torch.from_numpy(data.copy())
+                    if order["dtype"] == "bfloat16":  # its bit patterns
+                        tensor = tensor.view(torch.int16).view(torch.bfloat16)
                     dist.all_reduce(tensor)
-                    result = tensor.numpy()
+                    result = (
+                        tensor.view(torch.int16).numpy().view(np.uint16)
+                        if order["dtype"] == "bfloat16"
+                        else tensor.numpy()
+                    )
                 else:
-                    result = comm.allreduce(data)
+                    result = comm.allreduce(data, **options)  # type: ignore[arg-type]
             except Exception as error:  # reported to the runner, which marks the step failed
                 reply({"seconds": 0.0, "ok": False, "error": f"{type(error).__name__}: {error}"})
                 continue
             seconds = time.perf_counter() - started
             verify = check_float_sum if order["system"] == "gloo" and order["dtype"] != "int32" else check
             k = job.values_per_packet
-            ok = verify(result, args.world, order["elements"], order["dtype"], order["iteration"], k=k)[0]
+            bits = int(options["wire_bits"]) if order["system"] == "p4reduce" else 32
+            ok = verify(
+                result, args.world, order["elements"], order["dtype"], order["iteration"], k=k, bits=bits
+            )[0]
             after = comm.stats()
             reply(
                 {

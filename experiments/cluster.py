@@ -39,6 +39,7 @@ from contracts.jobapi_metadata import call_metadata
 from experiments.step import Step
 from hostlib import JobSpec
 from hostlib.launch import ROOT, LaunchError, build_program, free_port, start_controller, worker_arguments
+from hostlib.verify import ITEMSIZE
 
 sys.path.insert(0, str(ROOT / "mininet"))  # the lab's modules (a folder of scripts, not a package)
 
@@ -259,14 +260,13 @@ class Cluster(MininetRun):
             for name, (rx, tx) in ports_after.items()
         }
         delta = [[a - b for a, b in zip(x, y)] for x, y in zip(after, before)]
-        itemsize = 2 if dtype == "float16" else 4
         return Step(
             system=system,
             workers=self.workers,
             elements=elements,
             dtype=dtype,
             iteration=iteration,
-            tensor_bytes=elements * itemsize,
+            tensor_bytes=elements * ITEMSIZE[dtype],
             seconds=max(r["seconds"] for r in replies),
             ok=all(r["ok"] for r in replies),
             retransmissions=sum(r.get("retransmissions", 0) for r in replies),

@@ -30,6 +30,7 @@ from experiments.report import (
     size_axis,
 )
 from hostlib.contention import Hog
+from hostlib.verify import ITEMSIZE
 
 FULL_SIZES, QUICK_SIZES = "64K,256K,1M,4M,16M", "16K,64K"
 
@@ -42,6 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     add_values_argument(p)
     p.add_argument("--sizes", help=f"tensor sizes in bytes (default {FULL_SIZES}; --quick: {QUICK_SIZES})")
     p.add_argument("--switch", choices=("soft", "bmv2"), default="soft", help="P4 target (default soft)")
+    p.add_argument(
+        "--dtype",
+        choices=("float32", "float16", "bfloat16"),
+        default="float32",
+        help="the tensors' dtype (default float32); float16 and bfloat16 go through the switch at 16 bits "
+        "per value, as the torch backend sends them, and through Gloo's ring as they are",
+    )
     args = p.parse_args(argv)
     if args.hog < 0:
         p.error("--hog takes a number of busy processes >= 0")
@@ -68,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             for size in sizes:
                 for iteration in range(iters):
                     for system in ("p4reduce", "gloo"):
-                        step = cluster.run(system, size // 4, "float32", iteration)
+                        step = cluster.run(system, size // ITEMSIZE[args.dtype], args.dtype, iteration)
                         report.add(step, switch=args.switch, bw_mbit=args.bw)
                         advance()
     except (ExperimentError, LaunchError) as error:
@@ -88,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     efficiency, frame = p4reduce_efficiency(k), p4reduce_frame(k)
     adjusted = ideal * efficiency / TCP_EFFICIENCY
     report.table(
-        f"p4reduce vs Gloo ring: {n} workers, {args.bw:g} Mbit/s links, float32, {args.pool} slots,"
+        f"p4reduce vs Gloo ring: {n} workers, {args.bw:g} Mbit/s links, {args.dtype}, {args.pool} slots,"
         f" median of {iters}; {hog.describe()}",
         [
             "size",
@@ -116,17 +124,30 @@ def main(argv: list[str] | None = None) -> int:
     )
     report.table(
         "bytes on the wire per worker (switch port counters), as multiples of the tensor size S",
-        ["size", "p4reduce up", "down", "expected", "Gloo up", "down", "expected (payload)", "with headers"],
+        [
+            "size",
+            "p4reduce up",
+            "down",
+            "expected",
+            "bytes/element up",
+            "Gloo up",
+            "down",
+            "expected (payload)",
+            "with headers",
+            "bytes/element up",
+        ],  # fmt: skip
         [
             [
                 human(s),
                 f"{up['p4reduce', s] / s:.3f}",
                 f"{down['p4reduce', s] / s:.3f}",
                 f"{1 / efficiency:.3f}",
+                f"{up['p4reduce', s] / s * ITEMSIZE[args.dtype]:.2f}",
                 f"{up['gloo', s] / s:.3f}",
                 f"{down['gloo', s] / s:.3f}",
                 f"{ideal:.3f}",
                 f"{ideal / TCP_EFFICIENCY:.3f}",
+                f"{up['gloo', s] / s * ITEMSIZE[args.dtype]:.2f}",
             ]
             for s in sizes
         ],
@@ -134,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     report.note(
         "links busy: p4reduce / Gloo, a worker's bytes up over its all-reduce time at the link rate.\n"
         f"expected: p4reduce S up and S down in {frame}-byte frames carrying {frame - 66} bytes"
-        f" (x{1 / efficiency:.3f}), plus one priming packet per slot per float call;"
+        f" (x{1 / efficiency:.3f}; at 16 bits per value twice the values per frame, so the same per byte"
+        " of a 2-byte tensor), plus one priming packet per slot per float call;"
         f" a ring 2(N-1)/N·S = {ideal:.2f}·S each way, x{1 / TCP_EFFICIENCY:.3f} in TCP frames, plus ACKs."
     )
 

@@ -50,9 +50,9 @@ from hostlib.launch import (
     share_job_credential,
 )
 from hostlib.native import CONGESTION_CONTROL_VARIABLE
-from hostlib.verify import RELEASE, check, make_input
+from hostlib.verify import ITEMSIZE, RELEASE, call_options, check, make_input
 
-DTYPES = ("float32", "float16", "int32")
+DTYPES = ("float32", "float16", "bfloat16", "int32")
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,7 @@ def bench_worker(
     gloo_port: int | None,
     start: threading.Barrier,
     switch_pid: int = 0,
+    wire_bits: int = 16,
 ) -> list[Sample]:
     """One worker process: every size x dtype x iteration through the switch (and Gloo), verified.
 
@@ -105,7 +106,8 @@ def bench_worker(
     its result to all of them at once, where the barrier's manager wakes them one after another.
 
     With `switch_pid`, rank 0 also reads the switch process's CPU over each call: the ranks start
-    together and the switch works only for this job, so that is the switch's share of the call."""
+    together and the switch works only for this job, so that is the switch's share of the call.
+    float16 and bfloat16 travel at `wire_bits` (the torch backend's default, 16), the others at 32."""
     from hostlib.communicator import Communicator
 
     samples = []
@@ -114,18 +116,20 @@ def bench_worker(
             for dtype in dtypes:
                 for iteration in range(iters):
                     data = make_input(rank, size, dtype, iteration)
+                    options = call_options(dtype, wire_bits)
                     start.wait()
                     comm.allreduce(RELEASE)  # the switch releases every rank at once: the call starts level
                     before = comm.stats()
                     cpu = CpuClock()
                     switch_cpu = ProcessCpuClock(switch_pid) if switch_pid and rank == 0 else None
                     started = time.perf_counter()
-                    result = comm.allreduce(data)
+                    result = comm.allreduce(data, **options)  # type: ignore[arg-type]
                     seconds = time.perf_counter() - started
                     cpu_seconds = cpu.seconds()
                     # read once the call returned: the switch sent its last RESULT before this one came
                     switch_seconds = switch_cpu.seconds() if switch_cpu else None
-                    ok = check(result, world, size, dtype, iteration, k=comm.job.values_per_packet)[0]
+                    k = comm.job.values_per_packet
+                    ok = check(result, world, size, dtype, iteration, k=k, bits=int(options["wire_bits"]))[0]
                     after = comm.stats()
                     retx, queries = (
                         after.retransmissions - before.retransmissions,
@@ -161,6 +165,8 @@ def _with_gloo(samples: list[Sample], rank: int, world: int, port: int) -> list[
         timed = []
         for s in samples:
             tensor = torch.from_numpy(make_input(rank, s.size, s.dtype, s.iteration).copy())
+            if s.dtype == "bfloat16":  # its bit patterns
+                tensor = tensor.view(torch.int16).view(torch.bfloat16)
             dist.barrier()
             cpu = CpuClock()
             started = time.perf_counter()
@@ -192,6 +198,7 @@ def run_suite(args: argparse.Namespace, drop_rate: float, tag: str) -> tuple[lis
                     gloo_port,
                     start,
                     switch_pid,
+                    args.wire_bits,
                 )
                 for rank in range(args.workers)
             ]
@@ -255,7 +262,7 @@ def rows_of(
             # an all-reduce is done when its slowest worker is: the max per iteration, then the median
             iterations = sorted({s.iteration for s in those})
             seconds = statistics.median(max(s.seconds for s in those if s.iteration == i) for i in iterations)
-            width = 2 if dtype == "float16" else 4
+            width = ITEMSIZE[dtype]
             reduced = size * width * len(those)  # every worker's input
             asked, data = sum(s.queries for s in those), sum(s.data_sent for s in those)
             row = Row(
@@ -384,6 +391,14 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         metavar="N",
         help="N busy processes at normal priority for the run (default 0)",
+    )
+    parser.add_argument(
+        "--wire-bits",
+        type=int,
+        choices=(16, 32),
+        default=16,
+        help="bits per value on the wire for float16 and bfloat16 (default 16, as the torch backend sends "
+        "them; docs/protocol.md, Wire formats)",
     )
     parser.add_argument(
         "--no-congestion-control",

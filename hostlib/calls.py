@@ -13,6 +13,8 @@ import enum
 from dataclasses import dataclass
 
 MAX_CALL_ELEMENTS = (1 << 24) - 1  # the descriptor's count field
+WIRE_BITS = (16, 32)  # bits per value on the wire (docs/protocol.md, *Wire formats*)
+WIRE16_BIT = 1 << 24  # set in the descriptor of a call at 16 bits per value
 
 
 class DType(enum.IntEnum):
@@ -39,24 +41,38 @@ class NonFinite(enum.IntEnum):
 
 @dataclass(frozen=True)
 class Descriptor:
+    """`bits`: the wire format, 32 (one value per 32-bit field) or 16 (two: floats only). It is part
+    of the descriptor so that ranks sending the same tensor at different widths, whose sums would be
+    garbage, are a mismatch like any other."""
+
     dtype: DType
     op: Op
     nonfinite: NonFinite
     count: int
+    bits: int = 32
 
     def __post_init__(self) -> None:
         if not 0 <= self.count <= MAX_CALL_ELEMENTS:
             raise ValueError(f"a call carries at most {MAX_CALL_ELEMENTS} elements, not {self.count}")
+        if self.bits not in WIRE_BITS:
+            raise ValueError(f"the wire carries 16 or 32 bits per value, not {self.bits}")
+        if self.bits == 16 and self.dtype == DType.INT32:
+            raise ValueError("int32 sums are exact at 32 bits only; 16 bits is for floats")
 
     def encode(self) -> int:
-        return self.dtype << 28 | self.op << 26 | self.nonfinite << 25 | self.count
+        wire16 = WIRE16_BIT if self.bits == 16 else 0
+        return self.dtype << 28 | self.op << 26 | self.nonfinite << 25 | wire16 | self.count
 
     @classmethod
     def decode(cls, word: int) -> Descriptor | None:
         """The descriptor a word carries, or None if it is not one this library could have sent."""
         try:
             return cls(
-                DType(word >> 28), Op(word >> 26 & 3), NonFinite(word >> 25 & 1), word & MAX_CALL_ELEMENTS
+                DType(word >> 28),
+                Op(word >> 26 & 3),
+                NonFinite(word >> 25 & 1),
+                word & MAX_CALL_ELEMENTS,
+                16 if word & WIRE16_BIT else 32,
             )
         except ValueError:
             return None
@@ -65,7 +81,8 @@ class Descriptor:
         if self.dtype == DType.REFUSED:
             return "a refused call (that rank's own arguments were wrong)"
         mode = ", raise on non-finite" if self.nonfinite == NonFinite.RAISE else ""
-        return f"{self.op.name.lower()} of {self.count} × {self.dtype.name.lower()}{mode}"
+        wire = " at 16 bits" if self.bits == 16 else ""
+        return f"{self.op.name.lower()} of {self.count} × {self.dtype.name.lower()}{wire}{mode}"
 
 
 def describe_word(word: int) -> str:

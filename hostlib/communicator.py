@@ -47,6 +47,7 @@ from contracts.protocol import (
 )
 from hostlib.calls import (
     MAX_CALL_ELEMENTS,
+    WIRE_BITS,
     AllreduceAborted,
     AllreduceError,
     Descriptor,
@@ -259,6 +260,7 @@ class Communicator:
         op: Literal["sum", "avg"] = "sum",
         nonfinite: Literal["propagate", "raise"] = "propagate",
         logical_dtype: Literal["bfloat16"] | None = None,
+        wire_bits: Literal[16, 32] = 32,
     ) -> Handle:
         """Start summing (or averaging) `array` over all ranks; the input is copied before this returns.
 
@@ -266,11 +268,17 @@ class Communicator:
         contribution, so that its peers fail at once instead of waiting for it.
 
         `logical_dtype="bfloat16"` is for callers whose tensors numpy cannot hold (hostlib.torch): they
-        pass bfloat16 values widened to float32 (exact), the call travels as float32, but its descriptor
-        names bfloat16, so that a rank calling with real float32 is refused as a mismatch. The result is
-        float32; the caller rounds it back.
+        pass bfloat16 as its bit patterns in a uint16 array (the result comes back the same way,
+        rounded to nearest even), or widened to float32 (exact; the result is float32 and the caller
+        rounds it back). Either way the descriptor names bfloat16, so that a rank calling with real
+        float32 is refused as a mismatch.
+
+        `wire_bits=16` sends a float call at 16 bits per value (docs/protocol.md, *Wire formats*): half
+        the packets, with an error bound 2^16 times as large (about N^2 / 2^16 of each block's largest
+        magnitude instead of N^2 / 2^32); every rank must choose the same, or the call is a mismatch.
+        int32 always travels at 32 bits, exactly.
         """
-        return self._submit(array, out, op, nonfinite, logical_dtype, copy=True)
+        return self._submit(array, out, op, nonfinite, logical_dtype, wire_bits, copy=True)
 
     def _submit(
         self,
@@ -279,6 +287,7 @@ class Communicator:
         op: str,
         nonfinite: str,
         logical_dtype: str | None,
+        wire_bits: int,
         *,
         copy: bool,
     ) -> Handle:
@@ -290,12 +299,10 @@ class Communicator:
         try:
             operation = _choice(Op, op, "op")
             mode = _choice(NonFinite, nonfinite, "nonfinite")
-            if array.dtype not in DTYPES:
-                names = ", ".join(str(d) for d in DTYPES)
-                raise TypeError(f"allreduce supports {names}; got {array.dtype} (cast it first)")
             if out is not None and (out.shape != array.shape or out.dtype != array.dtype):
                 raise ValueError(f"out must have shape {array.shape} and dtype {array.dtype}")
-            dtype = _logical(DTYPES[array.dtype], logical_dtype)
+            dtype = _logical(array.dtype, logical_dtype)
+            bits = _wire_bits(wire_bits, dtype)
         except (TypeError, ValueError):
             self._executor.submit(self._refuse)
             raise
@@ -303,7 +310,7 @@ class Communicator:
             flat = np.array(array.reshape(-1), copy=True)
         else:
             flat = np.ascontiguousarray(array.reshape(-1))
-        calls = list(self._split(flat, dtype, operation, mode))
+        calls = list(self._split(flat, dtype, operation, mode, bits))
 
         def run() -> np.ndarray:
             target = out if out is not None else np.empty(array.shape, dtype=array.dtype)
@@ -339,26 +346,27 @@ class Communicator:
         op: Literal["sum", "avg"] = "sum",
         nonfinite: Literal["propagate", "raise"] = "propagate",
         logical_dtype: Literal["bfloat16"] | None = None,
+        wire_bits: Literal[16, 32] = 32,
     ) -> np.ndarray:
         """The element-wise sum (or average) of `array` over all ranks, same shape and dtype.
 
         A NaN or Inf in any rank's input comes back in its block on every rank (nonfinite="propagate",
         as Gloo and NCCL do), or makes every rank raise NonFiniteError (nonfinite="raise").
-        `logical_dtype`: see `allreduce_async`.
+        `logical_dtype` and `wire_bits`: see `allreduce_async`.
         """
         # The caller waits for the result, so the input needs no copy: the call reads it in place.
-        return self._submit(array, out, op, nonfinite, logical_dtype, copy=False).wait()
+        return self._submit(array, out, op, nonfinite, logical_dtype, wire_bits, copy=False).wait()
 
     def _split(
-        self, flat: np.ndarray, dtype: DType, op: Op, mode: NonFinite
+        self, flat: np.ndarray, dtype: DType, op: Op, mode: NonFinite, bits: int
     ) -> Iterator[tuple[int, np.ndarray, Descriptor]]:
         """The calls one tensor takes: each within 65536 packets and 2^24 - 1 elements."""
-        k = self.job.values_per_packet
+        block = self.job.values_per_packet * (32 // bits)  # elements per packet
         priming = self.job.pool_size // 2 if dtype != DType.INT32 else 0
-        per_call = min((MAX_USES_PER_CALL - priming) * k, MAX_CALL_ELEMENTS // k * k)
+        per_call = min((MAX_USES_PER_CALL - priming) * block, MAX_CALL_ELEMENTS // block * block)
         for start in range(0, flat.size, per_call):
             piece = flat[start : start + per_call]
-            yield start, piece, Descriptor(dtype, op, mode, piece.size)
+            yield start, piece, Descriptor(dtype, op, mode, piece.size, bits)
 
     def _run(self, plan: NativePlan, descriptor: Descriptor) -> None:
         if self._link is not None and self._link.pending():
@@ -439,17 +447,33 @@ def _choice(kind: type[_Choice], value: str, name: str) -> _Choice:
         raise ValueError(f"{name} must be one of {options}, not {value!r}") from None
 
 
-def _logical(carried: DType, logical: str | None) -> DType:
-    """The dtype a call's descriptor names: the array's own, or bfloat16 carried as float32."""
-    if logical is None:
-        return carried
-    if logical != "bfloat16":
+def _logical(carried: np.dtype, logical: str | None) -> DType:
+    """The dtype a call's descriptor names: the array's own, or bfloat16 carried as its bits or float32."""
+    if logical is not None and logical != "bfloat16":
         raise ValueError(f"logical_dtype must be None or 'bfloat16', not {logical!r}")
-    if carried != DType.FLOAT32:
+    if logical is None:
+        if carried not in DTYPES:
+            names = ", ".join(str(d) for d in DTYPES)
+            raise TypeError(
+                f"allreduce supports {names} (and bfloat16 as uint16 bits with logical_dtype='bfloat16'); "
+                f"got {carried} (cast it first)"
+            )
+        return DTYPES[carried]
+    if carried not in (np.dtype(np.uint16), np.dtype(np.float32)):
         raise TypeError(
-            f"logical_dtype='bfloat16' takes bfloat16 values widened to float32, not {carried.name}"
+            "logical_dtype='bfloat16' takes bfloat16 bit patterns as uint16, or the values widened to "
+            f"float32, not {carried}"
         )
     return DType.BFLOAT16
+
+
+def _wire_bits(bits: int, dtype: DType) -> int:
+    """The call's wire format, checked: 16 is for floats."""
+    if bits not in WIRE_BITS:
+        raise ValueError(f"wire_bits must be 16 or 32, not {bits!r}")
+    if bits == 16 and dtype == DType.INT32:
+        raise ValueError("int32 sums are exact at 32 bits only: wire_bits=16 is for float tensors")
+    return bits
 
 
 def _check_source_address(ip: str) -> None:

@@ -27,6 +27,7 @@ from types import ModuleType
 import numpy as np
 
 from contracts.protocol import ECN_ECT0, ECN_MASK
+from hostlib import quantize as q
 from hostlib.calls import AllreduceAborted, AllreduceError, AllreduceTimeout, Descriptor, DType, NonFinite, Op
 from hostlib.engine import (
     EngineStats,
@@ -67,6 +68,7 @@ _CODES = {
     np.dtype(np.float32): _native.FLOAT32,
     np.dtype(np.float16): _native.FLOAT16,
     np.dtype(np.float64): _native.FLOAT64,
+    np.dtype(np.uint16): _native.BFLOAT16,  # bfloat16 bit patterns: numpy has no bfloat16
 }
 
 
@@ -87,28 +89,31 @@ class NativePlan(_native.Plan):
         target_code = _native.NONE if out is None else _CODES[out.dtype]
         super().__init__(
             kind, source, source_code, out, target_code, k, world_size,
-            descriptor.op == Op.AVG, descriptor.nonfinite == NonFinite.RAISE,
+            descriptor.op == Op.AVG, descriptor.nonfinite == NonFinite.RAISE, descriptor.bits,
         )  # fmt: skip
         self.out, self.k, self.world_size, self.op = out, k, world_size, descriptor.op
+        self.bits = descriptor.bits if kind == _native.PLAN_FLOAT else 32
+        self.block = k * q.lanes(self.bits)  # elements per chunk
         self.nonfinite = descriptor.nonfinite
 
     def result(self) -> np.ndarray:
         """The output buffer, complete; raises NonFiniteError in nonfinite='raise' mode."""
         blocks, first = self.nonfinite_blocks()
         if blocks and self.nonfinite == NonFinite.RAISE:
-            raise nonfinite_error(blocks, first, self.k, self.size)
+            raise nonfinite_error(blocks, first, self.block, self.size)
         return self.out if self.out is not None else np.zeros(0, dtype=np.int32)
 
     def error_bound(self) -> np.ndarray:
         agreed = np.frombuffer(self.agreed(), dtype=np.uint8)
-        return error_bounds(agreed, self.world_size, self.op, self.k, self.size)
+        return error_bounds(agreed, self.world_size, self.op, self.block, self.size, self.bits)
 
 
 def native_plan(
     flat: np.ndarray, out: np.ndarray | None, descriptor: Descriptor, k: int, world_size: int
 ) -> NativePlan:
-    """The plan for one call: int32 exact, float32/float16 through block floating point. `flat` and
-    `out` are C-contiguous; `out` has flat's size, and its dtype (float64 too, for floats)."""
+    """The plan for one call: int32 exact, float32/float16/bfloat16 (uint16 bit patterns) through block
+    floating point at the descriptor's wire width. `flat` and `out` are C-contiguous; `out` has flat's
+    size, and its dtype (float64 too, for floats)."""
     return NativePlan(flat, out, descriptor, k, world_size)
 
 

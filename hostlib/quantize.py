@@ -25,6 +25,7 @@ import numpy as np
 from contracts.protocol import EXP_BIAS, EXP_NONFINITE
 
 INT32_MAX = 2**31 - 1
+LANE_BITS = 16  # a 16-bit value's lane in a 32-bit word
 MIN_EXPONENT = 1 - EXP_BIAS  # -127: wire value 1 (0 means "no exponent")
 MAX_EXPONENT = EXP_NONFINITE - 1 - EXP_BIAS  # 126: wire value 254 (255 means "non-finite")
 ZERO_EXPONENT = -126  # exponent of an all-zero block (docs/protocol.md)
@@ -32,6 +33,21 @@ OVERFLOW = 2.0**MAX_EXPONENT  # a magnitude the quantization cannot carry: treat
 
 # Per-element codes of a non-finite block; their sums count each kind (N <= 32 < 256).
 CODE_POS_INF, CODE_NEG_INF, CODE_NAN = 1, 1 << 8, 1 << 16
+# At 16 bits two counts of 6 bits (0 .. 32) fit a lane: NaN counts as both infinities, which decodes the
+# same (NaN wherever both signs, or a NaN, were counted), and every lane's sum is at most 32 * 65 < 2^15.
+CODE16_POS_INF, CODE16_NEG_INF = 1, 1 << 6
+CODE16_NAN = CODE16_POS_INF | CODE16_NEG_INF
+COUNT16_MASK = (1 << 6) - 1
+
+
+def lanes(bits: int) -> int:
+    """Values per 32-bit field: 1 at 32 bits, 2 at 16."""
+    return 32 // bits
+
+
+def levels(world_size: int, bits: int = 32) -> int:
+    """The largest |q| a worker may send: N of them still fit a signed lane of `bits`."""
+    return (2 ** (bits - 1) - 1) // world_size
 
 
 def as_chunks(flat: np.ndarray, k: int) -> np.ndarray:
@@ -57,28 +73,63 @@ def wire_exponents(chunks: np.ndarray) -> np.ndarray:
     return np.where(nonfinite, EXP_NONFINITE, wire)
 
 
-def scale(exponent: int, world_size: int) -> float:
-    """S for an agreed exponent: q = rint(x * S) keeps every N-worker sum inside int32."""
-    return (INT32_MAX // world_size) / 2.0**exponent
+def scale(exponent: int, world_size: int, bits: int = 32) -> float:
+    """S for an agreed exponent: q = rint(x * S) keeps every N-worker sum inside a signed lane of `bits`."""
+    return levels(world_size, bits) / 2.0**exponent
 
 
-def quantize(values: np.ndarray, wire_exponent: int, world_size: int) -> np.ndarray:
-    """One chunk as big-endian int32 ready for the wire: scaled values, or codes for a non-finite block."""
+def quantize(values: np.ndarray, wire_exponent: int, world_size: int, bits: int = 32) -> np.ndarray:
+    """One chunk as big-endian int32 ready for the wire: scaled values, or codes for a non-finite block.
+
+    At 16 bits the chunk's even elements go to the high lanes and the odd ones to the low lanes of
+    half as many words."""
     if wire_exponent == EXP_NONFINITE:
-        return nonfinite_codes(values)
-    exponent = wire_exponent - EXP_BIAS
-    return np.rint(values.astype(np.float64) * scale(exponent, world_size)).astype(">i4")
+        q = nonfinite_codes(values, bits)
+    else:
+        exponent = wire_exponent - EXP_BIAS
+        q = np.rint(values.astype(np.float64) * scale(exponent, world_size, bits)).astype(">i4")
+    return q if bits == 32 else pack_pairs(q)
 
 
-def nonfinite_codes(values: np.ndarray) -> np.ndarray:
-    """Per element: +Inf (or overflow upwards) 1, -Inf (or downwards) 2^8, NaN 2^16, finite 0."""
+def pack_pairs(q: np.ndarray) -> np.ndarray:
+    """Two values per word, hi * 2^16 + lo, wrapping like int32 (an out-of-range q wraps too, alike in
+    both engines: only a switch lying about the maximum exponent makes one)."""
+    wide = q.astype(np.uint32)
+    return ((wide[0::2] << np.uint32(LANE_BITS)) + wide[1::2]).astype(">u4").view(">i4")
+
+
+def unpack_pairs(words: np.ndarray) -> np.ndarray:
+    """The lane sums of summed words, (..., K) -> (..., 2K) int64: lo is the word's low 16 bits as a signed
+    number (every lane sum is inside int16), hi what remains once lo is taken away."""
+    w = words.astype(np.int64) & 0xFFFFFFFF
+    lo = ((w & 0xFFFF) ^ 0x8000) - 0x8000
+    hi = ((((w - lo) & 0xFFFFFFFF) >> LANE_BITS) ^ 0x8000) - 0x8000
+    return np.stack([hi, lo], axis=-1).reshape(*words.shape[:-1], 2 * words.shape[-1])
+
+
+def nonfinite_codes(values: np.ndarray, bits: int = 32) -> np.ndarray:
+    """Per element: +Inf (or overflow upwards) 1, -Inf (or downwards) 2^8, NaN 2^16, finite 0; at 16 bits
+    1, 2^6 and both."""
+    positive, negative, nan = (CODE_POS_INF, CODE_NEG_INF, CODE_NAN) if bits == 32 else (
+        CODE16_POS_INF, CODE16_NEG_INF, CODE16_NAN,
+    )  # fmt: skip
     x = values.astype(np.float64)
     codes = np.zeros(x.shape, dtype=">i4")
     with np.errstate(invalid="ignore"):
-        codes[x >= OVERFLOW] = CODE_POS_INF
-        codes[x <= -OVERFLOW] = CODE_NEG_INF
-    codes[np.isnan(x)] = CODE_NAN
+        codes[x >= OVERFLOW] = positive
+        codes[x <= -OVERFLOW] = negative
+    codes[np.isnan(x)] = nan
     return codes
+
+
+def decode_nonfinite16(sums: np.ndarray) -> np.ndarray:
+    """Summed 16-bit codes (lane sums) back to floats, as decode_nonfinite decides."""
+    counts = sums.astype(np.int64)
+    positive, negative = counts & COUNT16_MASK, (counts >> 6) & COUNT16_MASK
+    out = np.full(counts.shape, np.nan)
+    out[(positive > 0) & (negative == 0)] = np.inf
+    out[(negative > 0) & (positive == 0)] = -np.inf
+    return out
 
 
 def decode_nonfinite(sums: np.ndarray) -> np.ndarray:
@@ -91,20 +142,36 @@ def decode_nonfinite(sums: np.ndarray) -> np.ndarray:
     return out
 
 
-def error_bound(wire_exponent: int, world_size: int) -> float:
+def error_bound(wire_exponent: int, world_size: int, bits: int = 32) -> float:
     """Largest absolute error of a summed value in a block with agreed `wire_exponent` (inf if non-finite)."""
     if wire_exponent == EXP_NONFINITE:
         return np.inf
-    return world_size / (2.0 * scale(wire_exponent - EXP_BIAS, world_size))
+    return world_size / (2.0 * scale(wire_exponent - EXP_BIAS, world_size, bits))
 
 
-def dequantize(sums: np.ndarray, wire_exponents: np.ndarray, world_size: int) -> np.ndarray:
-    """(chunks, K) integer sums and their agreed wire exponents back to float64 sums."""
+def dequantize(sums: np.ndarray, wire_exponents: np.ndarray, world_size: int, bits: int = 32) -> np.ndarray:
+    """(chunks, K) summed words and their agreed wire exponents back to (chunks, K * lanes) float64 sums."""
     finite = wire_exponents != EXP_NONFINITE
     exponents = np.where(finite, wire_exponents - EXP_BIAS, 0).astype(np.float64)
-    scales = (INT32_MAX // world_size) / np.exp2(exponents)
+    scales = levels(world_size, bits) / np.exp2(exponents)
+    values = sums if bits == 32 else unpack_pairs(sums)
     # times 1/S, not divided by S: one multiplication per element (the C engine's too, bit for bit)
-    out = sums.astype(np.float64) * (1.0 / scales)[:, None]
+    out = values.astype(np.float64) * (1.0 / scales)[:, None]
     if not finite.all():
-        out[~finite] = decode_nonfinite(sums[~finite])
+        decode = decode_nonfinite if bits == 32 else decode_nonfinite16
+        out[~finite] = decode(values[~finite])
     return out
+
+
+def bfloat16_to_float32(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 values held as their uint16 bit patterns (numpy has no bfloat16), widened exactly."""
+    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def float_to_bfloat16(values: np.ndarray) -> np.ndarray:
+    """float64 (or float32) values rounded to bfloat16 bit patterns: to float32 first (numpy's cast),
+    then to nearest, ties to even, NaN as 0x7FC0: torch's own conversion of that float32."""
+    with np.errstate(over="ignore"):  # beyond float32's range is Inf, as torch rounds it
+        wide = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    rounded = (wide + np.uint32(0x7FFF) + ((wide >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    return np.where(np.isnan(values), np.uint32(0x7FC0), rounded).astype(np.uint16)

@@ -2,8 +2,10 @@
 
 Every rank can generate every rank's input (seeded by rank), so each worker
 checks its own result against numpy's sum without any extra communication:
-int32 must be exact; float32 must lie within the quantization bound of
-docs/protocol.md, computed from the exponents the switch must have agreed.
+int32 must be exact; floats must lie within the quantization bound of
+docs/protocol.md (at the call's wire width), computed from the exponents the
+switch must have agreed. bfloat16, which numpy lacks, is its bit patterns in
+uint16 arrays (hostlib.quantize), as the communicator takes it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,30 @@ from contracts.protocol import EXP_NONFINITE
 from hostlib import quantize as q
 
 RELEASE = np.zeros(1, dtype=np.int32)  # the untimed all-reduce that starts a timed call on every rank
+HALF_DTYPES = ("float16", "bfloat16")  # what the torch backend sends at 16 bits by default
+ITEMSIZE = {"int32": 4, "float32": 4, "float16": 2, "bfloat16": 2}  # bytes per element of each dtype
+
+
+def call_options(dtype: str, wire_bits: int = 32) -> dict[str, object]:
+    """Communicator.allreduce's keywords for a dtype: bfloat16's name, and `wire_bits` for 16-bit
+    dtypes (float32 and int32 always travel at 32)."""
+    options: dict[str, object] = {"wire_bits": wire_bits if dtype in HALF_DTYPES else 32}
+    if dtype == "bfloat16":
+        options["logical_dtype"] = "bfloat16"
+    return options
+
+
+def as_float64(values: np.ndarray, dtype: str) -> np.ndarray:
+    """A tensor of `dtype` (bfloat16: bit patterns) as float64."""
+    return (q.bfloat16_to_float32(values) if dtype == "bfloat16" else values).astype(np.float64)
+
+
+def _float_info(dtype: str) -> tuple[float, float]:
+    """(eps, smallest subnormal) of a float dtype."""
+    if dtype == "bfloat16":
+        return 2.0**-7, 2.0**-133
+    info = np.finfo(dtype)
+    return float(info.eps), float(info.smallest_subnormal)
 
 
 @dataclass(frozen=True)
@@ -40,59 +66,74 @@ def make_input(rank: int, elements: int, dtype: str, iteration: int = 0) -> np.n
     if dtype == "int32":
         return rng.integers(-(2**31), 2**31, size=elements, dtype=np.int64).astype(np.int32)
     magnitudes = 10.0 ** rng.uniform(-6, 2, size=elements)
-    return (rng.standard_normal(elements) * magnitudes).astype(dtype)
+    values = rng.standard_normal(elements) * magnitudes
+    return q.float_to_bfloat16(values) if dtype == "bfloat16" else values.astype(dtype)
 
 
 def expected_sum(world: int, elements: int, dtype: str, iteration: int = 0) -> np.ndarray:
     inputs = [make_input(rank, elements, dtype, iteration) for rank in range(world)]
     if dtype == "int32":
         return np.sum(inputs, axis=0, dtype=np.int64).astype(np.int64).astype(np.int32)
-    return np.sum([x.astype(np.float64) for x in inputs], axis=0)
+    return np.sum([as_float64(x, dtype) for x in inputs], axis=0)
 
 
-def float_bound(world: int, elements: int, dtype: str, k: int, iteration: int = 0) -> np.ndarray:
-    """Per element, N/(2S) with S from the maximum wire exponent of its chunk of K over all ranks."""
+def float_bound(
+    world: int, elements: int, dtype: str, k: int, iteration: int = 0, bits: int = 32
+) -> np.ndarray:
+    """Per element, N/(2S) with S from the maximum wire exponent of its chunk (K values, 2K at 16 bits)
+    over all ranks."""
+    block = k * q.lanes(bits)
     exps = np.max(
         [
-            q.wire_exponents(q.as_chunks(make_input(r, elements, dtype, iteration).astype(np.float32), k))
+            q.wire_exponents(q.as_chunks(as_float64(make_input(r, elements, dtype, iteration), dtype), block))
             for r in range(world)
         ],
         axis=0,
     )
     assert not np.any(exps == EXP_NONFINITE), "make_input never makes a non-finite block"
-    per_chunk = np.array([q.error_bound(int(e), world) for e in exps])
-    return np.repeat(per_chunk, k)[:elements]
+    per_chunk = np.array([q.error_bound(int(e), world, bits) for e in exps])
+    return np.repeat(per_chunk, block)[:elements]
 
 
 def check(
-    result: np.ndarray, world: int, elements: int, dtype: str, iteration: int = 0, *, k: int
+    result: np.ndarray, world: int, elements: int, dtype: str, iteration: int = 0, *, k: int, bits: int = 32
 ) -> tuple[bool, float, float]:
-    """(ok, max error, max bound) of one result; `k` is the job's values per packet (its block size)."""
+    """(ok, max error, max bound) of one result; `k` is the job's values per packet and `bits` the call's
+    wire width (together, its block size)."""
     want = expected_sum(world, elements, dtype, iteration)
     if dtype == "int32":
         return bool(np.array_equal(result, want)), 0.0, 0.0
-    error = np.abs(result.astype(np.float64) - want)
-    bound = float_bound(world, elements, dtype, k, iteration)
-    # The sum is rounded once more to the input's dtype on the way out: half an ulp.
-    bound = bound + np.abs(want) * float(np.finfo(dtype).eps) / 2 + float(np.finfo(dtype).smallest_subnormal)
+    error = np.abs(as_float64(result, dtype) - want)
+    bound = float_bound(world, elements, dtype, k, iteration, bits)
+    # The sum is rounded once more to the input's dtype on the way out: half an ulp (bfloat16: through
+    # float32, whose rounding adds its own half ulp).
+    eps, subnormal = _float_info(dtype)
+    bound = bound + np.abs(want) * (eps / 2 + (2.0**-24 if dtype == "bfloat16" else 0.0)) + subnormal
     return bool(np.all(error <= bound)), float(error.max(initial=0.0)), float(bound.max(initial=0.0))
 
 
 def check_float_sum(
-    result: np.ndarray, world: int, elements: int, dtype: str, iteration: int = 0, *, k: int = 0
+    result: np.ndarray,
+    world: int,
+    elements: int,
+    dtype: str,
+    iteration: int = 0,
+    *,
+    k: int = 0,
+    bits: int = 32,
 ) -> tuple[bool, float, float]:
     """(ok, max error, max bound) of a baseline's sum computed in the input's own float type.
 
     A sum of N terms rounded at every step, in any order (a ring's), is off
     by at most (N-1)·eps·Σ|x| per element; with cancellation that exceeds
-    what `check` allows for p4reduce, whose fixed-point sum is exact. (`k` is
-    accepted for `check`'s signature and unused.)
+    what `check` allows for p4reduce, whose fixed-point sum is exact. (`k` and
+    `bits` are accepted for `check`'s signature and unused.)
     """
-    inputs = [make_input(rank, elements, dtype, iteration).astype(np.float64) for rank in range(world)]
+    inputs = [as_float64(make_input(rank, elements, dtype, iteration), dtype) for rank in range(world)]
     want = np.sum(inputs, axis=0)
-    eps = float(np.finfo(dtype).eps)
-    bound = (world - 1) * eps * np.sum(np.abs(inputs), axis=0) + float(np.finfo(dtype).smallest_subnormal)
-    error = np.abs(result.astype(np.float64) - want)
+    eps, subnormal = _float_info(dtype)
+    bound = (world - 1) * eps * np.sum(np.abs(inputs), axis=0) + subnormal
+    error = np.abs(as_float64(result, dtype) - want)
     return bool(np.all(error <= bound)), float(error.max(initial=0.0)), float(bound.max(initial=0.0))
 
 

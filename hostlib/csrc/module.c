@@ -36,6 +36,7 @@ static int itemsize_of(int dtype) {
     case P4R_FLOAT32:
         return 4;
     case P4R_FLOAT16:
+    case P4R_BFLOAT16:
         return 2;
     case P4R_FLOAT64:
         return 8;
@@ -48,16 +49,20 @@ static int valid_k(int k) { return k == 32 || k == 64 || k == 128 || k == 256 ||
 
 static int Plan_init(PlanObject *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"kind", "input", "input_dtype", "output", "output_dtype", "values_per_packet",
-                            "world_size", "average", "raise_nonfinite", NULL};
-    int kind, input_dtype, output_dtype, k, world_size, average, raise_nonfinite;
+                            "world_size", "average", "raise_nonfinite", "bits", NULL};
+    int kind, input_dtype, output_dtype, k, world_size, average, raise_nonfinite, bits = 32;
     PyObject *input, *output;
     if (self->initialised) {
         PyErr_SetString(PyExc_RuntimeError, "a plan is initialised once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iOiOiiipp", names, &kind, &input, &input_dtype, &output,
-                                     &output_dtype, &k, &world_size, &average, &raise_nonfinite))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iOiOiiipp|i", names, &kind, &input, &input_dtype, &output,
+                                     &output_dtype, &k, &world_size, &average, &raise_nonfinite, &bits))
         return -1;
+    if (bits != 32 && !(bits == 16 && kind == P4R_PLAN_FLOAT)) {
+        PyErr_Format(PyExc_ValueError, "the wire carries 32 bits per value, or 16 for floats; not %d", bits);
+        return -1;
+    }
     if (!valid_k(k)) {
         PyErr_Format(PyExc_ValueError, "values per packet must be 32, 64, 128, 256, 512 or 1024, not %d", k);
         return -1;
@@ -68,7 +73,8 @@ static int Plan_init(PlanObject *self, PyObject *args, PyObject *kwargs) {
     }
     int inputs_ok = (kind == P4R_PLAN_INT && input_dtype == P4R_INT32 &&
                      (output_dtype == P4R_INT32 || output_dtype == P4R_NONE)) ||
-                    (kind == P4R_PLAN_FLOAT && (input_dtype == P4R_FLOAT32 || input_dtype == P4R_FLOAT16) &&
+                    (kind == P4R_PLAN_FLOAT &&
+                     (input_dtype == P4R_FLOAT32 || input_dtype == P4R_FLOAT16 || input_dtype == P4R_BFLOAT16) &&
                      output_dtype != P4R_INT32) ||
                     (kind == P4R_PLAN_REFUSED && output_dtype == P4R_NONE);
     if (!inputs_ok || (output_dtype != P4R_NONE && itemsize_of(output_dtype) == 0)) {
@@ -102,7 +108,7 @@ static int Plan_init(PlanObject *self, PyObject *args, PyObject *kwargs) {
     }
     if (p4r_plan_init(&self->plan, kind, input_dtype, self->has_input ? self->input.buf : NULL, output_dtype,
                       self->has_output ? self->output.buf : NULL, (size_t)size, k, world_size, average,
-                      raise_nonfinite)) {
+                      raise_nonfinite, bits)) {
         PyErr_NoMemory();
         return -1;
     }
@@ -166,7 +172,7 @@ static PyTypeObject PlanType = {
     .tp_basicsize = sizeof(PlanObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "Plan(kind, input, input_dtype, output, output_dtype, values_per_packet, world_size, "
-              "average, raise_nonfinite): one call's buffers and what each use carries",
+              "average, raise_nonfinite, bits=32): one call's buffers and what each use carries",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Plan_init,
     .tp_dealloc = (destructor)Plan_dealloc,
@@ -593,7 +599,8 @@ PyMODINIT_FUNC PyInit__native(void) {
         {"CODE_POS_INF", P4R_CODE_POS_INF}, {"CODE_NEG_INF", P4R_CODE_NEG_INF}, {"CODE_NAN", P4R_CODE_NAN},
         {"PLAN_INT", P4R_PLAN_INT}, {"PLAN_FLOAT", P4R_PLAN_FLOAT}, {"PLAN_REFUSED", P4R_PLAN_REFUSED},
         {"NONE", P4R_NONE}, {"INT32", P4R_INT32}, {"FLOAT32", P4R_FLOAT32}, {"FLOAT16", P4R_FLOAT16},
-        {"FLOAT64", P4R_FLOAT64}, {"ERR_MISMATCH", P4R_ERR_MISMATCH}, {"ERR_ABANDONED", P4R_ERR_ABANDONED},
+        {"FLOAT64", P4R_FLOAT64}, {"BFLOAT16", P4R_BFLOAT16}, {"CODE16_POS_INF", P4R_CODE16_POS_INF},
+        {"CODE16_NEG_INF", P4R_CODE16_NEG_INF}, {"CODE16_NAN", P4R_CODE16_NAN}, {"ERR_MISMATCH", P4R_ERR_MISMATCH}, {"ERR_ABANDONED", P4R_ERR_ABANDONED},
         {"ERR_TIMEOUT", P4R_ERR_TIMEOUT}, {"ERR_EXTERNAL", P4R_ERR_EXTERNAL}, {"ERR_MEMORY", P4R_ERR_MEMORY},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {

@@ -9,7 +9,7 @@
 #include "quantize.h"
 
 int p4r_plan_init(struct p4r_plan *plan, int kind, int input, const void *in, int output, void *out,
-                  size_t size, int k, int world_size, int average, int raise_nonfinite) {
+                  size_t size, int k, int world_size, int average, int raise_nonfinite, int bits) {
     memset(plan, 0, sizeof *plan);
     plan->kind = kind;
     plan->input = input;
@@ -17,7 +17,9 @@ int p4r_plan_init(struct p4r_plan *plan, int kind, int input, const void *in, in
     plan->in = in;
     plan->out = out;
     plan->size = kind == P4R_PLAN_REFUSED ? 0 : size;
-    plan->count = (plan->size + (size_t)k - 1) / (size_t)k;
+    plan->bits = kind == P4R_PLAN_FLOAT && bits == 16 ? 16 : 32;
+    plan->block = plan->bits == 16 ? 2 * k : k;
+    plan->count = (plan->size + (size_t)plan->block - 1) / (size_t)plan->block;
     plan->k = k;
     plan->world_size = world_size;
     plan->average = average;
@@ -33,11 +35,17 @@ int p4r_plan_init(struct p4r_plan *plan, int kind, int input, const void *in, in
             p4r_plan_free(plan);
             return -1;
         }
+        size_t block = (size_t)plan->block;
         for (size_t c = 0; c < plan->count; c++) {
-            size_t start = c * (size_t)k;
-            int n = (int)(plan->size - start < (size_t)k ? plan->size - start : (size_t)k);
-            plan->local[c] = input == P4R_FLOAT16 ? p4r_exponent_f16((const uint16_t *)in + start, n)
-                                                  : p4r_exponent_f32((const float *)in + start, n);
+            size_t start = c * block;
+            int n = (int)(plan->size - start < block ? plan->size - start : block);
+            if (input == P4R_FLOAT16) {
+                plan->local[c] = p4r_exponent_f16((const uint16_t *)in + start, n);
+            } else if (input == P4R_BFLOAT16) {
+                plan->local[c] = p4r_exponent_bf16((const uint16_t *)in + start, n);
+            } else {
+                plan->local[c] = p4r_exponent_f32((const float *)in + start, n);
+            }
         }
     }
     return 0;
@@ -83,8 +91,29 @@ P4R_VECTORIZED static void wire_to_int(const uint8_t *wire, int n, int average, 
 
 /* Elements of chunk c that are real (the last chunk may be short; the rest is zero padding). */
 static int chunk_length(const struct p4r_plan *plan, size_t c) {
-    size_t start = c * (size_t)plan->k;
-    return plan->size - start < (size_t)plan->k ? (int)(plan->size - start) : plan->k;
+    size_t start = c * (size_t)plan->block;
+    return plan->size - start < (size_t)plan->block ? (int)(plan->size - start) : plan->block;
+}
+
+/* The quantizer for an input dtype and wire format; the input dtypes are checked at init. */
+static void quantize_chunk(const struct p4r_plan *plan, size_t start, int n, uint8_t agreed, uint8_t local,
+                           uint8_t *values) {
+    int k = plan->k, world = plan->world_size;
+    if (plan->input == P4R_FLOAT32) {
+        const float *x = (const float *)plan->in + start;
+        if (plan->bits == 16) {
+            p4r_quantize16_f32(x, n, k, agreed, local, world, values);
+        } else {
+            p4r_quantize_f32(x, n, k, agreed, local, world, values);
+        }
+        return;
+    }
+    const uint16_t *x = (const uint16_t *)plan->in + start;
+    if (plan->input == P4R_FLOAT16) {
+        (plan->bits == 16 ? p4r_quantize16_f16 : p4r_quantize_f16)(x, n, k, agreed, local, world, values);
+    } else {
+        (plan->bits == 16 ? p4r_quantize16_bf16 : p4r_quantize_bf16)(x, n, k, agreed, local, world, values);
+    }
 }
 
 uint8_t p4r_plan_payload(struct p4r_plan *plan, long use, uint8_t agreed_exp, uint8_t *values) {
@@ -102,15 +131,9 @@ uint8_t p4r_plan_payload(struct p4r_plan *plan, long use, uint8_t agreed_exp, ui
     /* float: uses 0 .. W-1 prime the slots; use u >= W carries chunk u - W and announces chunk u */
     size_t announce = (size_t)use;
     if (use >= plan->slots) {
-        size_t c = (size_t)(use - plan->slots), start = c * (size_t)k;
-        int n = chunk_length(plan, c);
+        size_t c = (size_t)(use - plan->slots), start = c * (size_t)plan->block;
         plan->agreed[c] = agreed_exp;
-        uint8_t local = plan->local[c];
-        if (plan->input == P4R_FLOAT16) {
-            p4r_quantize_f16((const uint16_t *)plan->in + start, n, k, agreed_exp, local, plan->world_size, values);
-        } else {
-            p4r_quantize_f32((const float *)plan->in + start, n, k, agreed_exp, local, plan->world_size, values);
-        }
+        quantize_chunk(plan, start, chunk_length(plan, c), agreed_exp, plan->local[c], values);
         announce = c + (size_t)plan->slots;
     } else {
         memset(values, 0, (size_t)k * 4);
@@ -128,15 +151,21 @@ void p4r_plan_deliver(struct p4r_plan *plan, long use, const uint8_t *values) {
         return;
     }
     if (use < plan->slots) return; /* a priming use carries no values */
-    size_t c = (size_t)(use - plan->slots), start = c * (size_t)k;
-    int n = chunk_length(plan, c);
+    size_t c = (size_t)(use - plan->slots), start = c * (size_t)plan->block;
+    int n = chunk_length(plan, c), world = plan->world_size, average = plan->average, wide = plan->bits == 32;
     uint8_t e = plan->agreed[c];
     if (plan->output == P4R_FLOAT32) {
-        p4r_dequantize_f32(values, n, e, plan->world_size, plan->average, (float *)plan->out + start);
+        float *out = (float *)plan->out + start;
+        (wide ? p4r_dequantize_f32 : p4r_dequantize16_f32)(values, n, e, world, average, out);
     } else if (plan->output == P4R_FLOAT16) {
-        p4r_dequantize_f16(values, n, e, plan->world_size, plan->average, (uint16_t *)plan->out + start);
+        uint16_t *out = (uint16_t *)plan->out + start;
+        (wide ? p4r_dequantize_f16 : p4r_dequantize16_f16)(values, n, e, world, average, out);
+    } else if (plan->output == P4R_BFLOAT16) {
+        uint16_t *out = (uint16_t *)plan->out + start;
+        (wide ? p4r_dequantize_bf16 : p4r_dequantize16_bf16)(values, n, e, world, average, out);
     } else if (plan->output == P4R_FLOAT64) {
-        p4r_dequantize_f64(values, n, e, plan->world_size, plan->average, (double *)plan->out + start);
+        double *out = (double *)plan->out + start;
+        (wide ? p4r_dequantize_f64 : p4r_dequantize16_f64)(values, n, e, world, average, out);
     }
 }
 

@@ -9,18 +9,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum p4r_dtype { P4R_NONE = 0, P4R_INT32 = 1, P4R_FLOAT32 = 2, P4R_FLOAT16 = 3, P4R_FLOAT64 = 4 };
+/* BFLOAT16: bfloat16 bit patterns (uint16), as torch holds them. */
+enum p4r_dtype { P4R_NONE = 0, P4R_INT32 = 1, P4R_FLOAT32 = 2, P4R_FLOAT16 = 3, P4R_FLOAT64 = 4, P4R_BFLOAT16 = 5 };
 enum p4r_plan_kind { P4R_PLAN_INT = 1, P4R_PLAN_FLOAT = 2, P4R_PLAN_REFUSED = 3 };
 
 struct p4r_plan {
     int kind;
     int input;  /* enum p4r_dtype of `in` */
-    int output; /* enum p4r_dtype of `out`: int32 for int plans; float32, float16 or float64 for floats */
+    int output; /* enum p4r_dtype of `out`: int32 for int plans; float32, float16, bfloat16 or float64 */
     const void *in;
     void *out;
     size_t size;  /* elements */
-    size_t count; /* chunks of k */
+    size_t count; /* chunks of `block` elements */
     int k, world_size, average, raise_nonfinite;
+    int bits;  /* the wire format: 32, or 16 (floats: two values per word) */
+    int block; /* elements per chunk: k, or 2k at 16 bits */
     int slots;    /* W, once started */
     long uses;
     uint8_t *local;  /* per chunk: the wire exponent it announces (float plans) */
@@ -30,7 +33,7 @@ struct p4r_plan {
 /* Sets up a plan over caller-owned buffers; returns 0, or -1 when out of memory. Float plans
  * compute every chunk's exponent here. */
 int p4r_plan_init(struct p4r_plan *plan, int kind, int input, const void *in, int output, void *out,
-                  size_t size, int k, int world_size, int average, int raise_nonfinite);
+                  size_t size, int k, int world_size, int average, int raise_nonfinite, int bits);
 void p4r_plan_free(struct p4r_plan *plan);
 
 int p4r_plan_width(const struct p4r_plan *plan, int slots);
@@ -39,7 +42,7 @@ void p4r_plan_start(struct p4r_plan *plan, int width);
 /* Use `use`'s K values (big-endian) into `values`; returns the exponent its header carries. */
 uint8_t p4r_plan_payload(struct p4r_plan *plan, long use, uint8_t agreed_exp, uint8_t *values);
 
-/* The result of `use`: values is K big-endian int32 sums. */
+/* The result of `use`: values is K big-endian int32 sums (words of two lane sums at 16 bits). */
 void p4r_plan_deliver(struct p4r_plan *plan, long use, const uint8_t *values);
 
 /* Chunks whose agreed exponent said non-finite; the first's index in *first. */

@@ -47,9 +47,21 @@ P4R_VECTORIZED uint8_t p4r_exponent_f16(const uint16_t *x, int n) {
     return wire_of_peak(p4r_half_to_double(peak));
 }
 
+P4R_VECTORIZED uint8_t p4r_exponent_bf16(const uint16_t *x, int n) {
+    uint16_t peak = 0;
+    for (int i = 0; i < n; i++) {
+        uint16_t bits = x[i] & 0x7FFFu;
+        peak = bits > peak ? bits : peak;
+    }
+    if (peak >= (OVERFLOW_BITS_F32 >> 16)) return P4R_EXP_NONFINITE; /* NaN, Inf or >= 2^126 */
+    return wire_of_peak(p4r_bf16_to_double(peak));
+}
+
 double p4r_scale(int exponent, int world_size) {
     return (double)(2147483647 / world_size) / ldexp(1.0, exponent);
 }
+
+double p4r_scale16(int exponent, int world_size) { return (double)(32767 / world_size) / ldexp(1.0, exponent); }
 
 /* np.rint(y).astype(int32) on x86-64: round half to even, then cvttsd2si's INT32_MIN for NaN and
  * out-of-range values. Adding and subtracting 1.5 * 2^52 rounds any |y| < 2^51 to an integer in the
@@ -64,6 +76,13 @@ static uint32_t nonfinite_code(double x) {
     if (isnan(x)) return P4R_CODE_NAN;
     if (x >= 0x1p126) return P4R_CODE_POS_INF;
     if (x <= -0x1p126) return P4R_CODE_NEG_INF;
+    return 0;
+}
+
+static uint32_t nonfinite_code16(double x) {
+    if (isnan(x)) return P4R_CODE16_NAN;
+    if (x >= 0x1p126) return P4R_CODE16_POS_INF;
+    if (x <= -0x1p126) return P4R_CODE16_NEG_INF;
     return 0;
 }
 
@@ -100,6 +119,64 @@ P4R_VECTORIZED void p4r_quantize_f16(const uint16_t *x, int n, int k, uint8_t wi
     QUANTIZE_CHUNK(p4r_half_to_double(x[i]));
 }
 
+P4R_VECTORIZED void p4r_quantize_bf16(const uint16_t *x, int n, int k, uint8_t wire_exponent, uint8_t local_exponent,
+                                      int world_size, uint8_t *wire) {
+    QUANTIZE_CHUNK(p4r_bf16_to_double(x[i]));
+}
+
+/* Two int32 q (each inside int16 unless a switch lied) as one word, hi * 2^16 + lo, wrapping. */
+static inline uint32_t pair_word(int32_t hi, int32_t lo) { return ((uint32_t)hi << 16) + (uint32_t)lo; }
+
+/* QUANTIZE_CHUNK at 16 bits: Q(i) is element i's int32 (0 past n), paired into word i / 2. The full pairs
+ * are a loop of their own so that it vectorizes; an odd n leaves one high lane with a zero low lane. */
+#define QUANTIZE16_PAIRS(Q)                                                                      \
+    do {                                                                                         \
+        size_t pairs = (size_t)n / 2;                                                            \
+        for (size_t j = 0; j < pairs; j++) p4r_store32(wire + 4 * j, pair_word(Q(2 * j), Q(2 * j + 1))); \
+        if (n & 1) p4r_store32(wire + 4 * pairs, pair_word(Q((size_t)n - 1), 0));                \
+        size_t filled = ((size_t)n + 1) / 2;                                                     \
+        memset(wire + 4 * filled, 0, ((size_t)k - filled) * 4);                                  \
+    } while (0)
+
+#define QUANTIZE16_CHUNK()                                                                       \
+    do {                                                                                         \
+        if (wire_exponent == P4R_EXP_NONFINITE) {                                                \
+            QUANTIZE16_PAIRS(CODE16_OF);                                                         \
+            return;                                                                              \
+        }                                                                                        \
+        double s = p4r_scale16((int)wire_exponent - P4R_EXP_BIAS, world_size);                   \
+        if (local_exponent != P4R_EXP_NONFINITE && local_exponent <= wire_exponent) {            \
+            QUANTIZE16_PAIRS(IN_RANGE_OF);                                                       \
+        } else {                                                                                 \
+            QUANTIZE16_PAIRS(CHECKED_OF);                                                        \
+        }                                                                                        \
+    } while (0)
+
+#define CODE16_OF(i) ((int32_t)nonfinite_code16(LOAD_AT(i)))
+#define IN_RANGE_OF(i) rint_in_range(LOAD_AT(i) * s)
+#define CHECKED_OF(i) rint_to_int32(LOAD_AT(i) * s)
+
+#define LOAD_AT(i) ((double)x[i])
+P4R_VECTORIZED void p4r_quantize16_f32(const float *x, int n, int k, uint8_t wire_exponent, uint8_t local_exponent,
+                                       int world_size, uint8_t *wire) {
+    QUANTIZE16_CHUNK();
+}
+#undef LOAD_AT
+
+#define LOAD_AT(i) p4r_half_to_double(x[i])
+P4R_VECTORIZED void p4r_quantize16_f16(const uint16_t *x, int n, int k, uint8_t wire_exponent,
+                                       uint8_t local_exponent, int world_size, uint8_t *wire) {
+    QUANTIZE16_CHUNK();
+}
+#undef LOAD_AT
+
+#define LOAD_AT(i) p4r_bf16_to_double(x[i])
+P4R_VECTORIZED void p4r_quantize16_bf16(const uint16_t *x, int n, int k, uint8_t wire_exponent,
+                                        uint8_t local_exponent, int world_size, uint8_t *wire) {
+    QUANTIZE16_CHUNK();
+}
+#undef LOAD_AT
+
 /* hostlib.quantize.decode_nonfinite: NaN unless exactly one infinity's sign (and no NaN) was counted. */
 static double decode_code(uint32_t counts) {
     uint32_t positive = counts & 0xFF, negative = (counts >> 8) & 0xFF, nan = (counts >> 16) & 0xFF;
@@ -131,6 +208,80 @@ static double decode_code(uint32_t counts) {
 #define STORE_F64(v) (out[i] = (v))
 #define STORE_F32(v) (out[i] = (float)(v))
 #define STORE_F16(v) (out[i] = p4r_double_to_half(v))
+#define STORE_BF16(v) (out[i] = p4r_double_to_bf16(v))
+
+/* hostlib.quantize.decode_nonfinite16 of one lane sum. */
+static double decode_code16(int32_t counts) {
+    int positive = counts & 63, negative = (counts >> 6) & 63;
+    if (positive > 0 && negative == 0) return INFINITY;
+    if (negative > 0 && positive == 0) return -INFINITY;
+    return NAN;
+}
+
+/* The lane sums of a summed word (hostlib.quantize.unpack_pairs): lo is its low 16 bits as a signed
+ * number, hi what remains once lo is taken away. */
+static inline int32_t low_lane(uint32_t w) { return (int32_t)(int16_t)(uint16_t)w; }
+static inline int32_t high_lane(uint32_t w) { return (int32_t)(int16_t)(uint16_t)((w - (uint32_t)low_lane(w)) >> 16); }
+/* DEQUANTIZE_CHUNK at 16 bits: word j holds elements 2j (high lane) and 2j + 1 (low lane). The full
+ * words are a loop of their own so that it vectorizes; an odd n ends in a word's high lane alone. */
+#define DEQUANTIZE16_WORDS(VALUE, STORE)                                                         \
+    do {                                                                                         \
+        size_t words = (size_t)n / 2;                                                            \
+        for (size_t j = 0; j < words; j++) {                                                     \
+            uint32_t word = p4r_load32(wire + 4 * j);                                            \
+            size_t i = 2 * j;                                                                    \
+            STORE(VALUE(high_lane(word)));                                                       \
+            i = 2 * j + 1;                                                                       \
+            STORE(VALUE(low_lane(word)));                                                        \
+        }                                                                                        \
+        if (n & 1) {                                                                             \
+            size_t i = (size_t)n - 1;                                                            \
+            STORE(VALUE(high_lane(p4r_load32(wire + 4 * words))));                               \
+        }                                                                                        \
+    } while (0)
+
+#define DEQUANTIZE16_CHUNK(STORE)                                                                \
+    do {                                                                                         \
+        if (wire_exponent == P4R_EXP_NONFINITE) {                                                \
+            DEQUANTIZE16_WORDS(DECODED, STORE);                                                         \
+            return;                                                                              \
+        }                                                                                        \
+        double r = 1.0 / p4r_scale16((int)wire_exponent - P4R_EXP_BIAS, world_size), w = world_size; \
+        if (average) {                                                                           \
+            DEQUANTIZE16_WORDS(AVERAGED, STORE);                                                        \
+        } else {                                                                                 \
+            DEQUANTIZE16_WORDS(SUMMED, STORE);                                                          \
+        }                                                                                        \
+    } while (0)
+
+#define DECODED(lane) (average ? decode_code16(lane) / world_size : decode_code16(lane))
+#define SUMMED(lane) ((double)(lane) * r)
+#define AVERAGED(lane) ((double)(lane) * r / w)
+
+P4R_VECTORIZED void p4r_dequantize_bf16(const uint8_t *wire, int n, uint8_t wire_exponent, int world_size,
+                                        int average, uint16_t *out) {
+    DEQUANTIZE_CHUNK(STORE_BF16);
+}
+
+P4R_VECTORIZED void p4r_dequantize16_f64(const uint8_t *wire, int n, uint8_t wire_exponent, int world_size,
+                                         int average, double *out) {
+    DEQUANTIZE16_CHUNK(STORE_F64);
+}
+
+P4R_VECTORIZED void p4r_dequantize16_f32(const uint8_t *wire, int n, uint8_t wire_exponent, int world_size,
+                                         int average, float *out) {
+    DEQUANTIZE16_CHUNK(STORE_F32);
+}
+
+P4R_VECTORIZED void p4r_dequantize16_f16(const uint8_t *wire, int n, uint8_t wire_exponent, int world_size,
+                                         int average, uint16_t *out) {
+    DEQUANTIZE16_CHUNK(STORE_F16);
+}
+
+P4R_VECTORIZED void p4r_dequantize16_bf16(const uint8_t *wire, int n, uint8_t wire_exponent, int world_size,
+                                          int average, uint16_t *out) {
+    DEQUANTIZE16_CHUNK(STORE_BF16);
+}
 
 P4R_VECTORIZED void p4r_dequantize_f64(const uint8_t *wire, int n, uint8_t wire_exponent, int world_size, int average, double *out) {
     DEQUANTIZE_CHUNK(STORE_F64);
@@ -143,45 +294,4 @@ P4R_VECTORIZED void p4r_dequantize_f32(const uint8_t *wire, int n, uint8_t wire_
 P4R_VECTORIZED void p4r_dequantize_f16(const uint8_t *wire, int n, uint8_t wire_exponent, int world_size, int average,
                         uint16_t *out) {
     DEQUANTIZE_CHUNK(STORE_F16);
-}
-
-double p4r_half_to_double(uint16_t h) {
-    int sign = h >> 15, exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
-    double value;
-    if (exponent == 0) {
-        value = ldexp((double)mantissa, -24);
-    } else if (exponent == 31) {
-        value = mantissa ? NAN : INFINITY;
-    } else {
-        value = ldexp((double)(mantissa | 0x400), exponent - 25);
-    }
-    return sign ? -value : value;
-}
-
-/* Correctly rounded (to nearest, ties to even) from float64, as numpy's astype(float16): one
- * rounding, not two through float32. NaN keeps its sign and the top bits of its payload. */
-uint16_t p4r_double_to_half(double d) {
-    uint64_t bits;
-    memcpy(&bits, &d, 8);
-    uint16_t sign = (uint16_t)((bits >> 48) & 0x8000u);
-    uint64_t exponent = (bits >> 52) & 0x7FF, mantissa = bits & 0xFFFFFFFFFFFFFull;
-    if (exponent == 0x7FF) {
-        if (mantissa == 0) return sign | 0x7C00u;
-        uint16_t payload = (uint16_t)(mantissa >> 42);
-        return sign | 0x7C00u | (payload ? payload : 1u);
-    }
-    double magnitude = fabs(d);
-    if (magnitude >= 65520.0) return sign | 0x7C00u; /* rounds to Inf: 65504 + half an ulp and above */
-    if (magnitude < 0x1p-14) {
-        /* subnormal half: a multiple of 2^-24; scaling by a power of two is exact, rint rounds half-even */
-        return sign | (uint16_t)rint(magnitude * 0x1p24);
-    }
-    int e;
-    double m = frexp(magnitude, &e); /* magnitude = m * 2^e, 0.5 <= m < 1; half exponent = e - 1 */
-    double scaled = rint(ldexp(m, 11)); /* 11 significant bits: 1024 .. 2048 */
-    if (scaled == 2048.0) {
-        scaled = 1024.0;
-        e += 1;
-    }
-    return sign | (uint16_t)((e - 1 + 15) << 10) | ((uint16_t)scaled & 0x3FFu);
 }

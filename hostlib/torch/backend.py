@@ -6,8 +6,9 @@ methods. It owns two things per group:
 
 * a `Communicator` joined to a controller job of the group's ranks: all_reduce
   and reduce_scatter with SUM or AVG on CPU tensors of float32, float16,
-  bfloat16 or int32 go through the switch (CUDA tensors too, staged through
-  host memory by hostlib/torch/staging.py);
+  bfloat16 or int32 go through the switch (bfloat16 and float16 at 16 bits
+  per value unless `wire_bits` says 32); CUDA tensors too, staged through
+  host memory by hostlib/torch/staging.py;
 * a Gloo backend on the same store, registered as the group's CPU backend:
   every other collective (broadcast, all_gather, barrier, send/recv, other
   ops and dtypes) is torch's own ProcessGroup dispatching to it, so DDP,
@@ -223,7 +224,7 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
             return self._through_switch(what, tensor, op, finish)
         if self._staged is None:
             assert self.comm is not None, "only a group that joined its job sums through the switch"
-            self._staged = StagedSums(self.comm)
+            self._staged = StagedSums(self.comm, wire_bits=self.settings.wire_bits)
         self.collectives["switch", what] += 1
         self._last = self._staged.start(what, tensor, op, target, start)
         return self._last
@@ -233,14 +234,15 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
     ) -> dist.Work:
         """Start `tensor`'s sum (or average) through the switch; `finish(result)` writes it back."""
         flat = tensor.detach().reshape(-1)
-        logical = None
-        if flat.dtype == torch.bfloat16:  # numpy has no bfloat16: carried as float32 (exact), named bf16
-            flat, logical = flat.float(), "bfloat16"
+        logical, array = None, flat.numpy() if flat.dtype != torch.bfloat16 else None
+        if array is None:  # numpy has no bfloat16: its bit patterns, as uint16, under a bfloat16 descriptor
+            array, logical = flat.view(torch.int16).numpy().view(np.uint16), "bfloat16"
+        bits = self.settings.wire_bits if flat.dtype in (torch.bfloat16, torch.float16) else 32
         label = f"{what} of {tensor.numel()} × {str(tensor.dtype).removeprefix('torch.')}"
         self.collectives["switch", what] += 1
         assert self.comm is not None, "only a group that joined its job sums through the switch"
         try:
-            handle = self.comm.allreduce_async(flat.numpy(), op=op, logical_dtype=logical)  # type: ignore[arg-type]
+            handle = self.comm.allreduce_async(array, op=op, logical_dtype=logical, wire_bits=bits)  # type: ignore[arg-type]
         except Exception as error:
             return failed_work(label, error)
         self._last = SwitchWork(label, handle, finish)
@@ -302,9 +304,13 @@ def _flat(items: Sequence[object]) -> list[object]:
 
 
 def _write(target: torch.Tensor, values: np.ndarray) -> None:
-    """The switch's result into the caller's tensor (rounded to its dtype), as Gloo writes: not autograd's."""
+    """The switch's result into the caller's tensor (rounded to its dtype), as Gloo writes: not autograd's.
+    A bfloat16 result comes as its bit patterns (uint16)."""
+    result = torch.from_numpy(values)
+    if values.dtype == np.uint16:
+        result = result.view(torch.bfloat16)
     with torch.no_grad():
-        target.copy_(torch.from_numpy(values).view(target.shape))
+        target.copy_(result.view(target.shape))
 
 
 def _switch_op(tensors: Sequence[torch.Tensor], op: dist.ReduceOp) -> str | None:

@@ -25,6 +25,7 @@ ENV_JOIN_TIMEOUT = "P4REDUCE_JOIN_TIMEOUT"
 ENV_TOKEN = "P4REDUCE_TOKEN"
 ENV_REDUCE_SCATTER = "P4REDUCE_REDUCE_SCATTER"
 ENV_STRICT = "P4REDUCE_STRICT"
+ENV_WIRE_BITS = "P4REDUCE_WIRE_BITS"
 
 ReduceScatterRoute = Literal["switch", "gloo"]
 
@@ -49,6 +50,9 @@ class P4ReduceOptions:
     strict: when the ranks cannot all join the job (no controller, a refused join), raise instead of
         sending every collective through Gloo with one warning naming why (P4REDUCE_STRICT=1; default
         off).
+    wire_bits: bits per value on the wire for bfloat16 and float16 tensors (P4REDUCE_WIRE_BITS; default
+        16: two bytes per value, as a bf16 ring moves; 32 sends them as float32 is sent, with the
+        finer bound). float32 always travels at 32 bits and int32 exactly. Every rank must agree.
     """
 
     controller: str | None = None
@@ -59,6 +63,7 @@ class P4ReduceOptions:
     token: str | None = None
     reduce_scatter: ReduceScatterRoute | None = None
     strict: bool | None = None
+    wire_bits: int | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class Settings:
     token: str
     reduce_scatter: ReduceScatterRoute
     strict: bool = False
+    wire_bits: int = 16
 
 
 DEFAULT_PROGRESS_TIMEOUT = 10.0
@@ -120,7 +126,16 @@ def resolve(
         token=str(pick("token", ENV_TOKEN) or ""),
         reduce_scatter=route,  # type: ignore[arg-type]
         strict=bool(strict),
+        wire_bits=_wire_bits(pick("wire_bits", ENV_WIRE_BITS)),
     )
+
+
+def _wire_bits(value: str | float | None) -> int:
+    if value is None:
+        return 16
+    if str(value).strip() not in ("16", "32"):
+        raise ValueError(f"wire_bits ({ENV_WIRE_BITS}) must be 16 or 32, not {value!r}")
+    return int(str(value).strip())
 
 
 def _flag(value: str, name: str) -> bool:

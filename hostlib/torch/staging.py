@@ -44,6 +44,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import Protocol
 
+import numpy as np
 import torch
 
 from hostlib.communicator import Communicator, Handle
@@ -51,12 +52,13 @@ from hostlib.torch.work import SwitchWork
 
 __all__ = ["PIECE_ELEMENTS", "CudaLanes", "HostLanes", "StagedSums", "StagedWork", "piece_bounds"]
 
-# 2 MB of float32 per piece: long enough on the wire to hide a copy, short enough to start soon. A
-# multiple of every K (32 .. 1024), so that pieces end on block boundaries and the sums are the CPU
-# path's bit for bit; not a power of two, so that a collective of exactly this size (the cut's blind
-# spot, above) is rare. Twice it stays within one call of the host library (2^24 - 1 elements and
-# 65536 packets: 2,064,384 elements at K = 32).
-PIECE_ELEMENTS = 513 * 1024
+# 4 MB of float32 per piece: long enough on the wire to hide a copy, short enough to start soon. A
+# multiple of every block (K = 32 .. 1024 values, 2K at 16 bits), so that pieces end on block boundaries
+# and the sums are the CPU path's bit for bit; not a power of two, so that a collective of exactly this
+# size (the cut's blind spot, above) is rare. A last piece (at most twice this) stays within one call
+# of the host library: 2^24 - 1 elements and 65536 packets, 2,064,384 elements at K = 32 with the
+# largest pool's priming.
+PIECE_ELEMENTS = 504 * 2048
 
 
 def piece_bounds(total: int, piece: int = PIECE_ELEMENTS) -> list[tuple[int, int]]:
@@ -66,6 +68,12 @@ def piece_bounds(total: int, piece: int = PIECE_ELEMENTS) -> list[tuple[int, int
         return [(0, total)] if total else []
     cuts = list(range(0, total - piece, piece))  # the last start leaves more than `piece` behind it
     return [(start, min(start + piece, total)) for start in cuts[:-1]] + [(cuts[-1], total)]
+
+
+def _numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A host tensor as numpy, sharing its memory; int16 (bfloat16's bits) as uint16, as hostlib wants."""
+    array = tensor.numpy()
+    return array.view(np.uint16) if array.dtype == np.int16 else array
 
 
 class Lanes(Protocol):
@@ -222,9 +230,11 @@ class _Pieces:
 class StagedSums:
     """A group's sums of device tensors: one staging thread starts the pieces' all-reduces in call order."""
 
-    def __init__(self, comm: Communicator, piece: int = PIECE_ELEMENTS) -> None:
+    def __init__(self, comm: Communicator, piece: int = PIECE_ELEMENTS, wire_bits: int = 16) -> None:
+        """`wire_bits`: for float16 and bfloat16 pieces, as the group's setting (float32 and int32: 32)."""
         self._comm = comm
         self._piece = piece
+        self._wire_bits = wire_bits
         self._stager = ThreadPoolExecutor(1, thread_name_prefix="p4reduce-staging")
         self._lanes: dict[torch.device, Lanes] = {}
 
@@ -279,7 +289,8 @@ class StagedSums:
         for (begin, end), (host, landed) in zip(bounds, staged, strict=True):
             try:  # readied while the piece before is on the wire
                 lanes.reached(landed)
-                carried = host.float() if host.dtype == torch.bfloat16 else host  # numpy has no bfloat16
+                # numpy has no bfloat16: its bit patterns go as uint16, under a bfloat16 descriptor
+                carried = host.view(torch.int16) if host.dtype == torch.bfloat16 else host
                 result = lanes.host_buffer(end - begin, carried.dtype)
             except BaseException as error:  # the work must end, with this error, whatever it is
                 failed = failed or self._ended(in_flight)
@@ -292,11 +303,13 @@ class StagedSums:
                 pieces.one_ended()  # skipped: the error is already the work's
                 continue
             try:
+                sixteen = host.dtype in (torch.bfloat16, torch.float16)
                 handle = self._comm.allreduce_async(
-                    carried.numpy(),
-                    result.numpy(),
-                    op=op,
-                    logical_dtype="bfloat16" if host.dtype == torch.bfloat16 else None,  # type: ignore[arg-type]
+                    _numpy(carried),
+                    _numpy(result),
+                    op=op,  # type: ignore[arg-type]
+                    logical_dtype="bfloat16" if host.dtype == torch.bfloat16 else None,
+                    wire_bits=self._wire_bits if sixteen else 32,  # type: ignore[arg-type]
                 )
             except BaseException as error:
                 pieces.one_ended(error)
@@ -337,9 +350,7 @@ class StagedSums:
             handle.wait()
             low, high = max(begin, start), min(end, start + out.numel())
             if low < high:
-                kept = result[low - begin : high - begin]
-                if kept.dtype != out.dtype:  # bfloat16, carried as float32: rounded as the CPU path rounds
-                    kept = lanes.host_buffer(high - low, out.dtype).copy_(kept)
+                kept = result[low - begin : high - begin].view(out.dtype)  # bfloat16 came back as its bits
                 lanes.copy_in(out[low - start : high - start], kept)
         except BaseException as error:
             pieces.one_ended(error)

@@ -131,17 +131,23 @@ def make_plan(kind: str, flat: np.ndarray, descriptor: Descriptor, k: int, world
 def plans_for(
     kind: str, k: int, world: int, inputs: Sequence[np.ndarray], **options: object
 ) -> list[tuple[Any, int]]:
-    """One call's (plan, descriptor) per rank, from each rank's input array (`op=`, `nonfinite=`)."""
+    """One call's (plan, descriptor) per rank, from each rank's input array (`op=`, `nonfinite=`, `bits=`;
+    uint16 arrays are bfloat16 bit patterns)."""
     out = []
     for array in inputs:
         dtype = {
             np.dtype(np.int32): DType.INT32,
             np.dtype(np.float32): DType.FLOAT32,
             np.dtype(np.float16): DType.FLOAT16,
+            np.dtype(np.uint16): DType.BFLOAT16,
         }[array.dtype]
         descriptor = Descriptor(
-            dtype, options.get("op", Op.SUM), options.get("nonfinite", NonFinite.PROPAGATE), array.size
-        )  # type: ignore[arg-type]
+            dtype,
+            options.get("op", Op.SUM),  # type: ignore[arg-type]
+            options.get("nonfinite", NonFinite.PROPAGATE),  # type: ignore[arg-type]
+            array.size,
+            options.get("bits", 32),  # type: ignore[arg-type]
+        )
         out.append((make_plan(kind, array, descriptor, k, world), descriptor.encode()))
     return out
 

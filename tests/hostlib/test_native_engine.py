@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from contracts import protocol
-from contracts.protocol import EXP_BIAS, HEADER_BYTES, MsgType, payload_bytes
+from contracts.protocol import EXP_BIAS, EXP_NONFINITE, HEADER_BYTES, MsgType, payload_bytes
 from hostlib import Communicator, JobSpec, reduction
 from hostlib import engine as spec_engine
 from hostlib import quantize as q
@@ -60,6 +60,9 @@ def test_the_native_constants_are_the_protocols_and_the_specifications() -> None
     assert (_native.CODE_POS_INF, _native.CODE_NEG_INF, _native.CODE_NAN) == (
         q.CODE_POS_INF, q.CODE_NEG_INF, q.CODE_NAN,
     )  # fmt: skip
+    assert (_native.CODE16_POS_INF, _native.CODE16_NEG_INF, _native.CODE16_NAN) == (
+        q.CODE16_POS_INF, q.CODE16_NEG_INF, q.CODE16_NAN,
+    )  # fmt: skip
     assert max(protocol.SUPPORTED_VALUES_PER_PACKET) == 1024  # the C side's largest K (P4R_MAX_VALUES)
 
 
@@ -88,6 +91,32 @@ def test_the_engines_agree_through_the_switch_under_faults(
         results = fabric.run(fabric.plans(inputs, op=op))
         assert all(isinstance(r, np.ndarray) for r in results), results
         assert all(r.tobytes() == results[0].tobytes() for r in results), "every rank decodes the same"
+        fabric.drain(0.1)
+
+
+@pytest.mark.parametrize(
+    ("world", "pool", "k", "dtype", "faults"),
+    [
+        (4, 16, 64, "float32", dict(drop=0.05, duplicate=0.05)),
+        (3, 8, 32, "float16", dict(drop=0.05, delay=0.2, delay_range=(0.0001, 0.01))),
+        (2, 16, 1024, "bfloat16", dict(drop=0.03, delay=0.1)),
+        (1, 2, 64, "bfloat16", dict(drop=0.1)),
+    ],
+)
+def test_the_engines_agree_at_16_bits_per_value(
+    world: int, pool: int, k: int, dtype: str, faults: dict
+) -> None:
+    """2K values per packet, two per word; bfloat16 as its bit patterns in and out; a NaN's block."""
+    fabric = Fabric(world=world, pool=pool, k=k, engine="twin", fault=random_faults(world + k, **faults))
+    rng = np.random.default_rng(world * k)
+    for size, op in ((37 * k + 5, Op.SUM), (3 * k, Op.AVG), (1, Op.SUM), (2 * k + 1, Op.SUM)):
+        inputs = [random_input(rng, dtype, size) for _ in range(world)]
+        inputs[-1][size // 2] = 0x7FC0 if dtype == "bfloat16" else np.nan
+        results = fabric.run(fabric.plans(inputs, op=op, bits=16))
+        assert all(isinstance(r, np.ndarray) for r in results), results
+        assert all(r.tobytes() == results[0].tobytes() for r in results), "every rank decodes the same"
+        block = size // 2 // (2 * k) * 2 * k
+        assert np.isnan(results[0][block : block + 2 * k]).all(), "the NaN's block of 2K is NaN"
         fabric.drain(0.1)
 
 
@@ -415,9 +444,11 @@ def test_a_call_runs_without_the_gil() -> None:
 
 
 def random_input(rng: np.random.Generator, dtype: str, size: int) -> np.ndarray:
-    """Values of every magnitude; ints over the whole range."""
+    """Values of every magnitude; ints over the whole range; bfloat16 as its bit patterns (uint16)."""
     if dtype == "int32":
         return rng.integers(-(2**31), 2**31, size, dtype=np.int64).astype(np.int32)
+    if dtype == "bfloat16":
+        return q.float_to_bfloat16(random_input(rng, "float32", size))
     values = rng.standard_normal(size) * 10.0 ** rng.uniform(-6, 6 if dtype == "float32" else 4, size)
     if size > 10:
         values[rng.integers(0, size, 2)] = 0.0
@@ -460,3 +491,62 @@ def test_native_quantization_equals_the_reference_in_range_and_past_it(world: in
             with np.errstate(invalid="ignore"):
                 expected[: x.size] = q.quantize(x, agreed, world)
             assert wire.tobytes() == expected.tobytes(), (trial, agreed, local)
+
+
+@pytest.mark.parametrize("world", [1, 3, 32])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_native_16_bit_quantization_equals_the_reference_in_range_and_past_it(world: int, dtype: str) -> None:
+    """The 16-bit quantizers, odd lengths (a last word with an empty low lane) and a lying maximum
+    included, equal hostlib.quantize.quantize(..., bits=16) bit for bit; so do the exponents."""
+    import ctypes
+
+    lib = ctypes.CDLL(_native.__file__)
+    name = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}[dtype]
+    quantize, exponent_of = getattr(lib, f"p4r_quantize16_{name}"), getattr(lib, f"p4r_exponent_{name}")
+    u8 = ctypes.c_uint8
+    quantize.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, u8, u8, ctypes.c_int, ctypes.c_void_p]
+    exponent_of.argtypes, exponent_of.restype = [ctypes.c_void_p, ctypes.c_int], u8
+    rng = np.random.default_rng(world)
+    k = 64
+    for trial in range(100):
+        x = random_input(rng, dtype, 2 * k - trial % 5)
+        if trial % 10 == 9:
+            x[trial % x.size] = 0x7F80 if dtype == "bfloat16" else np.inf
+        wide = q.bfloat16_to_float32(x) if dtype == "bfloat16" else x
+        local = int(exponent_of(x.ctypes.data, x.size))
+        assert local == int(q.wire_exponents(wide[None])[0]), trial
+        for agreed in {local, min(local + 3, EXP_NONFINITE), max(local - 2, 1), EXP_NONFINITE}:
+            wire = np.zeros(4 * k, dtype=np.uint8)
+            quantize(x.ctypes.data, x.size, k, agreed, local, world, wire.ctypes.data)
+            padded = np.zeros(2 * k, dtype=np.float32)
+            padded[: x.size] = wide
+            with np.errstate(invalid="ignore"):
+                expected = q.quantize(padded, agreed, world, bits=16)
+            assert wire.tobytes() == expected.tobytes(), (trial, agreed, local)
+
+
+def test_bfloat16_rounding_is_the_references() -> None:
+    """float64 sums to bfloat16 through float32, to nearest even: hostlib.quantize.float_to_bfloat16."""
+    rng = np.random.default_rng(1)
+    doubles = np.concatenate([
+        np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 3.4e38, 3.5e38, 1e-45, 1 + 2.0**-8, 1 + 2.0**-9]),
+        rng.standard_normal(20000) * 10.0 ** rng.uniform(-40, 38, 20000),
+    ])  # fmt: skip
+    world, k = 1, 64
+    member = Membership(JOB, 0, KEY, world, 4, k)
+    for bits in (32, 16):
+        descriptor = Descriptor(DType.BFLOAT16, Op.SUM, NonFinite.PROPAGATE, doubles.size, bits)
+        expected = plan_for(q.float_to_bfloat16(doubles), descriptor, k, world)
+        native = native_plan(
+            q.float_to_bfloat16(doubles), np.empty(doubles.size, np.uint16), descriptor, k, world
+        )
+        fabric_like = [(spec_engine.Engine(member), expected), (NativeEngine(member), native)]
+        for engine, plan in fabric_like:  # one rank: each DATA comes back as its own RESULT
+            pending = engine.begin(plan, descriptor.encode(), 0.0)
+            while pending:
+                packet = pending.pop(0)
+                result = bytes([MsgType.RESULT]) + packet[1:]
+                pending += engine.receive(result, 0.001)
+            engine.finish(0.002)
+        with np.errstate(over="ignore", invalid="ignore"):
+            assert native.result().tobytes() == q.float_to_bfloat16(expected.result()).tobytes(), bits

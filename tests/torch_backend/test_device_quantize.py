@@ -7,8 +7,9 @@ and more, all-zero blocks, rounding ties, and float16 and bfloat16 inputs.
 The tests run on CPU tensors in CI; with a GPU the same comparisons run on
 CUDA tensors too (skipped with the reason otherwise).
 
-The 16-bit wire format is compared with a plain numpy transcription of its
-specification (below), which reads as the spec does: one step per clause.
+The 16-bit wire format is compared with hostlib.quantize's `bits=16`
+functions and with a plain numpy transcription of its specification
+(below), which reads as the spec does: one step per clause.
 """
 
 from __future__ import annotations
@@ -227,3 +228,27 @@ def test_16_bit_nonfinite_codes_decode_by_kind() -> None:
     got = dq.decode_nonfinite16(counts).numpy()[0]
     assert got[0] == got[1] == np.inf and got[2] == got[3] == -np.inf
     assert np.isnan(got[4:]).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(("name", "tensor", "values"), CASES, ids=IDS)
+@pytest.mark.parametrize("world", [1, 4, 32])
+def test_16_bit_pair_words_match_the_host_library_bit_for_bit(
+    device: str, name: str, tensor: torch.Tensor, values: np.ndarray, world: int
+) -> None:
+    chunks = _pairs(values)
+    device_chunks = _pairs_tensor(tensor).to(device)
+    local = reference.wire_exponents(chunks)
+    for wire in (local, agreed(local, np.random.default_rng(world))):
+        words = dq.quantize16(device_chunks, torch.from_numpy(wire), world).cpu().numpy()
+        with np.errstate(invalid="ignore"):
+            expected = np.stack(
+                [reference.quantize(c, int(e), world, bits=16) for c, e in zip(chunks, wire, strict=True)]
+            )
+        assert words.tolist() == expected.astype(np.int32).tolist()
+        summed = wrapped_sum([torch.from_numpy(words)] * world)
+        back = (
+            dq.dequantize16(torch.from_numpy(summed).to(device), torch.from_numpy(wire), world).cpu().numpy()
+        )
+        host = reference.dequantize(summed, wire, world, bits=16)
+        assert back.view(np.int64).tolist() == host.view(np.int64).tolist()

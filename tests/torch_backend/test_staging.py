@@ -52,8 +52,9 @@ def test_collectives_of_different_sizes_differ_in_some_piece_both_have() -> None
             assert any(x != y for x, y in zip(sizes_a, sizes_b, strict=False)), (a, b)
 
 
-def test_the_default_piece_ends_on_block_boundaries_of_every_k() -> None:
-    assert all(PIECE_ELEMENTS % k == 0 for k in (32, 64, 128, 256, 512, 1024))
+def test_the_default_piece_ends_on_block_boundaries_of_every_k_and_a_last_piece_is_one_call() -> None:
+    assert all(PIECE_ELEMENTS % (2 * k) == 0 for k in (32, 64, 128, 256, 512, 1024))  # 16 bits: 2K
+    assert 2 * PIECE_ELEMENTS <= (65536 - 1024) * 32  # K = 32, the largest pool's priming
 
 
 @pytest.fixture(scope="module")
@@ -77,20 +78,22 @@ def values(rank: int, n: int, dtype: torch.dtype) -> torch.Tensor:
 
 
 def whole_sum(comm: Communicator, tensor: torch.Tensor, op: str) -> torch.Tensor:
-    """What the CPU path computes: one call of the whole tensor, rounded to its dtype as backend._write."""
+    """What the CPU path computes (backend._through_switch): one call of the whole tensor, bfloat16 as its
+    bits, float16 and bfloat16 at 16 bits per value (the backend's default)."""
+    bits = 16 if tensor.dtype in (torch.float16, torch.bfloat16) else 32
     if tensor.dtype == torch.bfloat16:
-        result = comm.allreduce(tensor.float().numpy(), op=op, logical_dtype="bfloat16")  # type: ignore[arg-type]
-    else:
-        result = comm.allreduce(tensor.numpy(), op=op)  # type: ignore[arg-type]
-    return torch.from_numpy(result).to(tensor.dtype)
+        array = tensor.view(torch.int16).numpy().view(np.uint16)
+        result = comm.allreduce(array, op=op, logical_dtype="bfloat16", wire_bits=bits)  # type: ignore[arg-type]
+        return torch.from_numpy(result.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(comm.allreduce(tensor.numpy(), op=op, wire_bits=bits))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_staged_sums_are_the_cpu_paths_bit_for_bit_piece_by_piece(switch: Services, device: str) -> None:
-    n = 1000  # with pieces of 3K: 4 pieces of 3K and a last one of 232, not a multiple of K
+    n = 1000  # with pieces of 4K (2 blocks at 16 bits): 2 pieces, the last of 488, not a multiple of K
 
     def work(comm: Communicator, rank: int) -> list[tuple[str, bool]]:
-        staged = StagedSums(comm, piece=3 * comm.job.values_per_packet)
+        staged = StagedSums(comm, piece=4 * comm.job.values_per_packet)
         checks = []
         for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.int32):
             for op in ("sum", "avg"):

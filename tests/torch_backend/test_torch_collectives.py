@@ -92,7 +92,7 @@ def collectives(rank: int, world: int, port: int, controller: str) -> dict[str, 
         dist.barrier()
     seen["rounds"] = ROUNDS
 
-    # Ranks that disagree on the dtype (bfloat16 travels as float32, but says so) all fail, then go on.
+    # Ranks that disagree on the dtype (the descriptor names bfloat16) all fail, then go on.
     tensor = torch.ones(8, dtype=torch.bfloat16 if rank == 0 else torch.float32)
     try:
         dist.all_reduce(tensor)
@@ -107,6 +107,20 @@ def collectives(rank: int, world: int, port: int, controller: str) -> dict[str, 
     tensor = torch.ones(2)
     dist.all_reduce(tensor, group=subgroup)
     seen["subgroup"] = (subgroup.job, tensor.tolist())
+
+    # Ranks that disagree on the wire format of bfloat16 (rank 0 forces 32 bits) all fail, then go on.
+    from hostlib.torch import P4ReduceOptions
+
+    options = P4ReduceOptions(controller=controller, progress_timeout=30, wire_bits=32 if rank == 0 else 16)
+    mixed = dist.new_group(backend="p4reduce", pg_options=options)
+    try:
+        dist.all_reduce(torch.ones(8, dtype=torch.bfloat16), group=mixed)
+        seen["wire mismatch"] = "no error"
+    except dist.DistBackendError as error:
+        seen["wire mismatch"] = str(error)
+    tensor = torch.ones(3)
+    dist.all_reduce(tensor, group=mixed)  # float32 travels at 32 bits whatever wire_bits says
+    seen["after wire mismatch"] = tensor.tolist()
     seen["collectives"] = dict(group.collectives)
     dist.destroy_process_group()  # leaves both jobs
     return seen
@@ -145,25 +159,26 @@ def exact_sum(inputs: list[Any]) -> np.ndarray:
     return np.sum([x.double().numpy() for x in inputs], axis=0)
 
 
-def quantization_error(inputs: list[Any], k: int) -> np.ndarray:
-    """Per element, the largest error of the switch's fixed-point sum (docs/protocol.md), for its block."""
-    exponents = np.max([q.wire_exponents(q.as_chunks(x.float().numpy(), k)) for x in inputs], axis=0)
-    return np.repeat([q.error_bound(int(e), WORLD) for e in exponents], k)[:N]
+def quantization_error(inputs: list[Any], k: int, bits: int = 32) -> np.ndarray:
+    """Per element, the largest error of the switch's fixed-point sum (docs/protocol.md), for its block
+    (of 2K values at 16 bits)."""
+    block = k * q.lanes(bits)
+    exponents = np.max([q.wire_exponents(q.as_chunks(x.float().numpy(), block)) for x in inputs], axis=0)
+    return np.repeat([q.error_bound(int(e), WORLD, bits) for e in exponents], block)[:N]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_float_sums_are_the_exact_sum_within_the_quantization_error_rounded_once(
     ranks: Any, dtype: str
 ) -> None:
-    """docs/torch.md's bound: the result is the exact sum, moved by at most the quantization error (and,
-    for float16 and bfloat16, which travel as float32, by float32's rounding), rounded to the dtype: for
-    bfloat16, whose step is far coarser than the quantization's, the correctly rounded sum but next to a
-    rounding boundary."""
+    """docs/torch.md's bound: the result is the exact sum, moved by at most the quantization error (at 16
+    bits for float16 and bfloat16, by default; and for them by float32's rounding), rounded to the
+    dtype."""
     seen, _ = ranks
     torch_dtype = getattr(torch, dtype)
     inputs = [gradients(rank, dtype=torch_dtype) for rank in range(WORLD)]
     want = exact_sum(inputs)
-    slack = quantization_error(inputs, seen[0]["k"])
+    slack = quantization_error(inputs, seen[0]["k"], 32 if torch_dtype == torch.float32 else 16)
     if torch_dtype != torch.float32:
         slack = slack + np.abs(want) * float(np.finfo(np.float32).eps) / 2
     lowest, highest = (torch.from_numpy(want + d).to(torch_dtype).float().numpy() for d in (-slack, slack))
@@ -232,6 +247,16 @@ def test_a_bfloat16_rank_and_a_float32_rank_are_refused_as_a_mismatch(ranks: Any
         assert "AllreduceMismatch" in rank_seen["mismatch"]
         assert "bfloat16" in rank_seen["mismatch"] and "float32" in rank_seen["mismatch"]
         assert rank_seen["after mismatch"] == [4.0] * 8, "the next call works"
+
+
+def test_ranks_that_disagree_on_the_wire_format_are_refused_as_a_mismatch(ranks: Any) -> None:
+    """P4REDUCE_WIRE_BITS=32 on one rank only: its bfloat16 call differs from the others' (the
+    descriptor names the format), so every rank raises; float32, at 32 bits on every rank, goes on."""
+    seen, _ = ranks
+    for rank_seen in seen:
+        assert "AllreduceMismatch" in rank_seen["wire mismatch"], rank_seen["wire mismatch"]
+        assert "bfloat16 at 16 bits" in rank_seen["wire mismatch"], rank_seen["wire mismatch"]
+        assert rank_seen["after wire mismatch"] == [4.0] * 3
 
 
 def test_each_group_is_its_own_job_and_destroy_leaves_them(ranks: Any) -> None:

@@ -45,23 +45,26 @@ static void make_call(struct call_buffers *call, struct input *in, int world, in
     static const int kinds[] = {P4R_PLAN_INT, P4R_PLAN_FLOAT, P4R_PLAN_FLOAT, P4R_PLAN_REFUSED};
     static const int outputs[] = {P4R_FLOAT32, P4R_FLOAT16, P4R_FLOAT64};
     uint8_t shape = byte(in);
-    int kind = kinds[shape & 3], input = kind == P4R_PLAN_INT ? P4R_INT32 : (shape & 4 ? P4R_FLOAT16 : P4R_FLOAT32);
+    static const int halves[] = {P4R_FLOAT16, P4R_BFLOAT16};
+    uint8_t seed = byte(in);
+    int kind = kinds[shape & 3];
+    int input = kind == P4R_PLAN_INT ? P4R_INT32 : (shape & 4 ? halves[seed >> 7] : P4R_FLOAT32);
     int output = kind == P4R_PLAN_INT ? P4R_INT32 : outputs[(shape >> 3) % 3];
+    int bits = seed & 2 ? 16 : 32; /* the plan keeps 32 for int and refused plans */
     size_t size = (size_t)byte(in) << 4 | (shape >> 5);
-    size_t width = input == P4R_FLOAT16 ? 2 : 4, out_width = output == P4R_FLOAT64 ? 8 : output == P4R_FLOAT16 ? 2 : 4;
+    size_t width = input == P4R_FLOAT16 || input == P4R_BFLOAT16 ? 2 : 4, out_width = output == P4R_FLOAT64 ? 8 : output == P4R_FLOAT16 ? 2 : 4;
     call->in = malloc(size * width + 1);
     call->out = malloc(size * out_width + 1);
-    uint8_t seed = byte(in);
     for (size_t i = 0; i < size; i++) { /* values of every magnitude, with NaN and Inf now and then */
         uint32_t bits = (uint32_t)(i * 2654435761u) ^ (uint32_t)seed * 16777619u;
-        if (input == P4R_FLOAT16) {
+        if (width == 2) {
             ((uint16_t *)call->in)[i] = (uint16_t)bits;
         } else {
             memcpy((uint8_t *)call->in + 4 * i, &bits, 4);
         }
     }
     p4r_plan_init(&call->plan, kind, input, call->in, output, call->out, size, k, world, shape & 0x10,
-                  seed & 1);
+                  seed & 1, bits);
 }
 
 static void free_call(struct call_buffers *call) {
