@@ -3,6 +3,7 @@
     torchrun --nproc-per-node 4 examples/train_ddp.py                 # P4REDUCE_CONTROLLER=host:port set
     python -m hostlib.torch.launch --nproc-per-node 4 examples/train_ddp.py   # starts switch + controller
     torchrun --nproc-per-node 4 examples/train_ddp.py --backend gloo  # the same training on Gloo
+    python -m hostlib.torch.launch --nproc-per-node 4 examples/train_ddp.py --device cuda  # on the GPU(s)
 
 Prints rank 0's loss per step, the step time and DDP's own measure of its
 communication (from the first bucket's all-reduce to the last one's result),
@@ -16,7 +17,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from training import Data, Log, model, parser
+from training import Data, Log, device, model, parser
 
 
 def communication_seconds(net: torch.nn.parallel.DistributedDataParallel) -> float:
@@ -31,11 +32,16 @@ def main() -> None:
         "--bucket-cap-mb", type=float, default=0.1, help="DDP bucket size (several buckets)"
     )
     args = arguments.parse_args()
+    where = device(args.device)  # before init_process_group: the rank's GPU, for NCCL and p4reduce
     dist.init_process_group(args.backend)
-    net = torch.nn.parallel.DistributedDataParallel(model(args.width), bucket_cap_mb=args.bucket_cap_mb)
+    net = torch.nn.parallel.DistributedDataParallel(
+        model(args.width).to(where),
+        device_ids=[where] if where.type == "cuda" else None,
+        bucket_cap_mb=args.bucket_cap_mb,
+    )
     net._set_ddp_runtime_logging_sample_rate(1)  # DDP times its communication at every step
     optimizer = torch.optim.SGD(net.parameters(), lr=args.lr)
-    data, log = Data(args.width, args.batch, dist.get_rank()), Log(args, "DDP")
+    data, log = Data(args.width, args.batch, dist.get_rank(), where), Log(args, f"DDP ({where.type})")
     buckets = 0
     for step in range(args.steps):
         x, y = data(step)

@@ -1,8 +1,9 @@
-"""FSDP2 (fully_shard) on CPU: gradient reduce-scatters through the p4reduce switch, all-gathers via Gloo.
+"""FSDP2 (fully_shard) on CPU or CUDA: gradient reduce-scatters through the switch, all-gathers via Gloo.
 
     torchrun --nproc-per-node 4 examples/train_fsdp.py                 # P4REDUCE_CONTROLLER=host:port set
     python -m hostlib.torch.launch --nproc-per-node 4 examples/train_fsdp.py --bf16
     torchrun --nproc-per-node 4 examples/train_fsdp.py --backend gloo  # the same training on Gloo
+    python -m hostlib.torch.launch --nproc-per-node 4 examples/train_fsdp.py --bf16 --device cuda
 
 Each Linear layer is its own FSDP unit: its parameters are sharded over the
 ranks, all-gathered for forward and backward, and its gradients
@@ -22,11 +23,12 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 # torch 2.13 documents these interfaces with FSDPModule.set_custom_all_gather / set_custom_reduce_scatter.
 from torch.distributed.fsdp._fully_shard._fsdp_api import AllGather, ReduceScatter
-from training import Data, Log, model, parser
+from training import Data, Log, device, model, parser
 
 
 class CommClock:
@@ -85,23 +87,25 @@ def main() -> None:
     arguments = parser(__doc__.splitlines()[0])
     arguments.add_argument("--bf16", action="store_true", help="bfloat16 parameters and gradient reductions")
     args = arguments.parse_args()
+    where = device(args.device)  # before init_process_group: the rank's GPU, for NCCL and p4reduce
     dist.init_process_group(args.backend)
-    net = model(args.width)
+    mesh = init_device_mesh(where.type, (dist.get_world_size(),))  # the model's device, not torch's guess
+    net = model(args.width).to(where)
     precision = (
         MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16) if args.bf16 else None
     )
     clock = CommClock()
     units = [layer for layer in net if isinstance(layer, torch.nn.Linear)] + [net]
     for unit in units:
-        fully_shard(unit, mp_policy=precision or MixedPrecisionPolicy())
+        fully_shard(unit, mesh=mesh, mp_policy=precision or MixedPrecisionPolicy())
     for unit in units:
         assert isinstance(unit, FSDPModule)
         unit.set_custom_all_gather(TimedAllGather(clock))
         unit.set_custom_reduce_scatter(TimedReduceScatter(clock))
     optimizer = torch.optim.SGD(net.parameters(), lr=args.lr)
     data, log = (
-        Data(args.width, args.batch, dist.get_rank()),
-        Log(args, "FSDP2" + (" bf16" if args.bf16 else "")),
+        Data(args.width, args.batch, dist.get_rank(), where),
+        Log(args, "FSDP2" + (" bf16" if args.bf16 else "") + f" ({where.type})"),
     )
     for step in range(args.steps):
         x, y = data(step)

@@ -27,13 +27,34 @@ INPUTS = 64
 
 def parser(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--backend", default="p4reduce", help="p4reduce (default) or gloo")
+    parser.add_argument(
+        "--backend", default="p4reduce", help="p4reduce (default), gloo, or nccl with --device cuda"
+    )
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cpu", help="where the model and its gradients live"
+    )
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch", type=int, default=64, help="samples per rank and step")
     parser.add_argument("--width", type=int, default=256, help="hidden width (the model has ~width² weights)")
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--json", type=Path, help="write each rank's losses and timings to JSON-{rank}.json")
     return parser
+
+
+def device(name: str) -> torch.device:
+    """The rank's device; for cuda, its GPU (LOCAL_RANK modulo the GPUs: ranks share one when there are
+    fewer), made current before init_process_group, as NCCL and p4reduce's CUDA backend choice want."""
+    if name == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+        raise SystemExit(
+            f"--device cuda: torch.cuda.is_available() is false (torch {torch.__version__}, {build}); "
+            "this machine has no usable GPU, run with --device cpu"
+        )
+    index = int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
 
 
 def model(width: int, seed: int = 0) -> torch.nn.Sequential:
@@ -50,13 +71,16 @@ def model(width: int, seed: int = 0) -> torch.nn.Sequential:
 class Data:
     """Each rank's batches: its own inputs per step, labelled by the teacher."""
 
-    def __init__(self, width: int, batch: int, rank: int) -> None:
-        self.teacher = model(width, seed=1234).requires_grad_(False)
+    def __init__(self, width: int, batch: int, rank: int, where: torch.device | None = None) -> None:
+        self.where = where or torch.device("cpu")
+        self.teacher = model(width, seed=1234).requires_grad_(False).to(self.where)
         self.batch, self.rank = batch, rank
 
     def __call__(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        generator = torch.Generator().manual_seed(1000 * step + self.rank)
-        x = torch.randn(self.batch, INPUTS, generator=generator)
+        generator = torch.Generator().manual_seed(
+            1000 * step + self.rank
+        )  # on the CPU: the same on any device
+        x = torch.randn(self.batch, INPUTS, generator=generator).to(self.where)
         return x, self.teacher(x)
 
 
@@ -84,6 +108,8 @@ class Log:
             )
 
     def step(self, loss: float, seconds: float, comm: float) -> None:
+        """One step's figures; on a GPU the caller synchronizes first (loss.item() does), so the time is
+        the step's, not its launch's."""
         self.losses.append(loss)
         self.step_seconds.append(seconds)
         self.comm_seconds.append(comm)

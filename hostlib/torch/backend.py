@@ -7,7 +7,8 @@ methods. It owns two things per group:
 * a `Communicator` joined to a controller job of the group's ranks: all_reduce
   and reduce_scatter with SUM or AVG on CPU tensors of float32, float16,
   bfloat16 or int32 go through the switch (bfloat16 and float16 at 16 bits
-  per value unless `wire_bits` says 32);
+  per value unless `wire_bits` says 32); CUDA tensors too, staged through
+  host memory by hostlib/torch/staging.py;
 * a Gloo backend on the same store, registered as the group's CPU backend:
   every other collective (broadcast, all_gather, barrier, send/recv, other
   ops and dtypes) is torch's own ProcessGroup dispatching to it, so DDP,
@@ -36,13 +37,16 @@ from torch.distributed.distributed_c10d import _DistributedBackendOptions
 
 from contracts.jobapi_metadata import CREDENTIAL_ENV
 from hostlib.communicator import Communicator, JoinError
+from hostlib.torch.cuda_backend import cuda_backend
 from hostlib.torch.options import ENV_STRICT, P4ReduceOptions, Settings, resolve
 from hostlib.torch.registration import BACKEND
+from hostlib.torch.staging import StagedSums
 from hostlib.torch.work import SwitchWork, failed_work
 
 __all__ = ["P4ReduceProcessGroup", "create_group"]
 
 SWITCH_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int32)
+SWITCH_DEVICES = ("cpu", "cuda")
 _OPS = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.AVG: "avg"}
 _JOB_KEY = "p4reduce/job"
 _CREDENTIAL_KEY = "p4reduce/credential"
@@ -66,6 +70,7 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         self._last: SwitchWork | None = None
         self._gloo = ProcessGroupGloo(PrefixStore("p4reduce-gloo", store), rank, size, timeout)
         self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
+        self._register_cuda(store, rank, size, timeout, group_id)
         job = _agree_job_name(store, rank, self.settings, group_id)
         self.credential = _agree_credential(store, rank)  # the job's, for its other API calls too
         self.comm: Communicator | None = None
@@ -102,6 +107,27 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
                 stacklevel=2,
             )
 
+    def _register_cuda(
+        self, store: dist.Store, rank: int, size: int, timeout: timedelta, group_id: str
+    ) -> None:
+        """CUDA tensors: sums through the switch (staged through host memory), the rest to NCCL or Gloo."""
+        self._staged: StagedSums | None = None
+        choice, backend = cuda_backend(store, rank, size, timeout, group_id, self._gloo)
+        self._cuda = backend if backend is not None else self._gloo
+        if choice != "none":
+            kind = (
+                dist.ProcessGroup.BackendType.NCCL if choice == "nccl" else dist.ProcessGroup.BackendType.GLOO
+            )
+            self._register_backend(torch.device("cuda"), kind, self._cuda)
+
+    def _other(self, tensors: Sequence[object]) -> dist.Backend:
+        """The backend for collectives the switch does not compute: NCCL or Gloo for CUDA tensors."""
+        return (
+            self._cuda
+            if any(isinstance(t, torch.Tensor) and t.is_cuda for t in _flat(tensors))
+            else self._gloo
+        )
+
     def getBackendName(self) -> str:  # noqa: N802 (torch's name for it)
         return BACKEND
 
@@ -121,14 +147,14 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         tensors = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
         op = _switch_op(tensors, opts.reduceOp) if self.comm is not None else None
         if op is None:
-            return self._delegate("all_reduce", self._gloo.allreduce, tensors, opts)
+            return self._delegate("all_reduce", self._other(tensors).allreduce, tensors, opts)
         (tensor,) = tensors
 
         def finish(result: np.ndarray) -> list[torch.Tensor]:
             _write(tensor, result)
             return [tensor]
 
-        return self._through_switch("all_reduce", tensor, op, finish)
+        return self._switch("all_reduce", tensor, op, finish, tensor)
 
     def reduce_scatter_single(
         self, output: torch.Tensor, input: torch.Tensor, opts: dist.ReduceScatterOptions | None = None
@@ -136,14 +162,15 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         op = self._scatter_op([output, input], opts.reduceOp)
         if op is None or input.numel() != output.numel() * self.size():
-            return self._delegate("reduce_scatter", self._gloo._reduce_scatter_base, output, input, opts)
+            scatter = self._other([output, input])._reduce_scatter_base
+            return self._delegate("reduce_scatter", scatter, output, input, opts)
         n, start = output.numel(), output.numel() * self.rank()
 
         def finish(result: np.ndarray) -> list[torch.Tensor]:
             _write(output, result[start : start + n])
             return [output]
 
-        return self._through_switch("reduce_scatter", input, op, finish)
+        return self._switch("reduce_scatter", input, op, finish, output, start)
 
     _reduce_scatter_base = reduce_scatter_single  # what torch called it before 2.13
 
@@ -158,9 +185,8 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         op = self._scatter_op([*output_tensors, *pieces], opts.reduceOp)
         uniform = len(output_tensors) == 1 and len(pieces) == self.size()
         if op is None or not uniform or pieces[self.rank()].numel() != output_tensors[0].numel():
-            return self._delegate(
-                "reduce_scatter", self._gloo.reduce_scatter, output_tensors, input_tensors, opts
-            )
+            scatter = self._other([output_tensors, input_tensors]).reduce_scatter
+            return self._delegate("reduce_scatter", scatter, output_tensors, input_tensors, opts)
         (output,) = output_tensors
         start = sum(piece.numel() for piece in pieces[: self.rank()])
         joined = torch.cat([piece.reshape(-1) for piece in pieces])
@@ -169,7 +195,7 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
             _write(output, result[start : start + output.numel()])
             return [output]
 
-        return self._through_switch("reduce_scatter", joined, op, finish)
+        return self._switch("reduce_scatter", joined, op, finish, output, start)
 
     def _scatter_op(self, tensors: Sequence[torch.Tensor], op: dist.ReduceOp) -> str | None:
         if self.settings.reduce_scatter != "switch" or self.comm is None:
@@ -180,6 +206,28 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         """Gloo computes it (it also explains arguments that are wrong for any backend)."""
         self.collectives["gloo", what] += 1
         return call(*args)
+
+    def _switch(
+        self,
+        what: str,
+        tensor: torch.Tensor,
+        op: str,
+        finish: Callable[[np.ndarray], list[torch.Tensor]],
+        target: torch.Tensor,
+        start: int = 0,
+    ) -> dist.Work:
+        """A CPU tensor's sum straight to the host library; a device tensor's staged through host memory
+        (hostlib/torch/staging.py) into `target`, which keeps elements [start, start + its size)."""
+        if tensor.device.type == "cpu":
+            if self._staged is not None:
+                self._staged.drain()  # staged pieces queued before this call take their call numbers first
+            return self._through_switch(what, tensor, op, finish)
+        if self._staged is None:
+            assert self.comm is not None, "only a group that joined its job sums through the switch"
+            self._staged = StagedSums(self.comm, wire_bits=self.settings.wire_bits)
+        self.collectives["switch", what] += 1
+        self._last = self._staged.start(what, tensor, op, target, start)
+        return self._last
 
     def _through_switch(
         self, what: str, tensor: torch.Tensor, op: str, finish: Callable[[np.ndarray], list[torch.Tensor]]
@@ -208,8 +256,12 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
     # ------------------------------------------------------------ ending
     def shutdown(self) -> None:
         """destroy_process_group: wait for queued sums, leave the job, close Gloo."""
+        if self._staged is not None:
+            self._staged.close()  # every piece handed to the host library, which ends them before closing
         if self.comm is not None:
             self.comm.close()
+        if self._cuda is not self._gloo:
+            self._cuda.shutdown()
         self._gloo.shutdown()
 
     def abort(self) -> None:
@@ -230,15 +282,25 @@ _PASSED_TO_GLOO = (
 
 def _passed_to_gloo(name: str) -> Callable[..., dist.Work]:
     def collective(self: P4ReduceProcessGroup, *args: object, **kwargs: object) -> dist.Work:
-        return getattr(self._gloo, name)(*args, **kwargs)
+        return getattr(self._other(args), name)(*args, **kwargs)
 
     collective.__name__ = collective.__qualname__ = name
-    collective.__doc__ = f"Gloo's {name}, called with the GIL released."
+    collective.__doc__ = (
+        f"Gloo's {name} (NCCL's for CUDA tensors where chosen), called with the GIL released."
+    )
     return collective
 
 
 for _name in _PASSED_TO_GLOO:
     setattr(P4ReduceProcessGroup, _name, _passed_to_gloo(_name))
+
+
+def _flat(items: Sequence[object]) -> list[object]:
+    """The tensors (and other arguments) of a collective's arguments, lists of lists flattened."""
+    out: list[object] = []
+    for item in items:
+        out.extend(_flat(item) if isinstance(item, (list, tuple)) else [item])
+    return out
 
 
 def _write(target: torch.Tensor, values: np.ndarray) -> None:
@@ -257,7 +319,12 @@ def _switch_op(tensors: Sequence[torch.Tensor], op: dist.ReduceOp) -> str | None
     if name is None or not tensors:
         return None
     dtype = tensors[0].dtype
-    if dtype not in SWITCH_DTYPES or any(t.dtype != dtype or t.device.type != "cpu" for t in tensors):
+    device = tensors[0].device
+    if (
+        dtype not in SWITCH_DTYPES
+        or device.type not in SWITCH_DEVICES
+        or any(t.dtype != dtype or t.device != device for t in tensors)
+    ):
         return None
     return name
 

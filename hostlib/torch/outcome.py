@@ -22,8 +22,10 @@ __all__ = ["Outcome"]
 
 
 class Outcome(Generic[T]):
-    def __init__(self) -> None:
-        self._ending: torch.futures.Future[None] = torch.futures.Future()
+    def __init__(self, devices: list[torch.device] | None = None) -> None:
+        # CUDA devices: the future records events on their current streams when it ends, and a waiter's
+        # streams wait for them (torch's own CUDA-aware future), so results on a side stream are ordered.
+        self._ending: torch.futures.Future[None] = torch.futures.Future(devices=devices or [])
         self._value: T | None = None
         self._error: BaseException | None = None
         self.future: torch.futures.Future[T] = self._ending.then(self._outcome)

@@ -18,7 +18,7 @@ def register() -> None:
     """Make `init_process_group("p4reduce")` (and new_group(backend="p4reduce")) create our group."""
     import torch.distributed as dist
 
-    dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu"])
+    dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu", "cuda"])
 
 
 def _create(options: Any, backend_options: Any) -> Any:

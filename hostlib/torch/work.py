@@ -39,13 +39,14 @@ class SwitchWork(dist.Work):
         what: str,
         handle: Handle,
         finish: Callable[[object], list[torch.Tensor]],
+        devices: list[torch.device] | None = None,
     ) -> None:
         super().__init__()
         self._what = what
         self.ended = threading.Event()
         self._error: dist.DistBackendError | None = None
         self._outputs: list[torch.Tensor] = []
-        self._outcome: Outcome[list[torch.Tensor]] = Outcome()
+        self._outcome: Outcome[list[torch.Tensor]] = Outcome(devices)
         handle.add_done_callback(lambda done: self._end(done, finish))
 
     def _end(self, handle: Handle, finish: Callable[[object], list[torch.Tensor]]) -> None:

@@ -155,4 +155,3 @@ def test_without_a_controller_every_rank_falls_back_to_gloo_with_one_warning_nam
     assert "every collective of this group goes through Gloo: rank 0 could not join job" in said, said
     assert f"controller at 127.0.0.1:{dead} is unreachable" in said and "P4REDUCE_STRICT=1" in said
     assert all(r[2] == "gloo:all_reduce" for r in results.values())
-

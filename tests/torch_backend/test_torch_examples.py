@@ -114,3 +114,17 @@ def test_the_launcher_keeps_its_own_options_and_hands_the_rest_to_torchrun() -> 
     assert rest == ["--nproc-per-node", "2", "t.py", "--logs"]
     assert any(a.startswith("--master-port=") for a in torchrun_command(["t.py"]))
     assert not any(a.startswith("--master-port=") for a in torchrun_command(["--standalone", "t.py"]))
+
+
+@pytest.mark.parametrize("script", ["train_ddp.py", "train_fsdp.py"])
+def test_device_cuda_without_a_gpu_is_a_clear_error_before_any_process_group(script: str) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: scripts/gpu_check.sh runs the examples on it")
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), "--device=cuda"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1
+    assert "--device cuda: torch.cuda.is_available() is false" in done.stderr, done.stderr[-2000:]
+    assert "run with --device cpu" in done.stderr
