@@ -28,16 +28,16 @@ import grpc
 from contracts import jobapi_pb2 as pb
 from contracts import jobapi_pb2_grpc as pb_grpc
 from contracts.jobapi_metadata import CREDENTIAL_ENV
-from contracts.protocol import UDP_PORT
+from contracts.protocol import EMBEDDED_DEFAULT_VALUES_PER_PACKET, UDP_PORT
 from hostlib.communicator import JobSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = ROOT / "p4src" / "v1model" / "p4reduce.p4"
 SWITCH_MAC_PORT1 = "02:50:52:00:00:01"  # the MAC p4reduce-switch synthesizes for its port 1
 # The K that p4reduce-switch runs when this module starts it on loopback (demo, bench, torch launcher):
-# a software switch pays per packet, not per value, and 1024 values per packet was fastest there idle and
-# busy (docs/performance.md, *Values per packet on the embedded switch*). Loopback's MTU carries it.
-EMBEDDED_VALUES_PER_PACKET = 1024
+# the program's own default on the embedded switch's target (contracts/protocol.py). Loopback's MTU
+# carries it.
+EMBEDDED_VALUES_PER_PACKET = EMBEDDED_DEFAULT_VALUES_PER_PACKET
 
 
 class LaunchError(RuntimeError):

@@ -93,6 +93,15 @@ def link_mtu(values_per_packet: int | None) -> int:
     return ETHERNET_MTU if needed <= ETHERNET_MTU else 9000
 
 
+def program_values_per_packet(p4info: Path) -> int:
+    """K of a compiled p4reduce program, from its P4Info (the annotation the controller reads too)."""
+    import finsy as fy
+
+    from controller.program import program_facts
+
+    return program_facts(fy.P4Schema(p4info), str(p4info)).values_per_packet
+
+
 def build_network(
     topo: Topology,
     kind: str,
@@ -295,6 +304,8 @@ def run(args: argparse.Namespace) -> int:
         program, p4info = build_bmv2()
     else:
         program, p4info = build_program(ROOT / "build", args.values_per_packet)
+    # the links' MTU follows the K the program was compiled for (its P4Info says), not an option's default
+    values_per_packet = program_values_per_packet(p4info)
     aggregate_at = aggregation_choice(topo, args.aggregate_at)
     grpc_ports = {s.name: free_port() for s in topo.switches}
     job_port = free_port()
@@ -310,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
         switch_log=args.switch_log,
         out=out,
         burst=args.burst,
-        values_per_packet=args.values_per_packet,
+        values_per_packet=values_per_packet,
         ecn_ms=args.ecn_ms,
     )
     controller: subprocess.Popen[bytes] | None = None
