@@ -2,7 +2,7 @@
 
     python benchmarks/bench_pipeline.py [--chunks N] [--runs R]
 
-Pushes the DATA packets of a 4-worker job (rotating slots, alternating
+Pushes the DATA packets (K = 64) of a 4-worker job (rotating slots, alternating
 sets, every slot completing) through the real p4reduce.p4, in process: no
 sockets, no gRPC. Four figures, each the median of R runs (interleaved, so
 that a busy machine slows them alike), with their spread:
@@ -33,16 +33,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from contracts.protocol import DEFAULT_VALUES_PER_PACKET, HEADER_BYTES  # noqa: E402
+from contracts.protocol import HEADER_BYTES  # noqa: E402
 from softswitch.backends.c import build  # noqa: E402
 from softswitch.backends.loader import new_pipeline  # noqa: E402
-from softswitch.frontend import compile_file  # noqa: E402
 from softswitch.p4info import build_p4info  # noqa: E402
 from softswitch.runtime.pipeline import Pipeline  # noqa: E402
 from tests import protocol_scenarios as ps  # noqa: E402
 from tests.executor.pipeline_driver import PipelineDriver  # noqa: E402
+from tests.packet_program import PACKET_K, packet_program  # noqa: E402
 
-K = DEFAULT_VALUES_PER_PACKET
+K = PACKET_K  # the figures are per packet of 64 values, as docs/performance.md gives them
 VALUES_AT = 14 + 20 + 8 + HEADER_BYTES  # Ethernet, IPv4, UDP, p4reduce header: where the values start
 SLOTS = 64
 FLOOR_C = f"""
@@ -67,7 +67,7 @@ __attribute__((visibility("default"))) long floor_batch(uint32_t count, const ui
 
 
 def workload(chunks: int, backend: str) -> tuple[Pipeline, list[tuple[int, bytes]]]:
-    program = compile_file(ROOT / "p4src/v1model/p4reduce.p4", include_dirs=[ROOT / "p4src"])
+    program = packet_program()  # at K = 64, the scenarios' K, whose packets the job below builds
     info = build_p4info(program)
     pipeline = new_pipeline(program, info, backend)
     driver = PipelineDriver(pipeline, info)

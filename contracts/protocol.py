@@ -22,7 +22,10 @@ PROTOCOL_VERSION = 3
 UDP_PORT = 20562  # 0x5052: UDP destination port of DATA packets
 HEADER_BYTES = 24
 
-DEFAULT_VALUES_PER_PACKET = 64  # K without -DVALUES_PER_PACKET
+DEFAULT_VALUES_PER_PACKET = 64  # K without -DVALUES_PER_PACKET on bmv2 (p4c) and Tofino
+# K without -DVALUES_PER_PACKET on the embedded switch's target (p4reduce-p4c's default, which predefines
+# __P4REDUCE_SOFTSWITCH__): it pays per packet, and 1024 was its fastest (docs/performance.md)
+EMBEDDED_DEFAULT_VALUES_PER_PACKET = 1024
 SUPPORTED_VALUES_PER_PACKET = (32, 64, 128, 256, 512, 1024)  # 512 and 1024: software targets, jumbo frames
 DEFAULT_SLOT_COUNT = 2048  # slots per set, switch-wide, without -DSLOT_COUNT
 P4INFO_VALUES_ANNOTATION = "p4reduce_values_per_packet"

@@ -84,10 +84,12 @@ class HostAggregator(MininetRun):
             switches + node_config(node_grpc, program, p4info) + "hosts:\n" + hosts
             + f'  - {{name: {NODE}, ipv4: {NODE_IP}, mac: "{NODE_MAC}", switch: s1, port: {node_port}}}\n'
         )  # fmt: skip
+        k = lab.program_values_per_packet(p4info)  # the switch's and agg1's K: the links' MTU follows it
         self.net = net = lab.build_network(self.topo, "soft", grpc_ports, self.bw, 0.0, 0.0, self.queue,
-                                       switch_log="off")  # fmt: skip
+                                       switch_log="off", values_per_packet=k)  # fmt: skip
         node = net.addHost(NODE, ip=f"{NODE_IP}/24", mac=NODE_MAC, inNamespace=False)
         link = net.addLink(node, net.get("s1"), port2=node_port, bw=self.bw)
+        lab.size_link(link, k)
         for intf in (link.intf1, link.intf2):  # the lab's queue under htb (build_network)
             intf.tc(f"%s qdisc add dev %s parent 5:1 handle 10: pfifo limit {self.queue}")
         for switch in net.switches:

@@ -52,7 +52,9 @@ from lab import (  # noqa: E402
     configure_hosts,
     heartbeat,
     join_all,
+    link_mtu,
     new_credential,
+    program_values_per_packet,
     record_network,
     stop_network,
 )
@@ -141,7 +143,9 @@ class Cluster(MininetRun):
         self.queue, self.burst = queue, LINK_BURST_KB if burst is None else burst
         self.switch_log = switch_log  # off: bmv2's trace log would cost it a factor of 1.6 (docs/lab.md)
         self.gloo, self.pool_size, self.logs, self.step_timeout = gloo, pool_size, logs, step_timeout
-        self.values_per_packet = values_per_packet  # the embedded switch's K (None: the program's, 64)
+        # the K asked for (None: the program's own); once started, the K the program has (its P4Info)
+        self.values_per_packet = values_per_packet
+        self.link_mtu = 0  # once started: the links' MTU, which follows that K (link_mtu)
         self.last_ports: dict[str, tuple[int, int]] = {}  # the last step's (rx, tx) bytes per switch port
         self._agents: list[_Agent] = []
         self._stop = threading.Event()
@@ -157,6 +161,8 @@ class Cluster(MininetRun):
             program, p4info = build_bmv2()
         else:
             program, p4info = build_program(ROOT / "build", self.values_per_packet)
+        self.values_per_packet = program_values_per_packet(p4info)  # the reports' wire efficiency uses it
+        self.link_mtu = link_mtu(self.values_per_packet)
         grpc_ports = {s.name: free_port() for s in self.topo.switches}
         config = self.logs / "controller.yaml"
         config.write_text(

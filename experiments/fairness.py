@@ -63,6 +63,7 @@ from lab import (  # noqa: E402
     configure_hosts,
     controller_config,
     new_credential,
+    program_values_per_packet,
     record_network,
 )
 from lab_ecn import DEFAULT_MARK_MS, threshold_bytes  # noqa: E402
@@ -139,8 +140,10 @@ class Bottleneck(MininetRun):
         grpc_ports = {s.name: free_port() for s in self.topo.switches}
         config = self.logs / "controller.yaml"
         config.write_text(controller_config(self.topo, grpc_ports, program, p4info, self.pool))
+        # links of the MTU the program's DATA needs: its K is the embedded switch's default (P4Info)
         self.net = net = build_network(self.topo, "soft", grpc_ports, self.bw, 0.0, 0.0, self.queue,
-                                       switch_log="off", burst=self.burst, ecn_ms=self.ecn_ms)  # fmt: skip
+                                       switch_log="off", burst=self.burst, ecn_ms=self.ecn_ms,
+                                       values_per_packet=program_values_per_packet(p4info))  # fmt: skip
         for switch in net.switches:
             switch.log_dir, switch.pcap_dir = self.logs, None
         net.start()

@@ -14,7 +14,6 @@ import sys
 
 from experiments.cluster import ExperimentError, LaunchError, StarCluster
 from experiments.report import (
-    TCP_EFFICIENCY,
     Report,
     add_hog_argument,
     add_link_arguments,
@@ -28,6 +27,7 @@ from experiments.report import (
     parser,
     progress,
     size_axis,
+    tcp_efficiency,
 )
 from hostlib.contention import Hog
 from hostlib.verify import ITEMSIZE
@@ -92,9 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         """How much of the time a worker's uplink carried this system's bytes."""
         return up[system, size] / seconds[system, size] / (args.bw * 1e6 / 8)
 
-    k = args.values_per_packet
-    efficiency, frame = p4reduce_efficiency(k), p4reduce_frame(k)
-    adjusted = ideal * efficiency / TCP_EFFICIENCY
+    k, mtu = cluster.values_per_packet, cluster.link_mtu  # the K the switch ran, read from its P4Info
+    efficiency, frame, tcp = p4reduce_efficiency(k), p4reduce_frame(k), tcp_efficiency(mtu)
+    adjusted = ideal * efficiency / tcp
     report.table(
         f"p4reduce vs Gloo ring: {n} workers, {args.bw:g} Mbit/s links, {args.dtype}, {args.pool} slots,"
         f" median of {iters}; {hog.describe()}",
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{up['gloo', s] / s:.3f}",
                 f"{down['gloo', s] / s:.3f}",
                 f"{ideal:.3f}",
-                f"{ideal / TCP_EFFICIENCY:.3f}",
+                f"{ideal / tcp:.3f}",
                 f"{up['gloo', s] / s * ITEMSIZE[args.dtype]:.2f}",
             ]
             for s in sizes
@@ -155,9 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     report.note(
         "links busy: p4reduce / Gloo, a worker's bytes up over its all-reduce time at the link rate.\n"
         f"expected: p4reduce S up and S down in {frame}-byte frames carrying {frame - 66} bytes"
-        f" (x{1 / efficiency:.3f}; at 16 bits per value twice the values per frame, so the same per byte"
-        " of a 2-byte tensor), plus one priming packet per slot per float call;"
-        f" a ring 2(N-1)/N·S = {ideal:.2f}·S each way, x{1 / TCP_EFFICIENCY:.3f} in TCP frames, plus ACKs."
+        f" (x{1 / efficiency:.3f}, K = {k}; at 16 bits per value twice the values per frame, so the same"
+        " per byte of a 2-byte tensor), plus one priming packet per slot per float call;"
+        f" a ring 2(N-1)/N·S = {ideal:.2f}·S each way, x{1 / tcp:.3f} in TCP frames"
+        f" ({mtu}-byte MTU), plus ACKs."
     )
 
     fig, (times, speedups, wire) = figure(3, f"p4reduce vs Gloo ring, {n} workers, {args.bw:g} Mbit/s links")
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     speedups.axhline(adjusted, color="gray", linestyle=":", label=f"ideal with headers = {adjusted:.2f}")
     speedups.set(ylabel="speedup over Gloo (x)", ylim=(0, None))
     wire.axhline(1 / efficiency, color="C0", linestyle=":", label="p4reduce expected")
-    wire.axhline(ideal / TCP_EFFICIENCY, color="C1", linestyle=":", label="ring expected")
+    wire.axhline(ideal / tcp, color="C1", linestyle=":", label="ring expected")
     wire.axhline(1.0, color="C0", linestyle="--", label="S (in-network ideal)")
     wire.axhline(ideal, color="C1", linestyle="--", label="2(N-1)/N·S (ring ideal)")
     wire.set(ylabel="bytes sent per worker / S", ylim=(0, None))

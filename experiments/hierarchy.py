@@ -27,7 +27,6 @@ from pathlib import Path
 
 from experiments.cluster import Cluster, ExperimentError, LaunchError, StarCluster
 from experiments.report import (
-    TCP_EFFICIENCY,
     Report,
     add_link_arguments,
     add_values_argument,
@@ -38,6 +37,7 @@ from experiments.report import (
     parser,
     progress,
     size_axis,
+    tcp_efficiency,
 )
 from hostlib.launch import ROOT
 
@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 )
                 with cluster:
+                    wire = cluster.values_per_packet, cluster.link_mtu  # the K its program has, its MTU
                     for size in sizes:
                         for iteration in range(iters):
                             for system in systems:
@@ -165,13 +166,19 @@ def main(argv: list[str] | None = None) -> int:
                                 advance()
     except (ExperimentError, LaunchError, RuntimeError) as error:
         return report.abort(error)
-    return summarize(report, args, sizes, iters, chosen, topo)
+    return summarize(report, args, sizes, iters, chosen, topo, wire)
 
 
 def summarize(
-    report: Report, args: argparse.Namespace, sizes: list[int], iters: int, chosen: list[str], topo: Topology
+    report: Report,
+    args: argparse.Namespace,
+    sizes: list[int],
+    iters: int,
+    chosen: list[str],
+    topo: Topology,
+    wire: tuple[int, int],
 ) -> int:
-    """The tables and the figure, from the verified rows."""
+    """The tables and the figure, from the verified rows; `wire`: the switches' K and the links' MTU."""
     bw: float = args.bw
     n, leaves = len(topo.hosts), len(topo.links)
     fabric = f"{leaves} leaves x {n // leaves} workers"
@@ -179,7 +186,8 @@ def summarize(
     seconds, up, down = (report.medians(v, *key) for v in ("seconds", "spine_up_bytes", "spine_down_bytes"))
     worker_up = report.medians("up_bytes", *key)
     spread = _spreads(report, key)
-    efficiency = p4reduce_efficiency(args.values_per_packet)
+    (k, mtu), tcp = wire, tcp_efficiency(wire[1])
+    efficiency = p4reduce_efficiency(k)
     hier, spine, gloo = ("tree", "p4reduce"), ("spine", "p4reduce"), ("spine", "gloo")
 
     def t(point: tuple[str, str], size: int) -> str:
@@ -237,7 +245,7 @@ def summarize(
     report.note(
         f"expected on a spine link each way: a tree S, x{1 / efficiency:.3f} in p4reduce frames;"
         f" at the spine only {n // leaves}·S, x{1 / efficiency:.3f}; a ring {ideal_ring:.2f}·S,"
-        f" x{1 / TCP_EFFICIENCY:.3f} in TCP frames, plus ACKs."
+        f" x{1 / tcp:.3f} in TCP frames, plus ACKs (K = {k}, {mtu}-byte MTU)."
         " Spread: min-max of the verified runs. Loss: each switch drops 1 % of what it sends on a spine"
         " link (p4reduce-switch --drop-ports). What a spine link loses is recovered between leaf and spine"
         " (a worker's QUERY goes up; the spine replays its result or says MISSING and the leaf resends its"

@@ -14,7 +14,6 @@ import sys
 
 from experiments.cluster import ExperimentError, LaunchError, StarCluster
 from experiments.report import (
-    DEFAULT_VALUES_PER_PACKET,
     Report,
     add_link_arguments,
     add_values_argument,
@@ -56,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                     logs=args.logs,
                     values_per_packet=args.values_per_packet,
                 ) as cluster:
+                    k = cluster.values_per_packet  # the K the switch runs, from its program's P4Info
                     for iteration in range(iters):
                         for system in systems:
                             step = cluster.run(system, size // 4, "float32", iteration)
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     goodput = report.medians("goodput", "system", "loss")
     retransmissions = report.medians("retransmissions", "system", "loss")
     queries = report.medians("queries", "system", "loss")
-    value_bytes = 4 * (args.values_per_packet or DEFAULT_VALUES_PER_PACKET)
+    value_bytes = 4 * k
     sent = args.workers * (size // value_bytes)  # DATA packets of one p4reduce all-reduce, priming aside
     report.table(
         f"goodput per worker under loss each way: {args.workers} workers, {args.bw:g} Mbit/s, "

@@ -26,27 +26,30 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from contracts.protocol import DEFAULT_VALUES_PER_PACKET, HEADER_BYTES, SUPPORTED_VALUES_PER_PACKET
+from contracts.protocol import HEADER_BYTES, SUPPORTED_VALUES_PER_PACKET
 from experiments.step import Step
 from hostlib.launch import ROOT
 
 # Wire efficiency of each system's packets (payload / Ethernet frame, without preamble and FCS):
-# p4reduce: 4K bytes of values in 14 + 20 + 8 + 24 B of headers (the experiments run the program as
-# compiled by default); Gloo: TCP segments of a 1500 B MTU with timestamps (1448 B of data in a
-# 1514 B frame), ACKs not counted.
-VALUE_BYTES = 4 * DEFAULT_VALUES_PER_PACKET
-P4REDUCE_FRAME = 14 + 20 + 8 + HEADER_BYTES + VALUE_BYTES
-P4REDUCE_EFFICIENCY = VALUE_BYTES / P4REDUCE_FRAME
-TCP_EFFICIENCY = 1448 / 1514
+# p4reduce: 4K bytes of values in 14 + 20 + 8 + 24 B of headers, at the K the switch's program was
+# compiled for (the cluster reads it from the P4Info); Gloo: TCP segments with timestamps (MTU - 52 B of
+# data in an MTU + 14 B frame: 1448 in 1514 at Ethernet's MTU), ACKs not counted. The links' MTU follows
+# K (mininet/lab.py, link_mtu), so TCP gets the same jumbo frames as p4reduce where K needs them.
+ETHERNET_MTU = 1500
 
 
-def p4reduce_frame(values_per_packet: int | None) -> int:
-    """A DATA frame's bytes for K values (None: the program's default K)."""
-    return 14 + 20 + 8 + HEADER_BYTES + 4 * (values_per_packet or DEFAULT_VALUES_PER_PACKET)
+def p4reduce_frame(values_per_packet: int) -> int:
+    """A DATA frame's bytes for K values."""
+    return 14 + 20 + 8 + HEADER_BYTES + 4 * values_per_packet
 
 
-def p4reduce_efficiency(values_per_packet: int | None) -> float:
-    return 4 * (values_per_packet or DEFAULT_VALUES_PER_PACKET) / p4reduce_frame(values_per_packet)
+def p4reduce_efficiency(values_per_packet: int) -> float:
+    return 4 * values_per_packet / p4reduce_frame(values_per_packet)
+
+
+def tcp_efficiency(mtu: int = ETHERNET_MTU) -> float:
+    """Bytes of data per byte of frame of a full TCP segment with timestamps on links of `mtu`."""
+    return (mtu - 52) / (mtu + 14)
 
 
 def ideal_speedup(workers: int) -> float:
@@ -54,11 +57,12 @@ def ideal_speedup(workers: int) -> float:
     return 2 * (workers - 1) / workers
 
 
-def ideal_goodput(system: str, workers: int, link: float) -> float:
-    """Bytes of tensor per second a worker can reduce when its link (bytes/s) is the only limit."""
+def ideal_goodput(system: str, workers: int, link: float, values_per_packet: int, mtu: int) -> float:
+    """Bytes of tensor per second a worker can reduce when its link (bytes/s, `mtu`) is the only limit,
+    p4reduce at K = `values_per_packet`."""
     if system == "p4reduce":
-        return link * P4REDUCE_EFFICIENCY
-    return link * TCP_EFFICIENCY / ideal_speedup(workers)
+        return link * p4reduce_efficiency(values_per_packet)
+    return link * tcp_efficiency(mtu) / ideal_speedup(workers)
 
 
 def describe_machine() -> str:
@@ -119,7 +123,8 @@ def add_values_argument(p: argparse.ArgumentParser) -> None:
         type=int,
         choices=SUPPORTED_VALUES_PER_PACKET,
         metavar="K",
-        help="the embedded switch's K (default: the program's, 64); 512 and 1024 give links a 9000-byte MTU",
+        help="the embedded switch's K (default: the program's own, read from its P4Info: 1024 on the "
+        "embedded switch, 64 on bmv2); 512 and 1024 give links a 9000-byte MTU",
     )
 
 

@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     systems = ("p4reduce", "gloo")
     total = len(series) * len(systems) * len(counts) * iters
     report = Report("workers", args.out)
+    wire: dict[str, tuple[int, int]] = {}  # per switch kind: its program's K and the links' MTU
     try:
         with progress(total, f"goodput vs workers, {human(size)} float32") as advance:
             for kind, bw in series:
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                         pool_size=args.pool,
                         logs=args.logs,
                     ) as cluster:
+                        wire[kind] = cluster.values_per_packet, cluster.link_mtu
                         for iteration in range(iters):
                             for system in systems:
                                 step = cluster.run(system, size // 4, "float32", iteration)
@@ -73,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     point = ("switch", "bw_mbit", "system", "workers")
     goodput, cpu = report.medians("goodput", *point), report.medians("switch_cpu", *point)
     link = args.bw * 1e6 / 8
+
+    def ideal(kind: str, system: str, n: int) -> float:
+        """Goodput at the limited links' rate, at the K and MTU that kind's series ran."""
+        return ideal_goodput(system, n, link, *wire[kind])
 
     def links(bw: float) -> str:
         return f"{bw:g} Mbit/s" if bw else "unlimited"
@@ -88,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                 system,
                 str(n),
                 f"{goodput[kind, bw, system, n] / 1e6:.3f}",
-                f"{ideal_goodput(system, n, link) / 1e6:.3f}" if bw else "-",
-                f"{goodput[kind, bw, system, n] / ideal_goodput(system, n, link):.0%}" if bw else "-",
+                f"{ideal(kind, system, n) / 1e6:.3f}" if bw else "-",
+                f"{goodput[kind, bw, system, n] / ideal(kind, system, n):.0%}" if bw else "-",
                 f"{cpu[kind, bw, system, n]:.0%}",
             ]
             for (kind, bw, system, n) in sorted(goodput, key=lambda k: (k[0], -k[1], k[2], k[3]))
@@ -108,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
                 axes.plot(counts, goodputs, marker + "-", color=soft_color, label=system)
             else:
                 axes.plot(counts, goodputs, marker + "--", color=bmv2_color, label=f"{system} (bmv2)")
-    for system, color in (("p4reduce", "C0"), ("gloo", "C1")):
-        ideals = [ideal_goodput(system, n, link) / 1e6 for n in counts]
+    for system, color in (("p4reduce", "C0"), ("gloo", "C1")):  # at the first series' K and MTU
+        ideals = [ideal_goodput(system, n, link, *wire[kinds[0]]) / 1e6 for n in counts]
         limited.plot(counts, ideals, ":", color=color, label=f"{system} ideal")
     limited.set(title=f"{links(args.bw)} links: the network decides", ylim=(0, None))
     unlimited.set(title="unlimited links: the emulation's CPU decides", yscale="log")

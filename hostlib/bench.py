@@ -380,10 +380,9 @@ def main(argv: list[str] | None = None) -> int:
         "--values-per-packet",
         type=int,
         choices=SUPPORTED_VALUES_PER_PACKET,
-        default=EMBEDDED_VALUES_PER_PACKET,
         metavar="K",
-        help="the switch runs the program compiled for K values per packet "
-        f"(default {EMBEDDED_VALUES_PER_PACKET}, the embedded switch's)",
+        help="the switch runs the program compiled for K values per packet (default: the program as "
+        f"`make build` compiles it, K = {EMBEDDED_VALUES_PER_PACKET}, the embedded switch's default)",
     )
     parser.add_argument(
         "--hog",

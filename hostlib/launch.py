@@ -28,16 +28,16 @@ import grpc
 from contracts import jobapi_pb2 as pb
 from contracts import jobapi_pb2_grpc as pb_grpc
 from contracts.jobapi_metadata import CREDENTIAL_ENV
-from contracts.protocol import UDP_PORT
+from contracts.protocol import EMBEDDED_DEFAULT_VALUES_PER_PACKET, UDP_PORT
 from hostlib.communicator import JobSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = ROOT / "p4src" / "v1model" / "p4reduce.p4"
 SWITCH_MAC_PORT1 = "02:50:52:00:00:01"  # the MAC p4reduce-switch synthesizes for its port 1
 # The K that p4reduce-switch runs when this module starts it on loopback (demo, bench, torch launcher):
-# a software switch pays per packet, not per value, and 1024 values per packet was fastest there idle and
-# busy (docs/performance.md, *Values per packet on the embedded switch*). Loopback's MTU carries it.
-EMBEDDED_VALUES_PER_PACKET = 1024
+# the program's own default on the embedded switch's target (contracts/protocol.py), i.e. the program
+# exactly as `make build` compiles it. Loopback's MTU (65536) carries its 4,162-byte frames.
+EMBEDDED_VALUES_PER_PACKET = EMBEDDED_DEFAULT_VALUES_PER_PACKET
 
 
 class LaunchError(RuntimeError):
@@ -83,8 +83,9 @@ def share_job_credential() -> str:
 
 
 def build_program(build: Path, values_per_packet: int | None = None) -> tuple[Path, Path]:
-    """build/p4reduce.json and its P4Info, compiled with p4reduce-p4c when missing or stale; with
-    `values_per_packet`, the program for that K (-DVALUES_PER_PACKET) in build/k<K>/."""
+    """build/p4reduce.json and its P4Info, compiled with p4reduce-p4c when missing or stale (as `make
+    build` compiles them: the embedded switch's default K); with `values_per_packet`, the program for
+    that K (-DVALUES_PER_PACKET) in build/k<K>/."""
     defines = []
     if values_per_packet is not None:
         build, defines = build / f"k{values_per_packet}", [f"-DVALUES_PER_PACKET={values_per_packet}"]
@@ -212,7 +213,7 @@ def services(
     pool_size: int = 128,
     stats_file: Path | None = None,
     pcap: Path | None = None,
-    values_per_packet: int | None = EMBEDDED_VALUES_PER_PACKET,
+    values_per_packet: int | None = None,
     metrics: bool = False,
 ) -> Iterator[Services]:
     """A rootless p4reduce-switch (one UDP port) and a controller daemon provisioning it.
@@ -222,7 +223,8 @@ def services(
     With `stats_file`, the switch writes its packet counters there (JSON) when it stops, at the end
     of the `with` block: e.g. how many frames its fault injection dropped. With `pcap` (a directory,
     created if need be), it captures every frame in and out with its time (`--pcap`). The switch runs
-    the program compiled for `values_per_packet` (None: the program's own default, 64). With `metrics`,
+    the program compiled for `values_per_packet` (None: build/p4reduce.json, the program's own default,
+    EMBEDDED_VALUES_PER_PACKET, as `make build` compiles it). With `metrics`,
     both serve Prometheus metrics on free loopback ports (`Services.switch_metrics`, `.controller_metrics`).
     """
     logs.mkdir(parents=True, exist_ok=True)

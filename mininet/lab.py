@@ -86,11 +86,27 @@ def add_ecn_argument(parser: argparse.ArgumentParser, default: float) -> None:
 ETHERNET_MTU = 1500
 
 
-def link_mtu(values_per_packet: int | None) -> int:
+def link_mtu(values_per_packet: int) -> int:
     """The MTU a lab's links need to carry DATA of K values in one frame: Ethernet's 1500 up to K = 256,
-    a jumbo frame (9000, as data-centre NICs take) for 512 and 1024."""
-    needed = payload_bytes(values_per_packet or DEFAULT_VALUES_PER_PACKET) + 28  # IPv4 and UDP headers
+    a jumbo frame (9000, as data-centre NICs take) for 512 and 1024 (the embedded switch's default)."""
+    needed = payload_bytes(values_per_packet) + 28  # IPv4 and UDP headers
     return ETHERNET_MTU if needed <= ETHERNET_MTU else 9000
+
+
+def size_link(link: Link, values_per_packet: int) -> None:
+    """Give both ends of `link` the MTU that DATA of K values needs (link_mtu); Mininet's is 1500."""
+    mtu = link_mtu(values_per_packet)
+    for intf in (link.intf1, link.intf2) if mtu > ETHERNET_MTU else ():
+        intf.cmd(f"ip link set dev {intf.name} mtu {mtu}")
+
+
+def program_values_per_packet(p4info: Path) -> int:
+    """K of a compiled p4reduce program, from its P4Info (the annotation the controller reads too)."""
+    import finsy as fy
+
+    from controller.program import program_facts
+
+    return program_facts(fy.P4Schema(p4info), str(p4info)).values_per_packet
 
 
 def build_network(
@@ -104,7 +120,7 @@ def build_network(
     switch_log: str = "info",
     out: Path = ROOT,
     burst: int = LINK_BURST_KB,
-    values_per_packet: int | None = None,
+    values_per_packet: int = DEFAULT_VALUES_PER_PACKET,
     switch_link_bw: float | None = None,
     switch_link_loss: float = 0.0,
     ecn_ms: float = 0.0,
@@ -119,8 +135,10 @@ def build_network(
     link is busy it releases frames one per timer, and the emulation spends its CPU waking every
     process once per frame, while a TCP flow's 64 KB GSO packets pass whole. 0 keeps Mininet's.
 
-    `values_per_packet` is the K of the switch's program: every link gets the MTU its DATA needs
-    (link_mtu), so that a K of 512 or 1024 crosses the lab in one frame.
+    `values_per_packet` is the K of the switch's program (program_values_per_packet reads it from the
+    P4Info): every link gets the MTU its DATA needs (link_mtu), so that a K of 512 or 1024 crosses the
+    lab in one frame. The default, 64, fits Ethernet's MTU: for a network that carries no DATA, or the
+    program as p4c compiles it for bmv2.
 
     `switch_link_bw` gives the links between switches another rate than `bw` (a fabric whose spine
     links are not oversubscribed); `switch_link_loss` (a fraction) makes them lose frames each way:
@@ -161,10 +179,8 @@ def build_network(
         for a, pa, b, pb_ in topo.links:
             options = {"bw": fabric_bw} if bw else {}
             links.append((net.addLink(net.get(a), net.get(b), port1=pa, port2=pb_, **options), fabric_bw))
-        mtu = link_mtu(values_per_packet)
-        for link, _ in links if mtu > ETHERNET_MTU else []:
-            for intf in (link.intf1, link.intf2):
-                intf.cmd(f"ip link set dev {intf.name} mtu {mtu}")
+        for link, _ in links:
+            size_link(link, values_per_packet)
         # TCLink's htb class 5:1, with the burst at its ceiling too (quantum: htb warns of the one it
         # derives from the rate; one class shares nothing), and a pfifo of `queue` packets under it
         for link, rate in links if bw else []:
@@ -295,6 +311,8 @@ def run(args: argparse.Namespace) -> int:
         program, p4info = build_bmv2()
     else:
         program, p4info = build_program(ROOT / "build", args.values_per_packet)
+    # the links' MTU follows the K the program was compiled for (its P4Info says), not an option's default
+    values_per_packet = program_values_per_packet(p4info)
     aggregate_at = aggregation_choice(topo, args.aggregate_at)
     grpc_ports = {s.name: free_port() for s in topo.switches}
     job_port = free_port()
@@ -310,7 +328,7 @@ def run(args: argparse.Namespace) -> int:
         switch_log=args.switch_log,
         out=out,
         burst=args.burst,
-        values_per_packet=args.values_per_packet,
+        values_per_packet=values_per_packet,
         ecn_ms=args.ecn_ms,
     )
     controller: subprocess.Popen[bytes] | None = None
@@ -506,8 +524,8 @@ def main() -> int:
         type=int,
         choices=SUPPORTED_VALUES_PER_PACKET,
         metavar="K",
-        help="the embedded switch runs the program compiled for K (default: the program's, 64); "
-        "512 and 1024 give the links a 9000-byte MTU",
+        help="the embedded switch runs the program compiled for K (default: the program's own, "
+        "1024 for the embedded switch, 64 for bmv2); 512 and 1024 give the links a 9000-byte MTU",
     )
     parser.add_argument("--drop-rate", type=float, default=0.0, help="loss injected at the embedded switch")
     parser.add_argument(

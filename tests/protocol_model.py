@@ -13,7 +13,6 @@ from collections import defaultdict
 
 from contracts.protocol import (
     DEFAULT_SLOT_COUNT,
-    DEFAULT_VALUES_PER_PACKET,
     DROP_REASON_COUNT,
     ECN_CE,
     ECN_MASK,
@@ -26,9 +25,10 @@ from contracts.protocol import (
     DropReason,
     MsgType,
 )
+from tests.packet_program import PACKET_K
 
 SLOT_COUNT = DEFAULT_SLOT_COUNT
-K = DEFAULT_VALUES_PER_PACKET
+K = PACKET_K  # the scenarios' K (tests/packet_program.py)
 KEYS = {
     "MyIngress.arp_responder": ("hdr.arp.target_proto_addr",),
     "MyIngress.agg_addresses": ("hdr.ipv4.dst_addr",),

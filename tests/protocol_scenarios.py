@@ -1,7 +1,7 @@
 """Packet-level scenarios of the p4reduce wire protocol (docs/protocol.md, version 2), for any switch.
 
 Each scenario starts from a freshly loaded program (all registers and counters
-zero, no table entries) compiled with the default K, installs the standard
+zero, no table entries) compiled at K = 64 (tests/packet_program.py), installs the standard
 setup below unless it says otherwise, then sends frames and states exactly
 which frames must come out, and which counters and registers must hold what.
 A switch is reached only through the small `Driver` protocol, so the same table
@@ -25,7 +25,6 @@ from scapy.packet import Packet, Raw
 
 from contracts.protocol import (
     DEFAULT_SLOT_COUNT,
-    DEFAULT_VALUES_PER_PACKET,
     ECN_CE,
     ECN_ECT0,
     ECN_NOT_ECT,
@@ -42,8 +41,9 @@ from contracts.protocol import (
     payload_bytes,
     seq_of,
 )
+from tests.packet_program import PACKET_K
 
-K = DEFAULT_VALUES_PER_PACKET
+K = PACKET_K
 SLOT_COUNT = DEFAULT_SLOT_COUNT
 PAYLOAD_BYTES = payload_bytes(K)
 

@@ -138,8 +138,11 @@ def test_every_k_unrolls(variant: Variant, values_per_packet: int) -> None:
     assert len([r for r in declared_registers(text) if r.startswith("value")]) == cells
 
 
-def test_the_v1model_program_carries_the_default_k() -> None:
-    from contracts.protocol import DEFAULT_VALUES_PER_PACKET
+def test_the_v1model_program_carries_its_targets_default_k() -> None:
+    """p4c (bmv2) reads K = 64; p4reduce-p4c's default target predefines its macro and reads 1024."""
+    from contracts.protocol import DEFAULT_VALUES_PER_PACKET, EMBEDDED_DEFAULT_VALUES_PER_PACKET
+    from softswitch.frontend.preprocess import PREDEFINED  # what p4reduce-p4c's default target predefines
 
-    text = preprocess(V1MODEL_VARIANT)
-    assert len(set(re.findall(r"\bvalue([0-9a-f]{2})\s*;", text))) == DEFAULT_VALUES_PER_PACKET
+    for extra, k in (({}, DEFAULT_VALUES_PER_PACKET), (PREDEFINED, EMBEDDED_DEFAULT_VALUES_PER_PACKET)):
+        text = preprocess(V1MODEL_VARIANT, extra)
+        assert len(set(re.findall(r"\bvalue([0-9a-f]{2,3})\s*;", text))) == k

@@ -41,11 +41,28 @@ def _evaluate(expression: str, known: dict[str, int]) -> int:
     return value(tree.body)
 
 
-def parse_defines(text: str) -> dict[str, int]:
-    """Value-carrying #defines of a P4 source; refuses anything it cannot read."""
+_TARGET_MACROS = ("__P4REDUCE_SOFTSWITCH__",)  # a default may depend on the target: `#ifdef` one of these
+
+
+def parse_defines(text: str, target_macros: frozenset[str] = frozenset()) -> dict[str, int]:
+    """Value-carrying #defines of a P4 source, as a target predefining `target_macros` reads them.
+
+    `#ifdef`/`#else`/`#endif` on a target macro (_TARGET_MACROS) choose a branch; refuses anything
+    else it cannot read."""
     values: dict[str, int] = {}
+    skipping: list[bool] = []  # per open target conditional: is this branch left out?
     for number, line in enumerate(text.splitlines(), start=1):
-        if not line.lstrip().startswith("#define"):
+        words = line.split()
+        if words[:1] == ["#ifdef"] and words[1:2] and words[1] in _TARGET_MACROS:
+            skipping.append(words[1] not in target_macros)
+            continue
+        if words[:1] == ["#else"] and skipping:
+            skipping[-1] = not skipping[-1]
+            continue
+        if words[:1] == ["#endif"] and skipping and line.strip() == "#endif":
+            skipping.pop()  # a target conditional is the innermost one: nothing nests inside it
+            continue
+        if any(skipping) or not line.lstrip().startswith("#define"):
             continue
         if line.split()[1:] == [_GUARD]:
             continue
@@ -135,10 +152,26 @@ def test_payload_size_follows_from_k(k: int) -> None:
     assert protocol.packet_dtype(k).itemsize == protocol.payload_bytes(k)
 
 
+def test_the_default_k_follows_the_target() -> None:
+    """bmv2 (p4c) and Tofino keep K = 64; the embedded switch's target gets its fastest K."""
+    text = CONSTANTS_P4.read_text()
+    embedded = parse_defines(text, frozenset({"__P4REDUCE_SOFTSWITCH__"}))
+    assert parse_defines(text)["VALUES_PER_PACKET"] == protocol.DEFAULT_VALUES_PER_PACKET == 64
+    assert embedded["VALUES_PER_PACKET"] == protocol.EMBEDDED_DEFAULT_VALUES_PER_PACKET == 1024
+    assert embedded["PAYLOAD_BYTES"] == protocol.payload_bytes(1024)
+
+
 def test_compile_time_parameters_can_be_overridden() -> None:
     text = CONSTANTS_P4.read_text()
     for name in _PARAMETERS:
-        assert f"#ifndef {name}\n#define {name}" in text, f"{name} cannot be set with -D{name}=..."
+        # `#ifndef NAME`, then at most a target conditional (its #ifdef and a comment), then the #define
+        guarded = rf"#ifndef {name}\n(#ifdef __\w+__\n(/\*.*?\*/\n)?)?#define {name} "
+        assert re.search(guarded, text, re.S), f"{name} cannot be set with -D{name}=..."
+        first, every = (
+            text.index(f"#ifndef {name}\n"),
+            [m.start() for m in re.finditer(f"#define {name} ", text)],
+        )
+        assert all(first < at for at in every), f"a #define {name} outside its #ifndef"
 
 
 def test_seq_holds_call_number_and_use() -> None:
@@ -191,7 +224,19 @@ def test_documented_port_and_k_match_contract() -> None:
     text = PROTOCOL_MD.read_text()
     k = protocol.DEFAULT_VALUES_PER_PACKET
     assert f"**{protocol.UDP_PORT}**" in text
-    assert f"**K = {k}**" in text
+    # per row of *Values per packet*: the macros a compiler predefines, and the default K they give
+    rows = _markdown_table(text, "| compiler and target | predefines | default K |")
+    defaults = {frozenset(re.findall(r"__\w+__", row[1])): row[2] for row in rows}
+    from softswitch.targets import TARGETS  # what p4reduce-p4c's targets really predefine
+
+    assert defaults == {
+        frozenset(TARGETS["softswitch"].defines): f"**K = {protocol.EMBEDDED_DEFAULT_VALUES_PER_PACKET}**",
+        frozenset(TARGETS["bmv2"].defines): f"**K = {k}**",
+        frozenset({"__TARGET_TOFINO__"}): f"**K = {k}**",
+    }, "docs/protocol.md, *Values per packet*: each target's default K"
+    for macros, documented in defaults.items():  # and constants.p4 gives each of them that K
+        chosen = parse_defines(CONSTANTS_P4.read_text(), frozenset(macros))["VALUES_PER_PACKET"]
+        assert documented == f"**K = {chosen}**", (sorted(macros), documented)
     assert f"`24 + 4*K = {protocol.payload_bytes(k)}`" in text
     assert f"{protocol.HEADER_BYTES}-byte header" in text
 

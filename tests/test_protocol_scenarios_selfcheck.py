@@ -16,8 +16,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from contracts.protocol import HEADER_BYTES, UDP_PORT, MsgType, seq_of
-from softswitch.frontend import compile_file
 from softswitch.p4info import build_p4info
+from tests.packet_program import packet_program
 from tests.protocol_model import ProtocolModel
 from tests.protocol_scenarios import (
     H1,
@@ -50,8 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @functools.cache
 def p4info() -> p4i.P4Info:
     """The program's P4Info: its names are what every P4Runtime client (and the scenarios) must use."""
-    program = compile_file(ROOT / "p4src" / "v1model" / "p4reduce.p4", include_dirs=[ROOT / "p4src"])
-    return build_p4info(program)
+    return build_p4info(packet_program())
 
 
 def declared(qualified: str, kind: str) -> bool:

@@ -1,31 +1,27 @@
 """Every packet scenario of docs/protocol.md (one switch, and a child of a tree), run on the real P4
 program on both of the switch's backends.
 
-The program is compiled once by the front end; each scenario gets a fresh
-pipeline (empty tables, zeroed registers), driven through P4Info names.
+The program is compiled once by the front end, at the scenarios' K (tests/packet_program.py); each
+scenario gets a fresh pipeline (empty tables, zeroed registers), driven through P4Info names.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from softswitch.backends.loader import new_pipeline
-from softswitch.frontend import compile_file
 from softswitch.p4info import build_p4info
 from tests.executor.pipeline_driver import PipelineDriver
+from tests.packet_program import packet_program
 from tests.protocol_scenarios import SCENARIOS, Scenario, run_scenario
 from tests.protocol_tree_scenarios import tree_scenarios
 
 ALL = SCENARIOS + tree_scenarios()
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
 def compiled():
-    program = compile_file(ROOT / "p4src/v1model/p4reduce.p4", include_dirs=[ROOT / "p4src"])
+    program = packet_program()
     return program, build_p4info(program)
 
 

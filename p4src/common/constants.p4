@@ -14,7 +14,13 @@
 
 /* ---- compile-time parameters: override with -D (docs/protocol.md, "Values per packet") ---- */
 #ifndef VALUES_PER_PACKET
+#ifdef __P4REDUCE_SOFTSWITCH__
+/* the embedded switch pays per packet, not per value: K = 1024 was its fastest, idle and busy
+   (docs/performance.md, "Values per packet on the embedded switch"); its frames need a 4,162-byte MTU */
+#define VALUES_PER_PACKET  1024
+#else
 #define VALUES_PER_PACKET  64      /* K: 32, 64, 128 or 256; 512 or 1024 on software targets (jumbo frames) */
+#endif
 #endif
 #ifndef SLOT_COUNT
 #define SLOT_COUNT         2048    /* slots per set, switch-wide */

@@ -34,9 +34,10 @@ from finsy.proto import p4r, p4r_grpc
 from contracts import jobapi_pb2 as pb
 from contracts import jobapi_pb2_grpc as pb_grpc
 from contracts.jobapi_metadata import call_metadata
-from contracts.protocol import DEFAULT_VALUES_PER_PACKET, HEADER_BYTES, UDP_PORT, MsgType, payload_bytes
+from contracts.protocol import HEADER_BYTES, UDP_PORT, MsgType, payload_bytes
 from controller.cli import main as cli_main
 from hostlib.launch import free_loopback_address
+from tests.packet_program import PACKET_K, p4c_command
 from tests.ports import free_tcp_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,8 +46,7 @@ from targets import LAUNCHERS, SwitchSpec, p4c_bmv2  # noqa: E402
 
 TARGETS = ("soft", "soft-bmv2", "bmv2")
 BMV2_ANSWERS = ("soft-bmv2", "bmv2")  # targets that answer as bmv2 does where it breaks the specification
-PROGRAM = ROOT / "p4src" / "v1model" / "p4reduce.p4"
-K = DEFAULT_VALUES_PER_PACKET  # the program is compiled without -D
+K = PACKET_K  # p4reduce-p4c gets -DVALUES_PER_PACKET=64; p4c's bmv2 default is 64 too
 HEADER = struct.Struct("!BBHHBBIIII")  # msg_type, rank, job, set|slot, exp, flags, seq, key, call, aux
 VALUES = struct.Struct(f"!{K}i")
 assert HEADER.size == HEADER_BYTES and HEADER.size + VALUES.size == payload_bytes(K)
@@ -88,8 +88,7 @@ def compile_soft(out: Path) -> Artifacts:
     if not (ROOT / "softswitch" / "p4c.py").exists() and not (ROOT / "softswitch" / "p4c").is_dir():
         pytest.skip("the embedded switch's compiler (softswitch/p4c) is not in this tree")
     artifacts = Artifacts(out / "p4reduce.p4info.txtpb", out / "p4reduce.json")
-    command = [sys.executable, "-m", "softswitch.p4c", str(PROGRAM), "-I", str(ROOT / "p4src"),
-               "-o", str(artifacts.device_config), "--p4runtime-files", str(artifacts.p4info)]  # fmt: skip
+    command = p4c_command(artifacts.device_config, artifacts.p4info)
     result = subprocess.run(command, capture_output=True, text=True, env=environment(), timeout=300)
     assert result.returncode == 0, result.stderr
     return artifacts

@@ -12,15 +12,17 @@ import numpy as np
 import pytest
 
 from experiments.report import (
-    P4REDUCE_EFFICIENCY,
     Report,
     describe_machine,
     human,
     ideal_goodput,
     ideal_speedup,
+    p4reduce_efficiency,
+    p4reduce_frame,
     parse_sizes,
     progress,
     targets,
+    tcp_efficiency,
 )
 from experiments.step import Step
 from hostlib.verify import check_float_sum, make_input
@@ -41,10 +43,17 @@ def test_ideal_speedup_of_in_network_aggregation_over_a_ring() -> None:
 
 def test_ideal_goodput_is_flat_for_p4reduce_and_falls_for_a_ring() -> None:
     link = 500_000.0  # 4 Mbit/s in bytes per second
-    flat = {ideal_goodput("p4reduce", n, link) for n in (2, 4, 8)}
-    assert flat == {link * P4REDUCE_EFFICIENCY}
-    ring = [ideal_goodput("gloo", n, link) for n in (2, 4, 8)]
+    flat = {ideal_goodput("p4reduce", n, link, 64, 1500) for n in (2, 4, 8)}
+    assert flat == {link * 256 / 322}  # 4·64 bytes of values in a frame of 66 bytes of headers more
+    ring = [ideal_goodput("gloo", n, link, 64, 1500) for n in (2, 4, 8)]
     assert ring == sorted(ring, reverse=True) and ring[-1] > link / 2 * 0.95
+
+
+def test_wire_efficiency_follows_k_and_the_links_mtu() -> None:
+    """The embedded switch's default K = 1024 sends 4,162-byte frames; TCP gets the 9000-byte MTU too."""
+    assert p4reduce_frame(1024) == 14 + 20 + 8 + 24 + 4096
+    assert p4reduce_efficiency(64) < p4reduce_efficiency(1024)
+    assert tcp_efficiency() == 1448 / 1514 and tcp_efficiency(9000) == 8948 / 9014
 
 
 def test_bmv2_is_refused_clearly_when_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:

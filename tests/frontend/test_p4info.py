@@ -11,6 +11,7 @@ from contracts.protocol import (
     DEFAULT_SLOT_COUNT,
     DEFAULT_VALUES_PER_PACKET,
     DROP_REASON_COUNT,
+    EMBEDDED_DEFAULT_VALUES_PER_PACKET,
     MAX_JOBS,
     P4INFO_SLOTS_ANNOTATION,
     P4INFO_VALUES_ANNOTATION,
@@ -18,6 +19,7 @@ from contracts.protocol import (
 from softswitch.frontend import compile_file
 from softswitch.p4info import build_p4info
 from softswitch.p4info.ids import aliases, assign_ids, jenkins_one_at_a_time
+from softswitch.targets import TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,6 +54,7 @@ def test_aliases_are_the_shortest_unique_suffix() -> None:
 
 @pytest.fixture(scope="module")
 def info() -> p4i.P4Info:
+    """The P4Info of p4reduce.p4 as p4reduce-p4c compiles it by default: for the embedded switch."""
     return build_p4info(compile_file(ROOT / "p4src/v1model/p4reduce.p4", include_dirs=[ROOT / "p4src"]))
 
 
@@ -115,8 +118,20 @@ def test_counters_and_registers(info: p4i.P4Info) -> None:
     assert registers["MyIngress.exp_max"] == (2 * slots, 8)
     assert registers["MyIngress.owner"] == (slots, 32)
     assert registers["MyIngress.aborted"] == (MAX_JOBS, 48)
-    values = sorted(name for name in registers if name.startswith("MyIngress.value"))
-    assert values == [f"MyIngress.value{i:02x}" for i in range(DEFAULT_VALUES_PER_PACKET)]
+    values = {name for name in registers if name.startswith("MyIngress.value")}
+    assert values == {f"MyIngress.value{i:02x}" for i in range(EMBEDDED_DEFAULT_VALUES_PER_PACKET)}
+
+
+@pytest.mark.parametrize(
+    ("target", "k"), [("softswitch", EMBEDDED_DEFAULT_VALUES_PER_PACKET), ("bmv2", DEFAULT_VALUES_PER_PACKET)]
+)
+def test_without_d_the_program_states_its_targets_default_k(target: str, k: int) -> None:
+    """No -DVALUES_PER_PACKET: the embedded switch's target gets its fastest K, bmv2's keeps p4c's 64."""
+    program = compile_file(
+        ROOT / "p4src/v1model/p4reduce.p4", include_dirs=[ROOT / "p4src"], predefined=TARGETS[target].defines
+    )
+    [job_table] = [t for t in build_p4info(program).tables if t.preamble.name == "MyIngress.job_table"]
+    assert f"@{P4INFO_VALUES_ANNOTATION}({k})" in job_table.preamble.annotations
 
 
 @pytest.mark.parametrize("k", [32, 64, 128, 256])

@@ -28,7 +28,9 @@ from softswitch.backends.c.build import HEADER  # noqa: E402
 from softswitch.backends.c.codegen import generate  # noqa: E402
 from softswitch.p4c import compile_program  # noqa: E402
 from tests import protocol_scenarios as ps  # noqa: E402
+from tests.packet_program import PACKET_DEFINES  # noqa: E402
 
+# p4reduce at the scenarios' K (tests/packet_program.py), whose frames seed its corpus
 PROGRAMS = {
     "p4reduce": (ROOT / "p4src/v1model/p4reduce.p4", [ROOT / "p4src"]),
     "constructs": (ROOT / "tests/executor/constructs.p4", []),
@@ -89,7 +91,8 @@ def seeds(name: str) -> list[bytes]:
 
 def fuzz(name: str, seconds: int, work: Path) -> bool:
     source, includes = PROGRAMS[name]
-    program, info = compile_program(source, include_dirs=includes)
+    defines = PACKET_DEFINES if name == "p4reduce" else None
+    program, info = compile_program(source, include_dirs=includes, defines=defines)
     c_source, _ = generate(program, info)
     folder = work / name
     corpus = folder / "corpus"

@@ -27,6 +27,7 @@ from hostlib import Communicator, JobSpec
 from hostlib.launch import ROOT, Services, services
 from hostlib.verify import check, make_input
 from tests.hostlib.chaos_proxy import ChaosProxy, Faults
+from tests.packet_program import PACKET_K
 
 WORLD = 4
 SIZE = 12_000  # elements: 188 packets of K = 64 per rank and call
@@ -34,14 +35,14 @@ SIZE = 12_000  # elements: 188 packets of K = 64 per rank and call
 
 @pytest.fixture(scope="module")
 def switch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
-    # the program's own K (64), not the embedded launcher's 1024: 188 packets per call, not 12, for the
-    # faults to fall on
+    # K = 64 (tests/packet_program.py), not the embedded switch's default of 1024: 188 packets per call,
+    # not 12, for the faults to fall on
     with services(
         tmp_path_factory.mktemp("chaos"),
         ROOT / "build",
         switch_ip="127.0.3.1",
         pool_size=32,
-        values_per_packet=None,
+        values_per_packet=PACKET_K,
     ) as svc:
         yield svc
 
@@ -107,7 +108,8 @@ def test_every_result_is_exact_under(switch: Services, kind: str, rate: float) -
         counts = proxy.counts
     leave(switch.controller, job)
     assert all(all(per_rank) for per_rank in outcomes), outcomes
-    assert counts.forwarded >= WORLD * 4 * 2 * (SIZE // 64), "4 calls, every DATA up and its RESULT down"
+    sent = WORLD * 4 * 2 * (SIZE // PACKET_K)
+    assert counts.forwarded >= sent, "4 calls, every DATA up and its RESULT down"
     if rate >= 0.01:
         assert counts.affected > 0, "the proxy must actually have done something"
 

@@ -10,17 +10,16 @@ from __future__ import annotations
 import os
 import struct
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import finsy as fy
 
-from contracts.protocol import DEFAULT_VALUES_PER_PACKET, HEADER_BYTES, MsgType, payload_bytes
+from contracts.protocol import HEADER_BYTES, MsgType, payload_bytes
+from tests.packet_program import PACKET_K, p4c_command
 
 ROOT = Path(__file__).resolve().parents[2]
-PROGRAM = ROOT / "p4src" / "v1model" / "p4reduce.p4"
-K = DEFAULT_VALUES_PER_PACKET  # the program is compiled without -D
+K = PACKET_K  # compiled with -DVALUES_PER_PACKET=64: hand-built frames of 64 values
 HEADER = struct.Struct("!BBHHBBIIII")  # msg_type, rank, job, set|slot, exp, flags, seq, key, call, aux
 VALUES = struct.Struct(f"!{K}i")
 assert HEADER.size == HEADER_BYTES and HEADER.size + VALUES.size == payload_bytes(K)
@@ -123,26 +122,10 @@ def job_entities(
 
 
 def compile_program(out: Path) -> tuple[Path, Path]:
-    """p4reduce.p4 compiled by p4reduce-p4c: (program JSON, P4Info)."""
+    """p4reduce.p4 compiled by p4reduce-p4c at K (tests/packet_program.py): (program JSON, P4Info)."""
     program, p4info = out / "p4reduce.json", out / "p4reduce.p4info.txtpb"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "softswitch.p4c",
-            str(PROGRAM),
-            "-I",
-            str(ROOT / "p4src"),
-            "-o",
-            str(program),
-            "--p4runtime-files",
-            str(p4info),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    command = p4c_command(program, p4info)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr
     return program, p4info
