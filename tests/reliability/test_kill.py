@@ -130,7 +130,9 @@ def test_a_cut_off_worker_is_named_by_its_lease(daemon: Callable[..., Daemon]) -
             error["error"],
         ), error
     to_error = max(e["t"] for e in errors if e) - stopped_at
-    assert 3 <= to_error < 15, to_error  # the lease (3 s) plus up to a heartbeat and a lease round
+    # The lease runs from the rank's last heartbeat, up to a heartbeat interval (lease / 3) before the stop:
+    # CI saw 2.996 s. At most the lease plus a heartbeat and a lease round after it.
+    assert 3 - 1 <= to_error < 15, to_error
     record("partition-lease", seconds_to_error=round(to_error, 2))
 
 
