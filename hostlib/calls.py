@@ -39,6 +39,15 @@ class NonFinite(enum.IntEnum):
     RAISE = 1
 
 
+def check_wire_bits(bits: int, dtype: DType) -> int:
+    """`bits`, if a call of `dtype` may travel at it: 16 or 32, and int32 at 32 only (its sums are exact)."""
+    if bits not in WIRE_BITS:
+        raise ValueError(f"wire_bits must be 16 or 32, not {bits!r}")
+    if bits == 16 and dtype == DType.INT32:
+        raise ValueError("int32 sums are exact at 32 bits only: wire_bits=16 is for float tensors")
+    return bits
+
+
 @dataclass(frozen=True)
 class Descriptor:
     """`bits`: the wire format, 32 (one value per 32-bit field) or 16 (two: floats only). It is part
@@ -54,10 +63,7 @@ class Descriptor:
     def __post_init__(self) -> None:
         if not 0 <= self.count <= MAX_CALL_ELEMENTS:
             raise ValueError(f"a call carries at most {MAX_CALL_ELEMENTS} elements, not {self.count}")
-        if self.bits not in WIRE_BITS:
-            raise ValueError(f"the wire carries 16 or 32 bits per value, not {self.bits}")
-        if self.bits == 16 and self.dtype == DType.INT32:
-            raise ValueError("int32 sums are exact at 32 bits only; 16 bits is for floats")
+        check_wire_bits(self.bits, self.dtype)
 
     def encode(self) -> int:
         wire16 = WIRE16_BIT if self.bits == 16 else 0

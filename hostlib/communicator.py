@@ -47,13 +47,13 @@ from contracts.protocol import (
 )
 from hostlib.calls import (
     MAX_CALL_ELEMENTS,
-    WIRE_BITS,
     AllreduceAborted,
     AllreduceError,
     Descriptor,
     DType,
     NonFinite,
     Op,
+    check_wire_bits,
 )
 from hostlib.controller_link import ControllerLink
 from hostlib.engine import EngineStats, Membership
@@ -302,7 +302,7 @@ class Communicator:
             if out is not None and (out.shape != array.shape or out.dtype != array.dtype):
                 raise ValueError(f"out must have shape {array.shape} and dtype {array.dtype}")
             dtype = _logical(array.dtype, logical_dtype)
-            bits = _wire_bits(wire_bits, dtype)
+            bits = check_wire_bits(wire_bits, dtype)
         except (TypeError, ValueError):
             self._executor.submit(self._refuse)
             raise
@@ -465,15 +465,6 @@ def _logical(carried: np.dtype, logical: str | None) -> DType:
             f"float32, not {carried}"
         )
     return DType.BFLOAT16
-
-
-def _wire_bits(bits: int, dtype: DType) -> int:
-    """The call's wire format, checked: 16 is for floats."""
-    if bits not in WIRE_BITS:
-        raise ValueError(f"wire_bits must be 16 or 32, not {bits!r}")
-    if bits == 16 and dtype == DType.INT32:
-        raise ValueError("int32 sums are exact at 32 bits only: wire_bits=16 is for float tensors")
-    return bits
 
 
 def _check_source_address(ip: str) -> None:
