@@ -122,20 +122,14 @@ def nonfinite_codes(values: np.ndarray, bits: int = 32) -> np.ndarray:
     return codes
 
 
-def decode_nonfinite16(sums: np.ndarray) -> np.ndarray:
-    """Summed 16-bit codes (lane sums) back to floats, as decode_nonfinite decides."""
+def decode_nonfinite(sums: np.ndarray, bits: int = 32) -> np.ndarray:
+    """Summed codes back to floats: NaN if any NaN or both infinities (or nothing) were counted, else ±Inf.
+    At 16 bits a NaN was counted as both infinities, which the same rule decodes as NaN."""
     counts = sums.astype(np.int64)
-    positive, negative = counts & COUNT16_MASK, (counts >> 6) & COUNT16_MASK
-    out = np.full(counts.shape, np.nan)
-    out[(positive > 0) & (negative == 0)] = np.inf
-    out[(negative > 0) & (positive == 0)] = -np.inf
-    return out
-
-
-def decode_nonfinite(sums: np.ndarray) -> np.ndarray:
-    """Summed codes back to floats: NaN if any NaN or both infinities (or nothing) were counted, else ±Inf."""
-    counts = sums.astype(np.int64)
-    positive, negative, nan = counts & 0xFF, (counts >> 8) & 0xFF, (counts >> 16) & 0xFF
+    if bits == 32:
+        positive, negative, nan = counts & 0xFF, (counts >> 8) & 0xFF, (counts >> 16) & 0xFF
+    else:
+        positive, negative, nan = counts & COUNT16_MASK, (counts >> 6) & COUNT16_MASK, 0
     out = np.full(counts.shape, np.nan)
     out[(positive > 0) & (negative == 0) & (nan == 0)] = np.inf
     out[(negative > 0) & (positive == 0) & (nan == 0)] = -np.inf
@@ -158,8 +152,7 @@ def dequantize(sums: np.ndarray, wire_exponents: np.ndarray, world_size: int, bi
     # times 1/S, not divided by S: one multiplication per element (the C engine's too, bit for bit)
     out = values.astype(np.float64) * (1.0 / scales)[:, None]
     if not finite.all():
-        decode = decode_nonfinite if bits == 32 else decode_nonfinite16
-        out[~finite] = decode(values[~finite])
+        out[~finite] = decode_nonfinite(values[~finite], bits)
     return out
 
 

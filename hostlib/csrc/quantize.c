@@ -72,18 +72,18 @@ static inline int32_t rint_to_int32(double y) {
     return (int32_t)(r >= -2147483648.0 && r <= INT32_MAX_D ? r : -2147483648.0);
 }
 
-static uint32_t nonfinite_code(double x) {
-    if (isnan(x)) return P4R_CODE_NAN;
-    if (x >= 0x1p126) return P4R_CODE_POS_INF;
-    if (x <= -0x1p126) return P4R_CODE_NEG_INF;
+/* An element's code in a non-finite block, in the format's codes (hostlib.quantize.nonfinite_codes). */
+static uint32_t code_of(double x, uint32_t positive, uint32_t negative, uint32_t nan) {
+    if (isnan(x)) return nan;
+    if (x >= 0x1p126) return positive;
+    if (x <= -0x1p126) return negative;
     return 0;
 }
 
+static uint32_t nonfinite_code(double x) { return code_of(x, P4R_CODE_POS_INF, P4R_CODE_NEG_INF, P4R_CODE_NAN); }
+
 static uint32_t nonfinite_code16(double x) {
-    if (isnan(x)) return P4R_CODE16_NAN;
-    if (x >= 0x1p126) return P4R_CODE16_POS_INF;
-    if (x <= -0x1p126) return P4R_CODE16_NEG_INF;
-    return 0;
+    return code_of(x, P4R_CODE16_POS_INF, P4R_CODE16_NEG_INF, P4R_CODE16_NAN);
 }
 
 /* rint_to_int32 for a y known to be inside int32 (|y| < 2^31 - 1): the same rounding, no range check. */
@@ -178,11 +178,14 @@ P4R_VECTORIZED void p4r_quantize16_bf16(const uint16_t *x, int n, int k, uint8_t
 #undef LOAD_AT
 
 /* hostlib.quantize.decode_nonfinite: NaN unless exactly one infinity's sign (and no NaN) was counted. */
-static double decode_code(uint32_t counts) {
-    uint32_t positive = counts & 0xFF, negative = (counts >> 8) & 0xFF, nan = (counts >> 16) & 0xFF;
+static double decode_counts(uint32_t positive, uint32_t negative, uint32_t nan) {
     if (nan == 0 && positive > 0 && negative == 0) return INFINITY;
     if (nan == 0 && negative > 0 && positive == 0) return -INFINITY;
     return NAN;
+}
+
+static double decode_code(uint32_t counts) {
+    return decode_counts(counts & 0xFF, (counts >> 8) & 0xFF, (counts >> 16) & 0xFF);
 }
 
 /* sum * (1 / S) (then / N for an average) for every element, in float64, cast to the output by STORE:
@@ -210,13 +213,8 @@ static double decode_code(uint32_t counts) {
 #define STORE_F16(v) (out[i] = p4r_double_to_half(v))
 #define STORE_BF16(v) (out[i] = p4r_double_to_bf16(v))
 
-/* hostlib.quantize.decode_nonfinite16 of one lane sum. */
-static double decode_code16(int32_t counts) {
-    int positive = counts & 63, negative = (counts >> 6) & 63;
-    if (positive > 0 && negative == 0) return INFINITY;
-    if (negative > 0 && positive == 0) return -INFINITY;
-    return NAN;
-}
+/* One lane sum at 16 bits: a NaN was counted as both infinities. */
+static double decode_code16(int32_t counts) { return decode_counts(counts & 63, (counts >> 6) & 63, 0); }
 
 /* The lane sums of a summed word (hostlib.quantize.unpack_pairs): lo is its low 16 bits as a signed
  * number, hi what remains once lo is taken away. */
@@ -243,14 +241,14 @@ static inline int32_t high_lane(uint32_t w) { return (int32_t)(int16_t)(uint16_t
 #define DEQUANTIZE16_CHUNK(STORE)                                                                \
     do {                                                                                         \
         if (wire_exponent == P4R_EXP_NONFINITE) {                                                \
-            DEQUANTIZE16_WORDS(DECODED, STORE);                                                         \
+            DEQUANTIZE16_WORDS(DECODED, STORE);                                                  \
             return;                                                                              \
         }                                                                                        \
         double r = 1.0 / p4r_scale16((int)wire_exponent - P4R_EXP_BIAS, world_size), w = world_size; \
         if (average) {                                                                           \
-            DEQUANTIZE16_WORDS(AVERAGED, STORE);                                                        \
+            DEQUANTIZE16_WORDS(AVERAGED, STORE);                                                 \
         } else {                                                                                 \
-            DEQUANTIZE16_WORDS(SUMMED, STORE);                                                          \
+            DEQUANTIZE16_WORDS(SUMMED, STORE);                                                   \
         }                                                                                        \
     } while (0)
 

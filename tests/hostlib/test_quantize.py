@@ -168,6 +168,6 @@ def test_16_bit_codes_decode_as_the_32_bit_ones_do() -> None:
     ]
     wide = np.sum([q.nonfinite_codes(r).astype(np.int64) for r in ranks], axis=0).astype(">i4")
     narrow = np.sum([q.nonfinite_codes(r, 16).astype(np.int64) for r in ranks], axis=0)
-    assert np.array_equal(q.decode_nonfinite16(narrow), q.decode_nonfinite(wide), equal_nan=True)
+    assert np.array_equal(q.decode_nonfinite(narrow, 16), q.decode_nonfinite(wide), equal_nan=True)
     everyone = np.sum([q.nonfinite_codes(np.array([np.nan]), 16)] * 32)  # 32 ranks, all NaN: no overflow
-    assert everyone < 2**15 and np.isnan(q.decode_nonfinite16(np.array([everyone]))[0])
+    assert everyone < 2**15 and np.isnan(q.decode_nonfinite(np.array([everyone]), 16)[0])
