@@ -37,6 +37,7 @@ from torch.distributed.distributed_c10d import _DistributedBackendOptions
 
 from contracts.jobapi_metadata import CREDENTIAL_ENV
 from hostlib.communicator import Communicator, JoinError
+from hostlib.torch.arrays import call_keywords, host_array
 from hostlib.torch.cuda_backend import cuda_backend
 from hostlib.torch.options import ENV_STRICT, P4ReduceOptions, Settings, resolve
 from hostlib.torch.registration import BACKEND
@@ -234,15 +235,12 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
     ) -> dist.Work:
         """Start `tensor`'s sum (or average) through the switch; `finish(result)` writes it back."""
         flat = tensor.detach().reshape(-1)
-        logical, array = None, flat.numpy() if flat.dtype != torch.bfloat16 else None
-        if array is None:  # numpy has no bfloat16: its bit patterns, as uint16, under a bfloat16 descriptor
-            array, logical = flat.view(torch.int16).numpy().view(np.uint16), "bfloat16"
-        bits = self.settings.wire_bits if flat.dtype in (torch.bfloat16, torch.float16) else 32
         label = f"{what} of {tensor.numel()} × {str(tensor.dtype).removeprefix('torch.')}"
         self.collectives["switch", what] += 1
         assert self.comm is not None, "only a group that joined its job sums through the switch"
         try:
-            handle = self.comm.allreduce_async(array, op=op, logical_dtype=logical, wire_bits=bits)  # type: ignore[arg-type]
+            keywords = call_keywords(flat.dtype, self.settings.wire_bits)
+            handle = self.comm.allreduce_async(host_array(flat), op=op, **keywords)  # type: ignore[arg-type]
         except Exception as error:
             return failed_work(label, error)
         self._last = SwitchWork(label, handle, finish)

@@ -44,10 +44,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import Protocol
 
-import numpy as np
 import torch
 
 from hostlib.communicator import Communicator, Handle
+from hostlib.torch.arrays import call_keywords, host_array
 from hostlib.torch.work import SwitchWork
 
 __all__ = ["PIECE_ELEMENTS", "CudaLanes", "HostLanes", "StagedSums", "StagedWork", "piece_bounds"]
@@ -68,12 +68,6 @@ def piece_bounds(total: int, piece: int = PIECE_ELEMENTS) -> list[tuple[int, int
         return [(0, total)] if total else []
     cuts = list(range(0, total - piece, piece))  # the last start leaves more than `piece` behind it
     return [(start, min(start + piece, total)) for start in cuts[:-1]] + [(cuts[-1], total)]
-
-
-def _numpy(tensor: torch.Tensor) -> np.ndarray:
-    """A host tensor as numpy, sharing its memory; int16 (bfloat16's bits) as uint16, as hostlib wants."""
-    array = tensor.numpy()
-    return array.view(np.uint16) if array.dtype == np.int16 else array
 
 
 class Lanes(Protocol):
@@ -303,13 +297,11 @@ class StagedSums:
                 pieces.one_ended()  # skipped: the error is already the work's
                 continue
             try:
-                sixteen = host.dtype in (torch.bfloat16, torch.float16)
                 handle = self._comm.allreduce_async(
-                    _numpy(carried),
-                    _numpy(result),
+                    host_array(carried),
+                    host_array(result),
                     op=op,  # type: ignore[arg-type]
-                    logical_dtype="bfloat16" if host.dtype == torch.bfloat16 else None,
-                    wire_bits=self._wire_bits if sixteen else 32,  # type: ignore[arg-type]
+                    **call_keywords(host.dtype, self._wire_bits),  # type: ignore[arg-type]
                 )
             except BaseException as error:
                 pieces.one_ended(error)
