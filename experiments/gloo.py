@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         "links busy: p4reduce / Gloo, a worker's bytes up over its all-reduce time at the link rate.\n"
         f"expected: p4reduce S up and S down in {frame}-byte frames carrying {frame - 66} bytes"
         f" (x{1 / efficiency:.3f}, K = {k}; at 16 bits per value twice the values per frame, so the same"
-        " per byte of a 2-byte tensor), plus one priming packet per slot per float call;"
+        " per byte of a 2-byte tensor), plus a float call's priming (one packet while slots x N <= 4K);"
         f" a ring 2(N-1)/N·S = {ideal:.2f}·S each way, x{1 / tcp:.3f} in TCP frames"
         f" ({mtu}-byte MTU), plus ACKs."
     )

@@ -362,7 +362,7 @@ class Communicator:
     ) -> Iterator[tuple[int, np.ndarray, Descriptor]]:
         """The calls one tensor takes: each within 65536 packets and 2^24 - 1 elements."""
         block = self.job.values_per_packet * (32 // bits)  # elements per packet
-        priming = self.job.pool_size // 2 if dtype != DType.INT32 else 0
+        priming = self.job.pool_size // 2 if dtype != DType.INT32 else 0  # at most H priming uses (N <= 4K)
         per_call = min((MAX_USES_PER_CALL - priming) * block, MAX_CALL_ELEMENTS // block * block)
         for start in range(0, flat.size, per_call):
             piece = flat[start : start + per_call]

@@ -233,6 +233,7 @@ class _Call:
     def __init__(self, number: int, plan: Plan, descriptor: int, base: int, width: int, k: int) -> None:
         self.number, self.plan, self.descriptor, self.base, self.width = number, plan, descriptor, base, width
         self.uses = plan.uses
+        self.priming = plan.priming  # uses 0..M-1, whose results every later use waits for (_fill)
         self.current = [-1] * width  # use outstanding on each slot, -1 when the slot is done
         self.sent_at = [0.0] * width  # first transmission of the current use (RTT samples)
         self.data_asked = [0] * width  # QUERYs asked about the current use before its latest DATA went
@@ -299,7 +300,7 @@ class Engine:
         if self._broken is not None:
             raise AllreduceError(self._broken)
         width = plan.width(self.member.half)
-        plan.start(width)
+        plan.start(width, self.member.rank)
         if plan.uses > MAX_USES_PER_CALL:
             raise ValueError(f"a call takes at most {MAX_USES_PER_CALL} packets, not {plan.uses}")
         call = _Call(
@@ -718,6 +719,9 @@ class Engine:
         assert call is not None
         if call.waiting_count == 0:
             return
+        if call.lowest < call.priming:  # a float call's chunks wait for the exponents its priming agrees
+            self._fill_priming(now)
+            return
         limited = self._limited()
         if not limited and call.waiting_count == 1 and freed >= 0 and call.waiting[freed]:
             call.waiting_count = 0
@@ -738,6 +742,19 @@ class Engine:
                 call.waiting_count -= 1
                 self._send(slot, use, call.agreed[slot], now)
             use += 1
+
+    def _fill_priming(self, now: float) -> None:
+        """_fill while the priming is incomplete: only priming uses go, as the window admits them. (M is 1
+        unless W * N > 4K, so this is normally the call's first packet alone.)"""
+        call = self._call
+        assert call is not None
+        end = min(call.lowest + self.cwnd, call.priming) if self._limited() else call.priming
+        call.edge = max(call.edge, end)
+        for use in range(call.lowest, end):
+            slot = use % call.width
+            if call.waiting[slot] and call.current[slot] == use:
+                call.waiting_count -= 1
+                self._send(slot, use, call.agreed[slot], now)
 
     def _decrease(self, serial: int) -> None:
         """CE or a loss about the use first sent as `serial`: halve the window in use, once per window (a

@@ -5,12 +5,15 @@ A plan knows `uses` (how many packets the call takes) for the `width` W
 do with each result (`deliver`); `result()` assembles the sum.
 
 int32 travels as it is and sums exactly (wrapping like the switch's adder).
-float32/float16 travel as block floating point (hostlib.quantize): each
-slot's first use in a call is a priming packet whose only job is to agree
-the exponent of the slot's first chunk; every later use carries a chunk
-scaled with the exponent the previous result agreed, and announces the
-local exponent of the next chunk on that slot (or 255 when that chunk holds
-NaN/Inf, so that every rank sends the non-finite codes for it).
+float32/float16/bfloat16 travel as block floating point (hostlib.quantize).
+A call's first M uses are its priming: their values carry, one byte per
+rank, the local exponents of the call's first W chunks (one per slot), so
+that the switch's sum hands every rank every rank's exponent and each takes
+the maximum. Every later use carries a chunk scaled with its agreed
+exponent: for the first W chunks the priming's, for the others the one the
+previous result on the same slot agreed. Each announces the local exponent
+of the next chunk on its slot (or 255 when that chunk holds NaN/Inf, so
+that every rank sends the non-finite codes for it).
 """
 
 from __future__ import annotations
@@ -21,20 +24,12 @@ from contracts.protocol import EXP_NONE, EXP_NONFINITE
 from hostlib import quantize as q
 from hostlib.calls import Descriptor, NonFinite, NonFiniteError, Op
 
-# A float call's W slots each cost a priming packet, as large as a DATA. Above PRIMING_FREE chunks a call
-# uses at most one slot per PRIMING_SHARE chunks (and at least PRIMING_FREE), so that priming costs at most
-# 1/PRIMING_SHARE more packets: with K = 1024 and 128 slots, a 1 MB call sent 50 % more than its tensor,
-# and at one slot per 8 chunks a bf16 call at 16 bits still sent 2.29 bytes per value where 2.03 carry it.
-# Every rank computes the same W from the same call (docs/protocol.md, *Halves*).
-PRIMING_FREE = 16
-PRIMING_SHARE = 32
 
-
-def float_width(count: int, slots: int) -> int:
-    """W for a float call of `count` chunks on a half of `slots` slots."""
-    if count <= PRIMING_FREE:
-        return min(slots, count)
-    return min(slots, max(PRIMING_FREE, -(-count // PRIMING_SHARE)))
+def priming_uses(width: int, world_size: int, k: int) -> int:
+    """M: the priming uses of a float call on W slots, each of 4K bytes, one byte per rank per slot. M = 1
+    up to W * N = 4K (K = 1024: 128 slots of 32 ranks), so priming no longer grows with the window (it
+    was a DATA per slot, and W was held to a slot per 32 chunks to keep that cost down)."""
+    return -(-width * world_size // (4 * k))
 
 
 class IntPlan:
@@ -47,12 +42,13 @@ class IntPlan:
         self.sums = np.zeros_like(self.wire)
         self._send = memoryview(self.wire).cast("B")
         self._receive = memoryview(self.sums).cast("B")
+        self.priming = 0
 
     def width(self, slots: int) -> int:
         return min(slots, self.uses)
 
-    def start(self, width: int) -> None:
-        """The engine's choice of W; int32 needs nothing from it."""
+    def start(self, width: int, rank: int) -> None:
+        """The engine's choice of W and its rank; int32 needs neither."""
 
     def payload(self, use: int, agreed_exp: int) -> tuple[memoryview, int]:
         return self._send[use * 4 * self.k : (use + 1) * 4 * self.k], EXP_NONE
@@ -68,7 +64,7 @@ class IntPlan:
 
 
 class FloatPlan:
-    """float32/float16/bfloat16 through block floating point; uses 0..W-1 prime the slots.
+    """float32/float16/bfloat16 through block floating point; uses 0..M-1 prime the call's first W chunks.
 
     At 16 bits (`bits`) a chunk is 2K values, two per 32-bit field; the engine sees K words either way.
     bfloat16 comes as its uint16 bit patterns."""
@@ -84,35 +80,53 @@ class FloatPlan:
         self.local = q.wire_exponents(self.chunks)
         self.count = len(self.chunks)
         self.slots = 0
+        self.priming = 0
         self.uses = 0
         self.agreed = np.zeros(self.count, dtype=np.int64)  # wire exponent each chunk was sent with
         self.sums = np.zeros((self.count, k), dtype=">i4")
         self._receive = memoryview(self.sums).cast("B")
-        self._zeros = bytes(4 * k)
+        self._table = bytearray()  # the priming's sums: byte c * N + r is rank r's exponent of chunk c
 
     def width(self, slots: int) -> int:
-        return float_width(self.count, slots)
+        return min(slots, self.count)
 
-    def start(self, width: int) -> None:
+    def start(self, width: int, rank: int) -> None:
         self.slots = width
-        self.uses = self.count + width if self.count else 0
+        self.priming = priming_uses(width, self.world_size, self.k) if self.count else 0
+        self.uses = self.count + self.priming
+        table = bytearray(self.priming * 4 * self.k)
+        mine = self.local[:width].astype(np.uint8).tobytes()
+        table[rank : width * self.world_size : self.world_size] = mine
+        self._table = table  # this rank's bytes until the priming's results replace them with the sums
 
     def _announce(self, chunk: int) -> int:
         """The wire exponent of `chunk`, announced one use ahead (EXP_NONE if the slot has no such chunk)."""
         return int(self.local[chunk]) if chunk < self.count else EXP_NONE
 
+    def _primed(self, chunk: int) -> int:
+        """The agreed exponent of one of the first W chunks: the largest any rank announced in the priming
+        (255, non-finite, wins as in the switch's maximum)."""
+        n = self.world_size
+        return max(self._table[chunk * n : (chunk + 1) * n])
+
     def payload(self, use: int, agreed_exp: int) -> tuple[bytes, int]:
-        if use < self.slots:
-            return self._zeros, self._announce(use)  # priming: agree the exponent of chunk `use`
-        chunk = use - self.slots
+        size = 4 * self.k
+        if use < self.priming:
+            return bytes(self._table[use * size : (use + 1) * size]), EXP_NONE
+        chunk = use - self.priming
+        if chunk < self.slots:
+            agreed_exp = self._primed(chunk)
         self.agreed[chunk] = agreed_exp
         values = q.quantize(self.chunks[chunk], agreed_exp, self.world_size, self.bits)
         return values.tobytes(), self._announce(chunk + self.slots)
 
     def deliver(self, use: int, values: memoryview, exp: int) -> None:
-        if use >= self.slots:
-            chunk = use - self.slots
-            self._receive[chunk * 4 * self.k : (chunk + 1) * 4 * self.k] = values
+        size = 4 * self.k
+        if use < self.priming:
+            self._table[use * size : (use + 1) * size] = values
+            return
+        chunk = use - self.priming
+        self._receive[chunk * size : (chunk + 1) * size] = values
 
     def nonfinite_blocks(self) -> np.ndarray:
         return np.flatnonzero(self.agreed == EXP_NONFINITE)
@@ -156,6 +170,7 @@ class RefusedPlan:
     so that they fail at once (the switch sees two descriptors) instead of waiting for a timeout."""
 
     uses = 1
+    priming = 0
 
     def __init__(self, k: int) -> None:
         self._zeros = bytes(4 * k)
@@ -163,7 +178,7 @@ class RefusedPlan:
     def width(self, slots: int) -> int:
         return 1
 
-    def start(self, width: int) -> None:
+    def start(self, width: int, rank: int) -> None:
         pass
 
     def payload(self, use: int, agreed_exp: int) -> tuple[bytes, int]:

@@ -308,6 +308,18 @@ static void fill(struct p4r_engine *e, int freed, double now) {
     struct p4r_call *c = &e->call;
     if (c->waiting_count == 0) return;
     int limit = limited(e);
+    if (c->lowest < c->priming) { /* a float call's chunks wait for the exponents its priming agrees */
+        long end = limit && c->lowest + e->cwnd < c->priming ? c->lowest + e->cwnd : c->priming;
+        if (end > c->edge) c->edge = end;
+        for (long use = c->lowest; use < end; use++) {
+            int slot = (int)(use % c->width);
+            if (c->waiting[slot] && c->current[slot] == use) {
+                c->waiting_count -= 1;
+                send_use(e, slot, use, c->agreed[slot], now);
+            }
+        }
+        return;
+    }
     if (!limit && c->waiting_count == 1 && freed >= 0 && c->waiting[freed]) {
         c->waiting_count = 0;
         send_use(e, freed, c->current[freed], c->agreed[freed], now);
@@ -382,13 +394,14 @@ static void ask_held(struct p4r_engine *e, double now) {
 void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t descriptor, double now) {
     struct p4r_call *c = &e->call;
     int width = p4r_plan_width(plan, e->half_slots);
-    p4r_plan_start(plan, width);
+    p4r_plan_start(plan, width, e->rank);
     c->number = e->call_number;
     c->descriptor = descriptor;
     c->plan = plan;
     c->base = e->half * e->half_slots;
     c->width = width;
     c->uses = plan->uses;
+    c->priming = plan->kind == P4R_PLAN_FLOAT ? plan->priming : 0;
     c->outstanding = width;
     memset(&c->error, 0, sizeof c->error);
     for (int s = 0; s < width; s++) {

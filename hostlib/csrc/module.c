@@ -297,7 +297,7 @@ static int prepare_call(EngineObject *self, PyObject *plan_object) {
         PyErr_SetString(PyExc_RuntimeError, "the plan belongs to another engine's call in flight");
         return 0;
     }
-    p4r_plan_start(&plan->plan, p4r_plan_width(&plan->plan, self->engine->half_slots));
+    p4r_plan_start(&plan->plan, p4r_plan_width(&plan->plan, self->engine->half_slots), self->engine->rank);
     if (plan->plan.uses > P4R_MAX_USES_PER_CALL) {
         PyErr_Format(PyExc_ValueError, "a call takes at most %d packets, not %ld", P4R_MAX_USES_PER_CALL,
                      plan->plan.uses);
@@ -595,7 +595,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         {"REMEMBERED_ABORTS", P4R_REMEMBERED_ABORTS}, {"RTT_SAMPLES", P4R_RTT_SAMPLES},
         {"QUESTION_BACKOFFS", P4R_QUESTION_BACKOFFS},
         {"QUESTION_MEMORY", P4R_QUESTION_MEMORY}, {"QUESTION_WAIT_SHARE", P4R_QUESTION_WAIT_SHARE},
-        {"PRIMING_FREE", P4R_PRIMING_FREE}, {"PRIMING_SHARE", P4R_PRIMING_SHARE},
+
         {"CODE_POS_INF", P4R_CODE_POS_INF}, {"CODE_NEG_INF", P4R_CODE_NEG_INF}, {"CODE_NAN", P4R_CODE_NAN},
         {"PLAN_INT", P4R_PLAN_INT}, {"PLAN_FLOAT", P4R_PLAN_FLOAT}, {"PLAN_REFUSED", P4R_PLAN_REFUSED},
         {"NONE", P4R_NONE}, {"INT32", P4R_INT32}, {"FLOAT32", P4R_FLOAT32}, {"FLOAT16", P4R_FLOAT16},

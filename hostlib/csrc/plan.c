@@ -8,6 +8,12 @@
 #include "protocol.h"
 #include "quantize.h"
 
+/* hostlib.reduction.priming_uses: M packets of 4K bytes hold a byte per rank for each of W chunks. */
+static long priming_uses(long width, int world_size, int k) {
+    long bytes = 4L * k;
+    return (width * world_size + bytes - 1) / bytes;
+}
+
 int p4r_plan_init(struct p4r_plan *plan, int kind, int input, const void *in, int output, void *out,
                   size_t size, int k, int world_size, int average, int raise_nonfinite, int bits) {
     memset(plan, 0, sizeof *plan);
@@ -31,7 +37,8 @@ int p4r_plan_init(struct p4r_plan *plan, int kind, int input, const void *in, in
     } else if (plan->count) {
         plan->local = malloc(plan->count);
         plan->agreed = calloc(plan->count, 1);
-        if (plan->local == NULL || plan->agreed == NULL) {
+        plan->table = malloc(priming_uses((long)plan->count, world_size, k) * (size_t)k * 4); /* W <= count */
+        if (plan->local == NULL || plan->agreed == NULL || plan->table == NULL) {
             p4r_plan_free(plan);
             return -1;
         }
@@ -54,24 +61,25 @@ int p4r_plan_init(struct p4r_plan *plan, int kind, int input, const void *in, in
 void p4r_plan_free(struct p4r_plan *plan) {
     free(plan->local);
     free(plan->agreed);
-    plan->local = plan->agreed = NULL;
+    free(plan->table);
+    plan->local = plan->agreed = plan->table = NULL;
 }
 
 int p4r_plan_width(const struct p4r_plan *plan, int slots) {
     if (plan->kind == P4R_PLAN_REFUSED) return 1;
-    size_t wanted = plan->count;
-    if (plan->kind == P4R_PLAN_FLOAT && wanted > P4R_PRIMING_FREE) {
-        /* hostlib.reduction.float_width: priming costs at most 1/PRIMING_SHARE more packets */
-        wanted = (wanted + P4R_PRIMING_SHARE - 1) / P4R_PRIMING_SHARE;
-        if (wanted < P4R_PRIMING_FREE) wanted = P4R_PRIMING_FREE;
-    }
-    return (size_t)slots < wanted ? slots : (int)wanted;
+    return (size_t)slots < plan->count ? slots : (int)plan->count;
 }
 
-void p4r_plan_start(struct p4r_plan *plan, int width) {
+void p4r_plan_start(struct p4r_plan *plan, int width, int rank) {
     if (plan->kind != P4R_PLAN_FLOAT) return;
     plan->slots = width;
-    plan->uses = plan->count ? (long)plan->count + width : 0;
+    plan->rank = rank;
+    plan->priming = plan->count ? priming_uses(width, plan->world_size, plan->k) : 0;
+    plan->uses = (long)plan->count + plan->priming;
+    if (plan->count == 0) return;
+    size_t n = (size_t)plan->world_size;
+    memset(plan->table, 0, (size_t)plan->priming * (size_t)plan->k * 4);
+    for (size_t c = 0; c < (size_t)width; c++) plan->table[c * n + (size_t)rank] = plan->local[c];
 }
 
 P4R_VECTORIZED static void int_to_wire(const int32_t *in, int n, int k, uint8_t *wire) {
@@ -116,6 +124,15 @@ static void quantize_chunk(const struct p4r_plan *plan, size_t start, int n, uin
     }
 }
 
+/* The agreed exponent of one of the first W chunks: the largest any rank put in the priming (255,
+ * non-finite, wins as in the switch's maximum). */
+static uint8_t primed(const struct p4r_plan *plan, size_t chunk) {
+    const uint8_t *bytes = plan->table + chunk * (size_t)plan->world_size;
+    uint8_t most = 0;
+    for (int r = 0; r < plan->world_size; r++) most = bytes[r] > most ? bytes[r] : most;
+    return most;
+}
+
 uint8_t p4r_plan_payload(struct p4r_plan *plan, long use, uint8_t agreed_exp, uint8_t *values) {
     int k = plan->k;
     if (plan->kind == P4R_PLAN_REFUSED) {
@@ -128,21 +145,28 @@ uint8_t p4r_plan_payload(struct p4r_plan *plan, long use, uint8_t agreed_exp, ui
         int_to_wire((const int32_t *)plan->in + start, n, k, values);
         return P4R_EXP_NONE;
     }
-    /* float: uses 0 .. W-1 prime the slots; use u >= W carries chunk u - W and announces chunk u */
-    size_t announce = (size_t)use;
-    if (use >= plan->slots) {
-        size_t c = (size_t)(use - plan->slots), start = c * (size_t)plan->block;
-        plan->agreed[c] = agreed_exp;
-        quantize_chunk(plan, start, chunk_length(plan, c), agreed_exp, plan->local[c], values);
-        announce = c + (size_t)plan->slots;
-    } else {
-        memset(values, 0, (size_t)k * 4);
+    /* float: uses 0 .. M-1 carry the priming's table; use u >= M carries chunk u - M, scaled with the
+     * priming's agreement for the first W chunks, and announces chunk u - M + W */
+    size_t bytes = (size_t)k * 4;
+    if (use < plan->priming) {
+        memcpy(values, plan->table + (size_t)use * bytes, bytes);
+        return P4R_EXP_NONE;
     }
+    size_t c = (size_t)(use - plan->priming), start = c * (size_t)plan->block;
+    if (c < (size_t)plan->slots) agreed_exp = primed(plan, c);
+    plan->agreed[c] = agreed_exp;
+    quantize_chunk(plan, start, chunk_length(plan, c), agreed_exp, plan->local[c], values);
+    size_t announce = c + (size_t)plan->slots;
     return announce < plan->count ? plan->local[announce] : P4R_EXP_NONE;
 }
 
 void p4r_plan_deliver(struct p4r_plan *plan, long use, const uint8_t *values) {
     int k = plan->k;
+    if (plan->kind == P4R_PLAN_FLOAT && use < plan->priming) {
+        /* the priming's sums: every rank's exponents of the first W chunks */
+        memcpy(plan->table + (size_t)use * (size_t)k * 4, values, (size_t)k * 4);
+        return;
+    }
     if (plan->kind == P4R_PLAN_REFUSED || plan->out == NULL) return;
     if (plan->kind == P4R_PLAN_INT) {
         size_t start = (size_t)use * (size_t)k;
@@ -150,8 +174,7 @@ void p4r_plan_deliver(struct p4r_plan *plan, long use, const uint8_t *values) {
         wire_to_int(values, n, plan->average ? plan->world_size : 0, (int32_t *)plan->out + start);
         return;
     }
-    if (use < plan->slots) return; /* a priming use carries no values */
-    size_t c = (size_t)(use - plan->slots), start = c * (size_t)plan->block;
+    size_t c = (size_t)(use - plan->priming), start = c * (size_t)plan->block;
     int n = chunk_length(plan, c), world = plan->world_size, average = plan->average, wide = plan->bits == 32;
     uint8_t e = plan->agreed[c];
     if (plan->output == P4R_FLOAT32) {

@@ -25,9 +25,12 @@ struct p4r_plan {
     int bits;  /* the wire format: 32, or 16 (floats: two values per word) */
     int block; /* elements per chunk: k, or 2k at 16 bits */
     int slots;    /* W, once started */
+    int rank;     /* this rank's byte in the priming (once started) */
+    long priming; /* M: the uses that prime the first W chunks (float plans, once started) */
     long uses;
     uint8_t *local;  /* per chunk: the wire exponent it announces (float plans) */
     uint8_t *agreed; /* per chunk: the exponent it was sent with (float plans) */
+    uint8_t *table;  /* the priming's payloads, then its sums: byte c * N + r is rank r's exponent of chunk c */
 };
 
 /* Sets up a plan over caller-owned buffers; returns 0, or -1 when out of memory. Float plans
@@ -37,7 +40,8 @@ int p4r_plan_init(struct p4r_plan *plan, int kind, int input, const void *in, in
 void p4r_plan_free(struct p4r_plan *plan);
 
 int p4r_plan_width(const struct p4r_plan *plan, int slots);
-void p4r_plan_start(struct p4r_plan *plan, int width);
+/* The engine's W and rank: a float plan's uses become count + M (hostlib.reduction.priming_uses). */
+void p4r_plan_start(struct p4r_plan *plan, int width, int rank);
 
 /* Use `use`'s K values (big-endian) into `values`; returns the exponent its header carries. */
 uint8_t p4r_plan_payload(struct p4r_plan *plan, long use, uint8_t agreed_exp, uint8_t *values);

@@ -53,8 +53,6 @@ enum p4r_msg { P4R_DATA = 1, P4R_RESULT = 2, P4R_MISSING = 3, P4R_ABORT = 4, P4R
 #define P4R_QUESTION_WAIT_SHARE 4 /* an unanswered question's wait doubles on up to 1/this of the wait */
 #define P4R_RTT_SAMPLES 10000
 #define P4R_LOSS_MEMORY 1.0 /* seconds a lost DATA makes timeouts ask after every late use (not hold) */
-#define P4R_PRIMING_FREE 16 /* a float call of up to this many chunks uses a slot per chunk */
-#define P4R_PRIMING_SHARE 32 /* beyond, at most one slot per this many chunks (hostlib.reduction) */
 
 /* The 24-byte header, decoded: every field read with explicit big-endian loads. */
 struct p4r_header {

@@ -16,6 +16,7 @@ import pytest
 
 from contracts.protocol import HEADER_BYTES, SET_BIT, DropReason, MsgType, seq_of
 from hostlib import AllreduceMismatch, AllreduceTimeout, Communicator, JobSpec
+from hostlib import quantize as q
 from hostlib.calls import AllreduceAborted, AllreduceError, Descriptor, DType, NonFinite, Op
 from hostlib.engine import HEADER, Engine, EngineStats, Membership, Overtaking
 from hostlib.native import NativeEngine
@@ -84,12 +85,8 @@ def test_a_call_alternates_sets_per_round_and_calls_alternate_halves(kind: str) 
     ]
 
 
-def test_every_rank_gets_the_exact_int32_sum_and_floats_within_the_bound(kind: str) -> None:
-    fabric = Fabric(engine=kind, world=4, pool=16)
-    data = ints(4, 5000)
-    assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
-    rng = np.random.default_rng(7)
-    floats = [(rng.standard_normal(3000) * 10 ** rng.uniform(-3, 3)).astype(np.float32) for _ in range(4)]
+def assert_floats_within_the_bound(fabric: Fabric, floats: list[np.ndarray]) -> None:
+    """One call of `floats` (a tensor per rank): every rank decodes the same sum, within the plan's bound."""
     plans = fabric.plans(floats)
     results = fabric.run(plans)
     truth = np.sum(np.stack(floats).astype(np.float64), axis=0)
@@ -97,6 +94,15 @@ def test_every_rank_gets_the_exact_int32_sum_and_floats_within_the_bound(kind: s
     for result in results:
         assert isinstance(result, np.ndarray) and np.all(np.abs(result - truth) <= bound)
     assert all(np.array_equal(results[0], r) for r in results), "every rank decodes the same sum"
+
+
+def test_every_rank_gets_the_exact_int32_sum_and_floats_within_the_bound(kind: str) -> None:
+    fabric = Fabric(engine=kind, world=4, pool=16)
+    data = ints(4, 5000)
+    assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
+    rng = np.random.default_rng(7)
+    floats = [(rng.standard_normal(3000) * 10 ** rng.uniform(-3, 3)).astype(np.float32) for _ in range(4)]
+    assert_floats_within_the_bound(fabric, floats)
 
 
 def losing_first_data_of(rank: int) -> Callable[[Packet], list[float]]:
@@ -777,24 +783,49 @@ def test_a_call_failed_from_outside_ends_at_once_and_later_calls_fail_too() -> N
         silent.close()
 
 
-@pytest.mark.parametrize(
-    ("chunks", "width"),
-    [(1, 1), (16, 16), (17, 16), (200, 16), (512, 16), (1000, 32), (4096, 128), (8192, 128)],
-)
-def test_a_float_call_primes_at_most_1_in_32_of_its_chunks(kind: str, chunks: int, width: int) -> None:
-    # Each slot of a float call costs a priming packet as large as a DATA: with K = 1024 and 128 slots a
-    # 1 MB call sent 1.5 times its tensor, and at an eighth a bf16 call at 16 bits 2.29 bytes per value.
-    # Small calls keep a slot per chunk (they are latency-bound), calls up to 512 chunks 16 slots.
-    member = Membership(job_id=4, rank=0, key=7, world_size=2, pool_size=256, values_per_packet=K)
+@pytest.mark.parametrize(("chunks", "world", "priming"), [(1, 2, 1), (200, 2, 1), (4096, 2, 1), (4096, 5, 3)])
+def test_a_float_call_primes_its_first_w_chunks_with_a_byte_per_rank(
+    kind: str, chunks: int, world: int, priming: int
+) -> None:
+    # The call's first M = ceil(W * N / 4K) uses carry, at byte c * N + r, rank r's exponent of chunk c
+    # for the W chunks the slots send first; nothing else goes until their results are in. (A priming
+    # packet per slot cost 1.5 times a 1 MB call at K = 1024 and 128 slots, and held W to a slot per 32
+    # chunks.) W is min(H, chunks), as for int32.
+    rank = world - 1
+    member = Membership(job_id=4, rank=rank, key=7, world_size=world, pool_size=256, values_per_packet=K)
     engine = make_engine(kind, member)
     descriptor = Descriptor(DType.FLOAT32, Op.SUM, NonFinite.PROPAGATE, chunks * K)
-    plan = make_plan(kind, np.ones(chunks * K, dtype=np.float32), descriptor, K, 2)
+    magnitudes = 2.0 ** (np.arange(chunks) % 40 - 20)  # chunk c's largest magnitude, below 2^(c % 40 - 19)
+    data = np.repeat(magnitudes, K).astype(np.float32)
+    plan = make_plan(kind, data, descriptor, K, world)
     sent = engine.begin(plan, descriptor.encode(), 1.0)
-    assert len(sent) == width
+    assert len(sent) == priming
+    width = min(128, chunks)
+    table = b"".join(bytes(packet[HEADER_BYTES:]) for packet in sent)
+    expected = bytearray(priming * 4 * K)
+    exponents = q.wire_exponents(data.reshape(-1, K))[:width]
+    expected[rank : width * world : world] = bytes(int(e) for e in exponents)
+    assert table == bytes(expected)
+    assert [HEADER.unpack_from(packet)[3] & 0x7FFF for packet in sent] == list(range(priming))  # slots 0..M-1
     engine = make_engine(kind, member)
     descriptor = Descriptor(DType.INT32, Op.SUM, NonFinite.PROPAGATE, chunks * K)
-    plan = make_plan(kind, np.ones(chunks * K, dtype=np.int32), descriptor, K, 2)
-    assert len(engine.begin(plan, descriptor.encode(), 1.0)) == min(128, chunks)  # int32 has no priming
+    plan = make_plan(kind, np.ones(chunks * K, dtype=np.int32), descriptor, K, world)
+    assert len(engine.begin(plan, descriptor.encode(), 1.0)) == width  # int32 has no priming
+
+
+@pytest.mark.parametrize(("world", "k", "pool"), [(6, 32, 64), (5, 32, 128)])
+def test_a_priming_of_several_packets_agrees_every_first_exponent_under_loss(
+    kind: str, world: int, k: int, pool: int
+) -> None:
+    # W * N > 4K: the priming takes several uses (2 and 3 here), and every first chunk still gets the
+    # largest exponent of any rank.
+    fabric = Fabric(engine=kind, world=world, pool=pool, k=k, fault=random_faults(world * k, drop=0.1))
+    rng = np.random.default_rng(world + k)
+    floats = [
+        (rng.standard_normal(80 * k + 3) * 10 ** rng.uniform(-3, 3)).astype(np.float32) for _ in range(world)
+    ]
+    floats[0][: 4 * k] *= 1e6  # one rank's first chunks far larger than the others'
+    assert_floats_within_the_bound(fabric, floats)
 
 
 def test_a_peer_that_left_ends_only_the_calls_it_had_not_begun(reflector: Reflector) -> None:

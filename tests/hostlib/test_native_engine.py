@@ -26,7 +26,7 @@ import pytest
 
 from contracts import protocol
 from contracts.protocol import EXP_BIAS, EXP_NONFINITE, HEADER_BYTES, MsgType, payload_bytes
-from hostlib import Communicator, JobSpec, reduction
+from hostlib import Communicator, JobSpec
 from hostlib import engine as spec_engine
 from hostlib import quantize as q
 from hostlib.calls import AllreduceError, Descriptor, DType, NonFinite, Op
@@ -56,7 +56,6 @@ def test_the_native_constants_are_the_protocols_and_the_specifications() -> None
                  "FAST_RETRANSMIT_AFTER", "REMEMBERED_ABORTS", "RTT_SAMPLES",
                  "QUESTION_BACKOFFS", "QUESTION_MEMORY", "QUESTION_WAIT_SHARE", "LOSS_MEMORY"):  # fmt: skip
         assert getattr(_native, name) == getattr(spec_engine, name), name
-    assert (_native.PRIMING_FREE, _native.PRIMING_SHARE) == (reduction.PRIMING_FREE, reduction.PRIMING_SHARE)
     assert (_native.CODE_POS_INF, _native.CODE_NEG_INF, _native.CODE_NAN) == (
         q.CODE_POS_INF, q.CODE_NEG_INF, q.CODE_NAN,
     )  # fmt: skip

@@ -172,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     struct call_buffers call;
     make_call(&call, &in, world, k);
     double now = 0.0;
-    p4r_plan_start(&call.plan, p4r_plan_width(&call.plan, e->half_slots));
+    p4r_plan_start(&call.plan, p4r_plan_width(&call.plan, e->half_slots), e->rank);
     if (call.plan.uses <= P4R_MAX_USES_PER_CALL) p4r_engine_begin(e, &call.plan, 0x20000040u, now);
     remember(log, e);
     uint8_t previous[P4R_MAX_PAYLOAD + 8];
@@ -206,7 +206,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             p4r_engine_finish(e, now, &error);
             free_call(&call);
             make_call(&call, &in, world, k);
-            p4r_plan_start(&call.plan, p4r_plan_width(&call.plan, e->half_slots));
+            p4r_plan_start(&call.plan, p4r_plan_width(&call.plan, e->half_slots), e->rank);
             if (call.plan.uses <= P4R_MAX_USES_PER_CALL) p4r_engine_begin(e, &call.plan, word(&in), now);
             break;
         }
