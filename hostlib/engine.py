@@ -719,11 +719,12 @@ class Engine:
         assert call is not None
         if call.waiting_count == 0:
             return
-        if call.lowest < call.priming:  # a float call's chunks wait for the exponents its priming agrees
-            self._fill_priming(now)
-            return
         limited = self._limited()
-        if not limited and call.waiting_count == 1 and freed >= 0 and call.waiting[freed]:
+        # While the priming is incomplete (L < M) the window ends at M: a float call's chunks wait for the
+        # exponents it agrees. (M is 1 unless W * N > 4K, so this is normally the call's first packet alone.)
+        gate = call.priming if call.lowest < call.priming else call.uses
+        alone = call.waiting_count == 1 and freed >= 0 and call.waiting[freed]  # the freed slot's use only
+        if not limited and gate == call.uses and alone:
             call.waiting_count = 0
             self._send(freed, call.current[freed], call.agreed[freed], now)
             return
@@ -731,30 +732,17 @@ class Engine:
             if freed >= 0 and call.waiting[freed] and call.current[freed] < call.edge:
                 call.waiting_count -= 1
                 self._send(freed, call.current[freed], call.agreed[freed], now)
-            use, end = max(call.edge, call.lowest), min(call.lowest + self.cwnd, call.uses)
+            use, end = max(call.edge, call.lowest), min(call.lowest + self.cwnd, gate)
             call.edge = max(call.edge, end)
         else:
-            use, end = call.lowest, call.uses
-            call.edge = call.uses
+            use, end = call.lowest, gate
+            call.edge = gate
         while use < end and call.waiting_count:
             slot = use % call.width
             if call.waiting[slot] and call.current[slot] == use:
                 call.waiting_count -= 1
                 self._send(slot, use, call.agreed[slot], now)
             use += 1
-
-    def _fill_priming(self, now: float) -> None:
-        """_fill while the priming is incomplete: only priming uses go, as the window admits them. (M is 1
-        unless W * N > 4K, so this is normally the call's first packet alone.)"""
-        call = self._call
-        assert call is not None
-        end = min(call.lowest + self.cwnd, call.priming) if self._limited() else call.priming
-        call.edge = max(call.edge, end)
-        for use in range(call.lowest, end):
-            slot = use % call.width
-            if call.waiting[slot] and call.current[slot] == use:
-                call.waiting_count -= 1
-                self._send(slot, use, call.agreed[slot], now)
 
     def _decrease(self, serial: int) -> None:
         """CE or a loss about the use first sent as `serial`: halve the window in use, once per window (a

@@ -308,19 +308,10 @@ static void fill(struct p4r_engine *e, int freed, double now) {
     struct p4r_call *c = &e->call;
     if (c->waiting_count == 0) return;
     int limit = limited(e);
-    if (c->lowest < c->priming) { /* a float call's chunks wait for the exponents its priming agrees */
-        long end = limit && c->lowest + e->cwnd < c->priming ? c->lowest + e->cwnd : c->priming;
-        if (end > c->edge) c->edge = end;
-        for (long use = c->lowest; use < end; use++) {
-            int slot = (int)(use % c->width);
-            if (c->waiting[slot] && c->current[slot] == use) {
-                c->waiting_count -= 1;
-                send_use(e, slot, use, c->agreed[slot], now);
-            }
-        }
-        return;
-    }
-    if (!limit && c->waiting_count == 1 && freed >= 0 && c->waiting[freed]) {
+    /* while the priming is incomplete (L < M) the window ends at M: a float call's chunks wait for the
+     * exponents it agrees */
+    long gate = c->lowest < c->priming ? c->priming : c->uses;
+    if (!limit && gate == c->uses && c->waiting_count == 1 && freed >= 0 && c->waiting[freed]) {
         c->waiting_count = 0;
         send_use(e, freed, c->current[freed], c->agreed[freed], now);
         return;
@@ -332,12 +323,12 @@ static void fill(struct p4r_engine *e, int freed, double now) {
             send_use(e, freed, c->current[freed], c->agreed[freed], now);
         }
         use = c->edge > c->lowest ? c->edge : c->lowest;
-        end = c->lowest + e->cwnd < c->uses ? c->lowest + e->cwnd : c->uses;
+        end = c->lowest + e->cwnd < gate ? c->lowest + e->cwnd : gate;
         if (end > c->edge) c->edge = end;
     } else {
         use = c->lowest;
-        end = c->uses;
-        c->edge = c->uses;
+        end = gate;
+        c->edge = gate;
     }
     for (; use < end && c->waiting_count; use++) {
         int slot = (int)(use % c->width);
@@ -401,7 +392,7 @@ void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t desc
     c->base = e->half * e->half_slots;
     c->width = width;
     c->uses = plan->uses;
-    c->priming = plan->kind == P4R_PLAN_FLOAT ? plan->priming : 0;
+    c->priming = plan->priming; /* 0 for int32 and refused plans */
     c->outstanding = width;
     memset(&c->error, 0, sizeof c->error);
     for (int s = 0; s < width; s++) {

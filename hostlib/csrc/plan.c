@@ -73,7 +73,6 @@ int p4r_plan_width(const struct p4r_plan *plan, int slots) {
 void p4r_plan_start(struct p4r_plan *plan, int width, int rank) {
     if (plan->kind != P4R_PLAN_FLOAT) return;
     plan->slots = width;
-    plan->rank = rank;
     plan->priming = plan->count ? priming_uses(width, plan->world_size, plan->k) : 0;
     plan->uses = (long)plan->count + plan->priming;
     if (plan->count == 0) return;

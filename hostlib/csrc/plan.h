@@ -25,7 +25,6 @@ struct p4r_plan {
     int bits;  /* the wire format: 32, or 16 (floats: two values per word) */
     int block; /* elements per chunk: k, or 2k at 16 bits */
     int slots;    /* W, once started */
-    int rank;     /* this rank's byte in the priming (once started) */
     long priming; /* M: the uses that prime the first W chunks (float plans, once started) */
     long uses;
     uint8_t *local;  /* per chunk: the wire exponent it announces (float plans) */
