@@ -123,7 +123,9 @@ def bench_worker(
                     cpu = CpuClock()
                     switch_cpu = ProcessCpuClock(switch_pid) if switch_pid and rank == 0 else None
                     started = time.perf_counter()
-                    result = comm.allreduce(data, **options)  # type: ignore[arg-type]
+                    # in place, as Gloo's all_reduce below and the torch backend sum: a fresh result array
+                    # would be fresh pages, which the kernel zeroes inside the timed call
+                    result = comm.allreduce(data, out=data, **options)  # type: ignore[arg-type]
                     seconds = time.perf_counter() - started
                     cpu_seconds = cpu.seconds()
                     # read once the call returned: the switch sent its last RESULT before this one came

@@ -58,6 +58,7 @@ from hostlib.calls import (
 from hostlib.controller_link import ControllerLink
 from hostlib.engine import EngineStats, Membership
 from hostlib.native import NativePlan, PacketEngine, congestion_control_default, native_plan, refused_plan
+from hostlib.scratch import ScratchPool
 
 __all__ = ["Communicator", "Handle", "JobSpec", "JoinError"]
 
@@ -167,6 +168,8 @@ class Communicator:
         self._peer_gone: tuple[int, str] | None = None  # a peer left: (its calls begun, why)
         self._resume_at = 0  # calls numbered below it were lost with the switch's state
         self._earlier_stats: list[EngineStats] = []  # of engines replaced after a switch restart
+        # the input copies of asynchronous calls, reused by size; callers may draw result buffers from it
+        self.scratch = ScratchPool()
 
     # ------------------------------------------------------------ joining
     @classmethod
@@ -306,13 +309,18 @@ class Communicator:
         except (TypeError, ValueError):
             self._executor.submit(self._refuse)
             raise
-        if copy or (out is not None and np.may_share_memory(array, out)):
-            flat = np.array(array.reshape(-1), copy=True)
-        else:
-            flat = np.ascontiguousarray(array.reshape(-1))
+        copied = copy or (out is not None and np.may_share_memory(array, out))
+        flat = self.scratch.copy(array) if copied else np.ascontiguousarray(array.reshape(-1))
         calls = list(self._split(flat, dtype, operation, mode, bits))
 
         def run() -> np.ndarray:
+            try:
+                return reduce()
+            finally:
+                if copied:
+                    self.scratch.give(flat)
+
+        def reduce() -> np.ndarray:
             target = out if out is not None else np.empty(array.shape, dtype=array.dtype)
             # The native plans write results straight into a C-contiguous buffer: the target itself
             # unless it is a strided view.

@@ -150,6 +150,10 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         if op is None:
             return self._delegate("all_reduce", self._other(tensors).allreduce, tensors, opts)
         (tensor,) = tensors
+        if tensor.device.type == "cpu" and tensor.is_contiguous():
+            # In place, as Gloo sums: the host library writes the result into the tensor's own memory,
+            # which no caller reads before the work ends; no result buffer to allocate and copy back.
+            return self._switch("all_reduce", tensor, op, lambda _: [tensor], tensor, into=tensor)
 
         def finish(result: np.ndarray) -> list[torch.Tensor]:
             _write(tensor, result)
@@ -216,13 +220,15 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         finish: Callable[[np.ndarray], list[torch.Tensor]],
         target: torch.Tensor,
         start: int = 0,
+        into: torch.Tensor | None = None,
     ) -> dist.Work:
-        """A CPU tensor's sum straight to the host library; a device tensor's staged through host memory
+        """A CPU tensor's sum straight to the host library (written into `into`, a contiguous CPU tensor
+        of its shape and dtype, where one is given); a device tensor's staged through host memory
         (hostlib/torch/staging.py) into `target`, which keeps elements [start, start + its size)."""
         if tensor.device.type == "cpu":
             if self._staged is not None:
                 self._staged.drain()  # staged pieces queued before this call take their call numbers first
-            return self._through_switch(what, tensor, op, finish)
+            return self._through_switch(what, tensor, op, finish, into)
         if self._staged is None:
             assert self.comm is not None, "only a group that joined its job sums through the switch"
             self._staged = StagedSums(self.comm, wire_bits=self.settings.wire_bits)
@@ -231,19 +237,42 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
         return self._last
 
     def _through_switch(
-        self, what: str, tensor: torch.Tensor, op: str, finish: Callable[[np.ndarray], list[torch.Tensor]]
+        self,
+        what: str,
+        tensor: torch.Tensor,
+        op: str,
+        finish: Callable[[np.ndarray], list[torch.Tensor]],
+        into: torch.Tensor | None = None,
     ) -> dist.Work:
-        """Start `tensor`'s sum (or average) through the switch; `finish(result)` writes it back."""
+        """Start `tensor`'s sum (or average) through the switch, into `into`'s memory where given;
+        `finish(result)` writes it back (or, with `into`, only names the outputs).
+
+        Without `into` the result lands in a buffer of the communicator's scratch pool, handed back once
+        `finish` has copied it out: a fresh result array per call would be fresh pages, which the kernel
+        zeroes (docs/performance.md, *A bandwidth-bound DDP step*)."""
         flat = tensor.detach().reshape(-1)
         label = f"{what} of {tensor.numel()} × {str(tensor.dtype).removeprefix('torch.')}"
         self.collectives["switch", what] += 1
-        assert self.comm is not None, "only a group that joined its job sums through the switch"
+        comm = self.comm
+        assert comm is not None, "only a group that joined its job sums through the switch"
         try:
             keywords = call_keywords(flat.dtype, self.settings.wire_bits)
-            handle = self.comm.allreduce_async(host_array(flat), op=op, **keywords)  # type: ignore[arg-type]
+            values = host_array(flat)
+            if into is not None:
+                out, ending = host_array(into.detach().view(-1)), finish
+            else:
+                out = comm.scratch.take(values.nbytes).view(values.dtype)
+
+                def ending(result: np.ndarray) -> list[torch.Tensor]:
+                    try:
+                        return finish(result)
+                    finally:
+                        comm.scratch.give(out)
+
+            handle = comm.allreduce_async(values, out, op=op, **keywords)  # type: ignore[arg-type]
         except Exception as error:
             return failed_work(label, error)
-        self._last = SwitchWork(label, handle, finish)
+        self._last = SwitchWork(label, handle, ending)
         return self._last
 
     def flush(self) -> None:

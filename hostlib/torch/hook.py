@@ -38,15 +38,19 @@ def p4reduce_hook(state: P4ReduceState, bucket: dist.GradBucket) -> torch.future
     if tensor.dtype not in (torch.float32, torch.float16):
         outcome.fail(TypeError(f"p4reduce_hook handles float32 and float16, not {tensor.dtype}"))
         return outcome.future
+    in_place = tensor.device.type == "cpu"  # the average straight into the bucket, as Gloo writes it
     try:
-        handle = state.comm.allreduce_async(tensor.detach().cpu().numpy(), op="avg")
+        values = tensor.detach().cpu().numpy()
+        handle = state.comm.allreduce_async(values, values if in_place else None, op="avg")
     except Exception as error:
         outcome.fail(error)
         return outcome.future
 
     def done(finished: Handle) -> None:
         try:
-            tensor.copy_(torch.from_numpy(finished.wait()))
+            result = finished.wait()
+            if not in_place:
+                tensor.copy_(torch.from_numpy(result))
         except Exception as error:
             outcome.fail(error)
         else:

@@ -50,6 +50,9 @@ def collectives(rank: int, world: int, port: int, controller: str) -> dict[str, 
         tensor = gradients(rank, dtype=dtype)
         dist.all_reduce(tensor)
         seen[str(dtype)] = (tensor.dtype, tensor.float().numpy())
+    strided = gradients(rank).reshape(N // 20, 20).t()  # not contiguous: summed into a copy, written back
+    dist.all_reduce(strided)
+    seen["strided"] = strided.reshape(-1).numpy()  # in the view's element order
     tensor = gradients(rank)
     dist.all_reduce(tensor, op=dist.ReduceOp.AVG)
     seen["avg float32"] = tensor.numpy()
@@ -189,6 +192,19 @@ def test_float_sums_are_the_exact_sum_within_the_quantization_error_rounded_once
     assert all(np.array_equal(s[str(torch_dtype)][1], seen[0][str(torch_dtype)][1]) for s in seen)
 
 
+def test_a_strided_tensor_is_summed_within_the_bound_alike_on_every_rank(ranks: Any) -> None:
+    """A contiguous tensor is summed in place; a strided view goes through a copy in its own element
+    order, and is written back into the view."""
+    seen, _ = ranks
+    inputs = [gradients(rank) for rank in range(WORLD)]
+    strided_inputs = [x.reshape(N // 20, 20).t().reshape(-1) for x in inputs]
+    limit = quantization_error(strided_inputs, seen[0]["k"])
+    want = exact_sum(strided_inputs)
+    for rank_seen in seen:
+        assert np.all(np.abs(rank_seen["strided"] - want) <= limit + np.abs(want) * 2**-23)
+        assert np.array_equal(rank_seen["strided"], seen[0]["strided"])
+
+
 def test_avg_divides_by_the_world_size_and_integers_are_exact(ranks: Any) -> None:
     seen, _ = ranks
     inputs = [gradients(rank) for rank in range(WORLD)]
@@ -238,7 +254,7 @@ def test_other_dtypes_ops_and_collectives_are_delegated_to_gloo_exactly(ranks: A
         assert rank_seen["broadcast"] == [2.0] * 4
         assert rank_seen["all_gather"] == [[float(r)] * 2 for r in range(WORLD)]
         assert rank_seen["collectives"]["gloo", "all_reduce"] == 2  # float64 and MAX; nothing else
-        assert rank_seen["collectives"]["switch", "all_reduce"] == 9
+        assert rank_seen["collectives"]["switch", "all_reduce"] == 10
 
 
 def test_a_bfloat16_rank_and_a_float32_rank_are_refused_as_a_mismatch(ranks: Any) -> None:
