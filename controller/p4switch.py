@@ -207,7 +207,8 @@ class SwitchSession:
         )
         try:
             await self._stream.write(p4r.StreamMessageRequest(arbitration=update))
-            reply = await asyncio.wait_for(self._next_arbitration(), CONNECT_TIMEOUT)
+            async with asyncio.timeout(CONNECT_TIMEOUT):  # not wait_for: see _reclaim
+                reply = await self._next_arbitration()
         except TimeoutError:
             raise SwitchError(f"{self.where}: no arbitration answer within {CONNECT_TIMEOUT:.0f} s") from None
         except grpc.aio.AioRpcError as exc:
@@ -222,7 +223,8 @@ class SwitchSession:
             update.election_id.CopyFrom(U128.encode(reclaim))
             try:
                 await self._stream.write(p4r.StreamMessageRequest(arbitration=update))
-                reply = await asyncio.wait_for(self._next_arbitration(), CONNECT_TIMEOUT)
+                async with asyncio.timeout(CONNECT_TIMEOUT):
+                    reply = await self._next_arbitration()
             except (TimeoutError, grpc.aio.AioRpcError):
                 raise SwitchError(
                     f"{self.where}: no answer to arbitration with election id {reclaim}"
@@ -258,8 +260,12 @@ class SwitchSession:
         """controller.mastership reclaim: take the switch back by the specification's rule once nobody
         has been primary for the retry period (module `mastership`)."""
         while True:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the inner result when the task
+            # is cancelled just as the event is set (gh-86296), and this loop would then outlive close(),
+            # whose `await task` waits for it for ever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._arbitrated.wait(), self.mastership.wait_seconds())
+                async with asyncio.timeout(self.mastership.wait_seconds()):
+                    await self._arbitrated.wait()
             self._arbitrated.clear()
             election = self.mastership.due()
             if election is None or self._stream is None:

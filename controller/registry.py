@@ -593,7 +593,8 @@ class JobRegistry:
         joining = self._joining.setdefault(job.job_id, Counter())
         joining[rank] += 1
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for, which can swallow a cancellation (3.11)
+                await event.wait()
         except TimeoutError:
             missing = job.missing_ranks()
             raise JobError(

@@ -193,3 +193,23 @@ async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
     while not condition():
         assert loop.time() < deadline, "the condition did not come true in time"
         await asyncio.sleep(0.05)
+
+
+def test_closing_a_session_ends_its_reclaimer_even_as_an_arbitration_arrives() -> None:
+    """The reclaimer is cancelled in the same turn of the loop as an arbitration answer sets its event
+    (what a reconnect under load does): it must end, or close(), which awaits it, never returns.
+    Python 3.11's asyncio.wait_for swallowed that cancellation (gh-86296)."""
+
+    async def scenario() -> bool:
+        session = SwitchSession("s1", "127.0.0.1:9", mastership=MastershipSettings(Policy.RECLAIM, 60.0))
+        reclaimer = asyncio.create_task(session._reclaim())
+        await asyncio.sleep(0)  # it waits for an arbitration now
+        session._arbitrated.set()
+        reclaimer.cancel()
+        with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+            await asyncio.wait_for(asyncio.shield(reclaimer), 2.0)
+        ended = reclaimer.done()
+        reclaimer.cancel()  # the old code's immortal loop: do not leave it running
+        return ended
+
+    assert asyncio.run(scenario())
