@@ -15,8 +15,9 @@ switch, the switch process's (`switch s/GB`) and their sum (`total s/GB`):
 the whole system's CPU, to set against Gloo's workers'. `--drop-rate
 P` runs the lossless case and the lossy one (P dropped at the switch in
 each direction) in the same invocation and prints, from that one run, the
-goodput ratio and how many DATA packets were resent per packet the switch
-actually dropped (its own count); `--baseline gloo` times
+goodput ratio, how many DATA packets were resent per packet the switch
+actually dropped (its own count) and how often the ranks' congestion
+windows halved; `--baseline gloo` times
 torch.distributed's Gloo all-reduce of the same tensors in the same worker
 processes, with its CPU seconds per GB beside p4reduce's. `--hog N` runs N
 busy processes at normal priority for the whole run, as a training host
@@ -67,6 +68,7 @@ class Sample:
     ok: bool
     data_sent: int = 0  # DATA packets, first sends and resends
     cpu_seconds: float = 0.0  # the worker process's user + sys time over the call, all threads
+    window_decreases: int = 0  # the congestion window's decreases in the call (docs/protocol.md)
     gloo_seconds: float | None = None
     gloo_cpu_seconds: float | None = None
     switch_cpu_seconds: float | None = None  # the switch process's over the call, rank 0's samples only
@@ -151,6 +153,7 @@ def bench_worker(
                             data_sent,
                             cpu_seconds,
                             switch_cpu_seconds=switch_seconds,
+                            window_decreases=after.window_decreases - before.window_decreases,
                         )
                     )
     if gloo_port is not None:
@@ -346,15 +349,17 @@ def print_medians(runs: list[dict[tuple[int, str], Row]], gloo: bool) -> None:
 
 
 def recovery_cost(samples: list[Sample], switch: dict[str, int]) -> str:
-    """DATA resent (and QUERY sent) per packet the switch's fault injection dropped, from the same run."""
+    """DATA resent (and QUERY sent) per packet the switch's fault injection dropped, from the same run, and
+    how often the ranks' congestion windows halved (at 5 % random loss, what holds the calls back)."""
     dropped = switch.get("dropped_fault_in", 0) + switch.get("dropped_fault_out", 0)
     resent, asked = sum(s.retransmissions for s in samples), sum(s.queries for s in samples)
+    window = f"; the congestion window halved {sum(s.window_decreases for s in samples)} times"
     if not dropped:
-        return f"  recovery: {resent} DATA resent, {asked} queries; the switch reported no drops"
+        return f"  recovery: {resent} DATA resent, {asked} queries; the switch reported no drops{window}"
     return (
         f"  recovery: {dropped} packets dropped by the switch ({switch.get('dropped_fault_in', 0)} in, "
         f"{switch.get('dropped_fault_out', 0)} out); {resent} DATA resent = {resent / dropped:.2f} per drop, "
-        f"{asked} header-only queries = {asked / dropped:.2f} per drop"
+        f"{asked} header-only queries = {asked / dropped:.2f} per drop{window}"
     )
 
 
