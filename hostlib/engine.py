@@ -91,6 +91,8 @@ QUESTION_MEMORY = 4  # a use's latest QUERYs whose times are kept to time their 
 QUESTION_WAIT_SHARE = 4  # an unanswered question's wait doubles on up to 1/this of the wait for a result
 RTT_SAMPLES = 10_000  # EngineStats keeps the first this many round-trip samples
 LOSS_MEMORY = 1.0  # seconds a lost DATA makes timeouts ask after every late use (not hold them back)
+QUEUE_DELAY = 0.001  # seconds of queueing, at least, that a loss must come with to be taken for congestion
+QUESTION_BUDGET = 8  # a timeout under loss asks at once after late uses below L + this, holds the rest
 CWND_MIN = FAST_RETRANSMIT_AFTER + 1  # the smallest congestion window: fast loss detection still works
 TCP_SEGMENT = 1448  # bytes a TCP flow's window grows by per round trip (one segment); its floor's unit
 DATAGRAM_HEADERS = 28  # IPv4 and UDP headers: what a DATA datagram adds to its payload on a link
@@ -155,6 +157,7 @@ class EngineStats:
     aborted_calls: int = 0
     ce_marks: int = 0  # RESULTs for outstanding uses that arrived with ECN CE
     window_decreases: int = 0  # multiplicative decreases of the congestion window (CE or loss)
+    random_losses: int = 0  # losses that found no queue of this rank's uses, and left the window whole
     cwnd: int = 0  # the congestion window now, in uses (docs/protocol.md, *Congestion*)
     tensor_bytes: int = 0  # bytes of input reduced
     busy_seconds: float = 0.0
@@ -280,6 +283,7 @@ class Engine:
         self._rttvar = 0.0
         self._qsrtt: float | None = None  # smoothed round trip of a QUERY and its answer
         self._qrttvar = 0.0
+        self._base_rtt = math.inf  # the least round trip seen, data or question: the path with no queue
         self._call: _Call | None = None
         self._last_progress = 0.0
         self._started = 0.0
@@ -427,20 +431,25 @@ class Engine:
             # was a loss (_ask_held: a MISSING, this rank's DATA was lost; a replay, its RESULT was), or
             # one by one at later timeouts while nothing arrives.
             # A rank that saw its DATA lost within LOSS_MEMORY takes timeouts for losses, as before, and
-            # asks after every late use at once: with 5 % loss, holding cost a round trip at most call
-            # ends (4 Mbit/s links: 78 % of lossless goodput instead of 87 %).
+            # asks at once after every late use below L + QUESTION_BUDGET, the uses the window waits on:
+            # with 5 % loss, holding them cost a round trip at most call ends (4 Mbit/s links: 78 % of
+            # lossless goodput instead of 87 %). It holds the later ones, as a rank that saw no loss
+            # holds all but one: asking after every late use made a stall cost a question for each use a
+            # window has out, and a window that random loss no longer halves (_lost) asked about one
+            # question per DATA on the lab's 4 Mbit/s links (docs/performance.md, *Heavy loss*).
             hold = now - self._loss_seen >= LOSS_MEMORY
             earliest = min(
                 (s for s in expired if call.retries[s] == 0), key=call.current.__getitem__, default=-1
             )
             for slot in expired:
-                if hold and call.retries[slot] == 0 and slot != earliest:
+                beyond = call.current[slot] >= call.lowest + QUESTION_BUDGET
+                if (hold or beyond) and call.retries[slot] == 0 and slot != earliest:
                     call.held[slot] = True
                     call.deadline[slot] = now + self.rto
                 else:
                     self.stats.timeouts += 1
                     if not hold:  # a timeout is a loss only after a loss (LOSS_MEMORY), as for holding
-                        self._decrease(call.serial[slot])
+                        self._lost(call.serial[slot])
                     self._suspect(slot, now, fast=False)
         if now >= self._last_progress + self.progress_timeout:  # the very sum next_deadline gives
             call.error = AllreduceTimeout(self._stall_message(now - self._last_progress))
@@ -549,6 +558,7 @@ class Engine:
 
     def _sample_question(self, rtt: float) -> None:
         self._qsrtt, self._qrttvar = smooth(self._qsrtt, self._qrttvar, rtt)
+        self._base_rtt = min(self._base_rtt, rtt)
 
     def _answered(self, slot: int, echo: int, now: float) -> None:
         """The switch answered a question about the slot's use: its round trip is a sample, since the echo
@@ -572,7 +582,7 @@ class Engine:
             if call.held[held] and call.retries[held] == 0 and call.current[held] >= 0:
                 self.stats.timeouts += 1
                 if lossy:
-                    self._decrease(call.serial[held])
+                    self._lost(call.serial[held])
                 self._suspect(held, now, fast=False)
 
     def _resend(self, slot: int, now: float) -> None:
@@ -677,7 +687,7 @@ class Engine:
         elif number > call.data_asked[slot]:
             call.asks[slot] = 0
             self.stats.missing_resends += 1
-            self._decrease(call.serial[slot])
+            self._lost(call.serial[slot])
             self._resend(slot, now)
             self._loss_seen = now
             self._ask_held(now)
@@ -757,6 +767,27 @@ class Engine:
         self.stats.window_decreases += 1
         self.stats.cwnd = self.cwnd
 
+    def _lost(self, serial: int) -> None:
+        """A loss of this rank's DATA, about the use first sent as `serial` (a MISSING, or a timeout within
+        LOSS_MEMORY of one): congestion, and a decrease, only while this rank's uses stand in a queue.
+        A queue that overflows drops while it is full; a loss with no queue of the job's uses is the
+        link's or a switch's own. Halving for every loss (TCP's rule) kept the window at its floor at 5 %
+        random loss, where a window of 10 uses loses a DATA in 40 % of its round trips, and a lost use at L
+        then holds every other use of the window back until it is recovered (docs/performance.md, *Heavy
+        loss*). The queue is the question round trip's excess over the least round trip seen (a question
+        is answered at once, so no peer's recovery is in it), QUEUE_DELAY or more. Not TCP Vegas's backlog
+        in packets (the uses in flight times that excess's share of the round trip): on loopback, where
+        four ranks and the switch share two cores, round trips wait for a core, and the backlog read tens
+        of uses into that wait; and at the floor it can never reach the floor, so on 4 Mbit/s links a
+        window at its floor kept growing through losses (62 % of lossless goodput at 5 % instead of 80 %).
+        CE needs no such test: a marking queue says that it is one (_decrease)."""
+        if not self.congestion_control or self._call is None or serial < self._recover:
+            return
+        if self._question_rtt() - self._base_rtt < QUEUE_DELAY:
+            self.stats.random_losses += 1
+            return
+        self._decrease(serial)
+
     def _grow(self) -> None:
         """A result without CE: `cwnd_step` uses more per window of them (a TCP segment's worth), while
         the window limits the call."""
@@ -799,6 +830,7 @@ class Engine:
         """RFC 6298 smoothing, with a floor of RTO_SRTT_MULTIPLE x srtt; within [RTO_MIN, RTO_MAX]; the
         gains divided by `samples_per_rtt` (see _result)."""
         self._srtt, self._rttvar = smooth(self._srtt, self._rttvar, rtt, samples_per_rtt)
+        self._base_rtt = min(self._base_rtt, rtt)
         # RFC 6298's srtt + 4 x rttvar alone sits just above the median when a queue makes round trips
         # steady (measured: 10% of uses resent for nothing with 32 slots at 4 Mbit/s); and a use also
         # waits while a peer recovers its previous one. Fast retransmission recovers loss mid-call,

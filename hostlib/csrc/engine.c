@@ -45,6 +45,7 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     e->rto = P4R_RTO_INITIAL;
     e->backed_off = -INFINITY;
     e->loss_seen = -INFINITY;
+    e->base_rtt = INFINITY;
     e->out.frame = e->frame;
     size_t w = (size_t)e->half_slots;
     struct p4r_call *c = &e->call;
@@ -192,12 +193,17 @@ static double asked_time(const struct p4r_call *c, int slot, uint32_t number) {
     return c->asked_at[(size_t)slot * P4R_QUESTION_MEMORY + number % P4R_QUESTION_MEMORY];
 }
 
+static void sample_question(struct p4r_engine *e, double rtt) {
+    smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, rtt, 1);
+    if (rtt < e->base_rtt) e->base_rtt = rtt;
+}
+
 /* The switch answered a question about the slot's use: its round trip is a sample, since the echo says
  * which question it answers (Karn's ambiguity does not arise). */
 static void answered(struct p4r_engine *e, int slot, uint8_t echo, double now) {
     struct p4r_call *c = &e->call;
     uint32_t number = question_number(c, slot, echo);
-    if (number) smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, now - asked_time(c, slot, number), 1);
+    if (number) sample_question(e, now - asked_time(c, slot, number));
     c->asks[slot] = 0;
 }
 
@@ -353,6 +359,18 @@ static void decrease(struct p4r_engine *e, uint64_t serial) {
     __atomic_store_n(&e->stats.cwnd, (uint64_t)e->cwnd, __ATOMIC_RELAXED);
 }
 
+/* A loss of this rank's DATA (a MISSING, or a timeout within LOSS_MEMORY of one): a decrease only while
+ * the smoothed question round trip lies QUEUE_DELAY or more above the least round trip seen, a queue. A
+ * loss without one is the link's or a switch's own (hostlib/engine.py, Engine._lost). */
+static void lost(struct p4r_engine *e, uint64_t serial) {
+    if (!e->congestion_control || !e->active || serial < e->recover) return;
+    if (question_rtt(e) - e->base_rtt < P4R_QUEUE_DELAY) {
+        e->stats.random_losses += 1;
+        return;
+    }
+    decrease(e, serial);
+}
+
 /* A result without CE: cwnd_step uses more per window of them (a TCP segment's worth), while the window
  * limits the call. */
 static void grow(struct p4r_engine *e) {
@@ -374,7 +392,7 @@ static void ask_held(struct p4r_engine *e, double now) {
     for (int s = 0; s < c->width; s++) {
         if (c->held[s] && c->retries[s] == 0 && c->current[s] >= 0) {
             e->stats.timeouts += 1;
-            if (lossy) decrease(e, c->serial[s]);
+            if (lossy) lost(e, c->serial[s]);
             suspect(e, s, now, 0);
         }
     }
@@ -461,6 +479,7 @@ void p4r_engine_finish(struct p4r_engine *e, double now, struct p4r_error *error
 /* RFC 6298's estimate, with `samples_per_rtt` dividing its gains (see result()). */
 static void sample_rtt(struct p4r_engine *e, double rtt, int samples_per_rtt) {
     smooth(&e->have_srtt, &e->srtt, &e->rttvar, rtt, samples_per_rtt);
+    if (rtt < e->base_rtt) e->base_rtt = rtt;
     /* Python's max(a, b, c) and min(x, RTO_MAX): the first of equals, the same value */
     double a = e->srtt + 4 * e->rttvar, b = P4R_RTO_SRTT_MULTIPLE * e->srtt, floor = a;
     if (b > floor) floor = b;
@@ -555,7 +574,7 @@ static void missing(struct p4r_engine *e, int slot, uint32_t contributors, uint8
         return;
     }
     e->stats.missing_received += 1;
-    smooth(&e->have_qsrtt, &e->qsrtt, &e->qrttvar, now - asked_time(c, slot, number), 1);
+    sample_question(e, now - asked_time(c, slot, number));
     if (contributors >> e->rank & 1) {
         /* In already (the switch answers so only a rank whose contribution is missing): ask again later. */
         c->asks[slot] = 0;
@@ -563,7 +582,7 @@ static void missing(struct p4r_engine *e, int slot, uint32_t contributors, uint8
     } else if (number > c->data_asked[slot]) {
         c->asks[slot] = 0;
         e->stats.missing_resends += 1;
-        decrease(e, c->serial[slot]);
+        lost(e, c->serial[slot]);
         resend(e, slot, now);
         e->loss_seen = now;
         ask_held(e, now);
@@ -674,8 +693,8 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
              * was a loss (ask_held(): a MISSING, this rank's DATA was lost; a replay, its RESULT was), or
              * one by one at later timeouts while nothing arrives.
              * A rank that saw its DATA lost within LOSS_MEMORY takes timeouts for losses, as before, and
-             * asks after every late use at once: with 5 % loss, holding cost a round trip at most call
-             * ends (4 Mbit/s links: 78 % of lossless goodput instead of 87 %). */
+             * asks at once after every late use below L + QUESTION_BUDGET (the uses the window waits on),
+             * holding the later ones: asking after every one made a stall cost a question per use out. */
             int hold = now - e->loss_seen >= P4R_LOSS_MEMORY;
             int earliest = -1;
             for (int i = 0; i < expired; i++) {
@@ -684,12 +703,13 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
             }
             for (int i = 0; i < expired; i++) {
                 int s = c->expired[i];
-                if (hold && c->retries[s] == 0 && s != earliest) {
+                int beyond = c->current[s] >= c->lowest + P4R_QUESTION_BUDGET;
+                if ((hold || beyond) && c->retries[s] == 0 && s != earliest) {
                     c->held[s] = 1;
                     c->deadline[s] = now + e->rto;
                 } else {
                     e->stats.timeouts += 1;
-                    if (!hold) decrease(e, c->serial[s]); /* a loss only after a loss, as for holding */
+                    if (!hold) lost(e, c->serial[s]); /* a loss only after a loss, as for holding */
                     suspect(e, s, now, 0);
                 }
             }

@@ -37,7 +37,7 @@ struct p4r_stats {
     uint64_t packets_sent, packets_received, bytes_sent, bytes_received;
     uint64_t retransmissions, queries, fast_retransmissions, timeouts, missing_received;
     uint64_t missing_resends, ignored, forged, refused, calls, aborted_calls;
-    uint64_t ce_marks, window_decreases, cwnd; /* docs/protocol.md, *Congestion* */
+    uint64_t ce_marks, window_decreases, random_losses, cwnd; /* docs/protocol.md, *Congestion* */
     double busy_seconds;
     size_t rtt_count;
     double rtt_samples[P4R_RTT_SAMPLES];
@@ -104,6 +104,7 @@ struct p4r_engine {
     int have_srtt;
     double qsrtt, qrttvar; /* smoothed round trip of a QUERY and its answer */
     int have_qsrtt;
+    double base_rtt; /* the least round trip seen, data or question: the path with no queue */
     int active; /* a call is in flight (begun, not finished) */
     struct p4r_call call;
     double last_progress, started;

@@ -438,13 +438,14 @@ static PyObject *Engine_counters(EngineObject *self, PyObject *unused) {
     double busy;
     __atomic_load(&s->busy_seconds, &busy, __ATOMIC_RELAXED);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d}", "packets_sent",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d}", "packets_sent",
         LOAD(packets_sent), "packets_received", LOAD(packets_received), "bytes_sent", LOAD(bytes_sent),
         "bytes_received", LOAD(bytes_received), "retransmissions", LOAD(retransmissions), "queries",
         LOAD(queries), "fast_retransmissions", LOAD(fast_retransmissions), "timeouts", LOAD(timeouts),
         "missing_received", LOAD(missing_received), "missing_resends", LOAD(missing_resends), "ignored",
         LOAD(ignored), "forged", LOAD(forged), "refused", LOAD(refused), "calls", LOAD(calls), "aborted_calls",
-        LOAD(aborted_calls), "ce_marks", LOAD(ce_marks), "window_decreases", LOAD(window_decreases), "cwnd",
+        LOAD(aborted_calls), "ce_marks", LOAD(ce_marks), "window_decreases", LOAD(window_decreases),
+        "random_losses", LOAD(random_losses), "cwnd",
         LOAD(cwnd), "busy_seconds", busy);
 }
 
@@ -593,7 +594,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         {"MISSING", P4R_MISSING}, {"ABORT", P4R_ABORT}, {"STALE", P4R_STALE}, {"QUERY", P4R_QUERY},
         {"RTO_SRTT_MULTIPLE", P4R_RTO_SRTT_MULTIPLE}, {"FAST_RETRANSMIT_AFTER", P4R_FAST_RETRANSMIT_AFTER},
         {"REMEMBERED_ABORTS", P4R_REMEMBERED_ABORTS}, {"RTT_SAMPLES", P4R_RTT_SAMPLES},
-        {"QUESTION_BACKOFFS", P4R_QUESTION_BACKOFFS},
+        {"QUESTION_BACKOFFS", P4R_QUESTION_BACKOFFS}, {"QUESTION_BUDGET", P4R_QUESTION_BUDGET},
         {"QUESTION_MEMORY", P4R_QUESTION_MEMORY}, {"QUESTION_WAIT_SHARE", P4R_QUESTION_WAIT_SHARE},
         {"CODE_POS_INF", P4R_CODE_POS_INF}, {"CODE_NEG_INF", P4R_CODE_NEG_INF}, {"CODE_NAN", P4R_CODE_NAN},
         {"PLAN_INT", P4R_PLAN_INT}, {"PLAN_FLOAT", P4R_PLAN_FLOAT}, {"PLAN_REFUSED", P4R_PLAN_REFUSED},
@@ -609,7 +610,8 @@ PyMODINIT_FUNC PyInit__native(void) {
         const char *name;
         double value;
     } floats[] = {{"RTO_MIN", P4R_RTO_MIN}, {"RTO_MAX", P4R_RTO_MAX}, {"RTO_INITIAL", P4R_RTO_INITIAL},
-                  {"QUESTION_MIN", P4R_QUESTION_MIN}, {"LOSS_MEMORY", P4R_LOSS_MEMORY}};
+                  {"QUESTION_MIN", P4R_QUESTION_MIN}, {"LOSS_MEMORY", P4R_LOSS_MEMORY},
+                  {"QUEUE_DELAY", P4R_QUEUE_DELAY}};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
         if (PyModule_AddObject(m, floats[i].name, PyFloat_FromDouble(floats[i].value)) < 0) return NULL;
     }
