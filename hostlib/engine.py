@@ -754,11 +754,15 @@ class Engine:
                 self._send(slot, use, call.agreed[slot], now)
             use += 1
 
+    def _new_event(self, serial: int) -> bool:
+        """Whether a CE mark or a loss about the use first sent as `serial` is a new congestion event: one
+        per window (a signal about a use sent before the last decrease is part of the same event)."""
+        return self.congestion_control and self._call is not None and serial >= self._recover
+
     def _decrease(self, serial: int) -> None:
-        """CE or a loss about the use first sent as `serial`: halve the window in use, once per window (a
-        signal about a use sent before the last decrease is part of the same congestion event)."""
+        """CE or a loss about the use first sent as `serial`: halve the window in use, once per window."""
         call = self._call
-        if not self.congestion_control or call is None or serial < self._recover:
+        if call is None or not self._new_event(serial):
             return
         self._recover = self._serial
         self.cwnd = min(max(min(self.cwnd, call.width) // 2, self.cwnd_floor), self.member.half)
@@ -778,10 +782,9 @@ class Engine:
         is answered at once, so no peer's recovery is in it), QUEUE_DELAY or more. Not TCP Vegas's backlog
         in packets (the uses in flight times that excess's share of the round trip): on loopback, where
         four ranks and the switch share two cores, round trips wait for a core, and the backlog read tens
-        of uses into that wait; and at the floor it can never reach the floor, so on 4 Mbit/s links a
-        window at its floor kept growing through losses (62 % of lossless goodput at 5 % instead of 80 %).
-        CE needs no such test: a marking queue says that it is one (_decrease)."""
-        if not self.congestion_control or self._call is None or serial < self._recover:
+        of uses into that wait, and at the floor the backlog can never reach the floor. CE needs no such
+        test: a marking queue says that it is one (_decrease)."""
+        if not self._new_event(serial):
             return
         if self._question_rtt() - self._base_rtt < QUEUE_DELAY:
             self.stats.random_losses += 1

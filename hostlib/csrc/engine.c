@@ -345,10 +345,16 @@ static void fill(struct p4r_engine *e, int freed, double now) {
     }
 }
 
+/* Whether a CE mark or a loss about the use first sent as `serial` is a new congestion event: one per
+ * window (a signal about a use sent before the last decrease is part of the same event). */
+static int new_event(const struct p4r_engine *e, uint64_t serial) {
+    return e->congestion_control && e->active && serial >= e->recover;
+}
+
 /* CE or a loss about the use first sent as `serial`: halve the window in use, once per window. */
 static void decrease(struct p4r_engine *e, uint64_t serial) {
     struct p4r_call *c = &e->call;
-    if (!e->congestion_control || !e->active || serial < e->recover) return;
+    if (!new_event(e, serial)) return;
     e->recover = e->serial;
     long in_use = e->cwnd < c->width ? e->cwnd : c->width;
     long cwnd = in_use / 2 > e->cwnd_floor ? in_use / 2 : e->cwnd_floor;
@@ -363,7 +369,7 @@ static void decrease(struct p4r_engine *e, uint64_t serial) {
  * the smoothed question round trip lies QUEUE_DELAY or more above the least round trip seen, a queue. A
  * loss without one is the link's or a switch's own (hostlib/engine.py, Engine._lost). */
 static void lost(struct p4r_engine *e, uint64_t serial) {
-    if (!e->congestion_control || !e->active || serial < e->recover) return;
+    if (!new_event(e, serial)) return;
     if (question_rtt(e) - e->base_rtt < P4R_QUEUE_DELAY) {
         e->stats.random_losses += 1;
         return;

@@ -197,18 +197,16 @@ def test_under_loss_a_stall_asks_after_the_uses_the_window_waits_on_not_every_la
     late use made each stall cost a question per use out: 66 at once here, and about one question per
     DATA on the lab's 4 Mbit/s links once random loss no longer halved the window
     (docs/performance.md, *Heavy loss*). The sum is exact and the call ends as soon."""
-    state: dict[str, object] = {"lost": False}
+    lost: list[Packet] = []
 
     def fault(packet: Packet) -> list[float]:
         if packet.upstream and packet.rank == 0 and packet.msg_type == MsgType.DATA and packet.number == 5:
-            if not state["lost"]:
-                state["lost"] = True
+            if not lost:
+                lost.append(packet)
                 return []
-        now = state["fabric"].now  # type: ignore[attr-defined]
-        return [] if 0.004 <= now < 0.030 else [0.0]
+        return [] if 0.004 <= fabric.now < 0.030 else [0.0]  # the blackout
 
     fabric = Fabric(engine=kind, world=2, pool=64, fault=fault)
-    state["fabric"] = fabric
     data = ints(2, 32 * 200 * K)
     assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
     asked = [t for t, p, _ in fabric.log if p.msg_type == MsgType.QUERY and 0.004 <= t < 0.030]
