@@ -2,7 +2,7 @@
 
     python benchmarks/bench_pipeline.py [--chunks N] [--runs R]
 
-Pushes the DATA packets (K = 64) of a 4-worker job (rotating slots, alternating
+Pushes the DATA packets (K = 64, or --values-per-packet) of a 4-worker job (rotating slots, alternating
 sets, every slot completing) through the real p4reduce.p4, in process: no
 sockets, no gRPC. Four figures, each the median of R runs (interleaved, so
 that a busy machine slows them alike), with their spread:
@@ -33,22 +33,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from contracts.protocol import HEADER_BYTES  # noqa: E402
+from contracts.protocol import EMBEDDED_DEFAULT_VALUES_PER_PACKET, HEADER_BYTES  # noqa: E402
 from softswitch.backends.c import build  # noqa: E402
 from softswitch.backends.loader import new_pipeline  # noqa: E402
+from softswitch.frontend import compile_file  # noqa: E402
 from softswitch.p4info import build_p4info  # noqa: E402
 from softswitch.runtime.pipeline import Pipeline  # noqa: E402
 from tests import protocol_scenarios as ps  # noqa: E402
 from tests.executor.pipeline_driver import PipelineDriver  # noqa: E402
-from tests.packet_program import PACKET_K, packet_program  # noqa: E402
+from tests.packet_program import INCLUDE, PACKET_K, PROGRAM, packet_program  # noqa: E402
 
-K = PACKET_K  # the figures are per packet of 64 values, as docs/performance.md gives them
 VALUES_AT = 14 + 20 + 8 + HEADER_BYTES  # Ethernet, IPv4, UDP, p4reduce header: where the values start
 SLOTS = 64
-FLOOR_C = f"""
+
+
+def floor_c(k: int) -> str:
+    return f"""
 #include <stdint.h>
 #include <string.h>
-#define K {K}
+#define K {k}
 static int64_t sums[{SLOTS}][K];
 /* Per packet: the K big-endian int32 values at offset {VALUES_AT}, added into the slot's sums. */
 __attribute__((visibility("default"))) long floor_batch(uint32_t count, const uint8_t *const *frames) {{
@@ -66,8 +69,12 @@ __attribute__((visibility("default"))) long floor_batch(uint32_t count, const ui
 """
 
 
-def workload(chunks: int, backend: str) -> tuple[Pipeline, list[tuple[int, bytes]]]:
-    program = packet_program()  # at K = 64, the scenarios' K, whose packets the job below builds
+def workload(chunks: int, backend: str, k: int) -> tuple[Pipeline, list[tuple[int, bytes]]]:
+    """The pipeline at `k` values per packet, and the DATA of `chunks` slot uses (4 ranks each)."""
+    if k == PACKET_K:
+        program = packet_program()  # the scenarios' K
+    else:
+        program = compile_file(PROGRAM, include_dirs=[INCLUDE], defines={"VALUES_PER_PACKET": str(k)})
     info = build_p4info(program)
     pipeline = new_pipeline(program, info, backend)
     driver = PipelineDriver(pipeline, info)
@@ -81,7 +88,7 @@ def workload(chunks: int, backend: str) -> tuple[Pipeline, list[tuple[int, bytes
     for chunk in range(chunks):
         slot = chunk % job.pool_size
         for rank in range(4):
-            values = ps.vector(chunk, rank, seed=chunk)
+            values = ps.vector(chunk, rank, seed=chunk, k=k)
             frame = ps.contribution(job, rank, slot, values, set_bit=sets[slot], seq=chunk)
             frames.append((job.workers[rank].port, frame))
         sets[slot] ^= 1
@@ -108,8 +115,8 @@ def time_python(pipeline: Pipeline, frames: list[tuple[int, bytes]]) -> tuple[fl
     return time.perf_counter() - started, out
 
 
-def time_floor_c(frames: list[tuple[int, bytes]]) -> float:
-    lib = build.load(build.build(FLOOR_C, name="floor"))
+def time_floor_c(frames: list[tuple[int, bytes]], k: int) -> float:
+    lib = build.load(build.build(floor_c(k), name="floor"))
     lib.floor_batch.argtypes = [ctypes.c_uint32, ctypes.POINTER(ctypes.c_char_p)]
     lib.floor_batch.restype = ctypes.c_long
     data = (ctypes.c_char_p * len(frames))(*(f for _, f in frames))
@@ -118,14 +125,14 @@ def time_floor_c(frames: list[tuple[int, bytes]]) -> float:
     return time.perf_counter() - started
 
 
-def time_floor_python(frames: list[tuple[int, bytes]]) -> float:
-    unpack = struct.Struct(f">{K}i").unpack_from
-    slots = [[0] * K for _ in range(SLOTS)]
+def time_floor_python(frames: list[tuple[int, bytes]], k: int) -> float:
+    unpack = struct.Struct(f">{k}i").unpack_from
+    slots = [[0] * k for _ in range(SLOTS)]
     started = time.perf_counter()
     for index, (_port, frame) in enumerate(frames):
         values = unpack(frame, VALUES_AT)
         slot = slots[(index >> 2) & (SLOTS - 1)]
-        for i in range(K):
+        for i in range(k):
             slot[i] += values[i]
     return time.perf_counter() - started
 
@@ -143,35 +150,41 @@ def main() -> int:
     parser.add_argument("--chunks", type=int, default=5000, help="slot uses to push (4 packets each)")
     parser.add_argument("--python-chunks", type=int, default=1000, help="slot uses for the Python backend")
     parser.add_argument("--runs", type=int, default=5, help="runs of each figure; medians are printed")
+    parser.add_argument(
+        "--values-per-packet", type=int, default=PACKET_K, metavar="K",
+        help=f"K the program is compiled for and the packets carry (default {PACKET_K}; the embedded "
+        f"switch's own default is {EMBEDDED_DEFAULT_VALUES_PER_PACKET})",
+    )  # fmt: skip
     args = parser.parse_args()
+    k = args.values_per_packet
     results: dict[str, list[float]] = {"c": [], "c floor": [], "python": [], "python floor": []}
     timers: list[tuple[str, Callable[[], float]]] = []
     expected = {"c": args.chunks * 4, "python": args.python_chunks * 4}
 
     def backend_timer(backend: str, chunks: int) -> Callable[[], float]:
         def run() -> float:
-            pipeline, frames = workload(chunks, backend)
+            pipeline, frames = workload(chunks, backend, k)
             seconds, out = (time_c if backend == "c" else time_python)(pipeline, frames)
             assert out == expected[backend], f"{backend}: expected {expected[backend]} results, got {out}"
             return seconds
 
         return run
 
-    _, c_frames = workload(args.chunks, "python")
-    _, py_frames = workload(args.python_chunks, "python")
+    _, c_frames = workload(args.chunks, "python", k)
+    _, py_frames = workload(args.python_chunks, "python", k)
     timers = [
         ("c", backend_timer("c", args.chunks)),
-        ("c floor", lambda: time_floor_c(c_frames)),
+        ("c floor", lambda: time_floor_c(c_frames, k)),
         ("python", backend_timer("python", args.python_chunks)),
-        ("python floor", lambda: time_floor_python(py_frames)),
+        ("python floor", lambda: time_floor_python(py_frames, k)),
     ]
     timers[0][1]()  # warm up: builds (or finds) the shared objects
-    time_floor_c(c_frames[:100])
+    time_floor_c(c_frames[:100], k)
     for _ in range(args.runs):
         for name, timer in timers:
             results[name].append(timer())
     load = os.getloadavg()
-    print(f"p4reduce.p4, DATA of a 4-worker job, K={K}; {args.runs} runs each, interleaved")
+    print(f"p4reduce.p4, DATA of a 4-worker job, K={k}; {args.runs} runs each, interleaved")
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
     c = summary("C backend", results["c"], len(c_frames))
     c_floor = summary("C floor", results["c floor"], len(c_frames))

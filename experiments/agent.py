@@ -9,7 +9,10 @@ separate, synchronized step it can bracket with switch port counters:
                        "packets_sent": P, "ce_marks": C, "window_decreases": D, "error": ""}
 
 The agent answers `{"ready": true}` once both the communicator and the Gloo
-group exist, and exits on end of input. Every result is checked against
+group exist, and exits on end of input. For each p4reduce step it also writes
+its engine's counters for that step to stderr (the host's agent log, which
+`--logs` keeps): how its losses were found (fast or by timer), how often the
+window halved, and the round trips it measured. Every result is checked against
 numpy's sum (hostlib.verify) before the answer is written.
 """
 
@@ -24,6 +27,7 @@ from datetime import timedelta
 import numpy as np
 
 from hostlib import Communicator
+from hostlib.engine import EngineStats
 from hostlib.launch import add_worker_arguments, worker_job
 from hostlib.verify import call_options, check, check_float_sum, make_input
 
@@ -31,6 +35,22 @@ from hostlib.verify import call_options, check, check_float_sum, make_input
 def reply(message: dict) -> None:
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
+
+
+def log_engine(step: dict, seconds: float, before: EngineStats, after: EngineStats) -> None:
+    """One line per p4reduce step: what the engine did about loss, for reading a slow step afterwards."""
+    counters = {
+        name: getattr(after, name) - getattr(before, name)
+        for name in (
+            "packets_sent", "queries", "fast_retransmissions", "timeouts", "missing_received",
+            "missing_resends", "window_decreases", "random_losses", "ce_marks", "ignored",
+        )
+    }  # fmt: skip
+    rtts = sorted(after.rtt_samples[len(before.rtt_samples) :])
+    if rtts:
+        counters["rtt_ms"] = [round(1e3 * rtts[int(q * (len(rtts) - 1))], 2) for q in (0.0, 0.5, 0.9, 1.0)]
+    counters["cwnd_after"] = after.cwnd
+    print(f"step {step['iteration']}: {seconds:.3f} s {json.dumps(counters)}", file=sys.stderr, flush=True)
 
 
 def main() -> int:
@@ -98,6 +118,8 @@ def main() -> int:
                     "error": "" if ok else "wrong sum",
                 }
             )
+            if order["system"] == "p4reduce":
+                log_engine(order, seconds, before, after)
     if dist is not None:
         dist.destroy_process_group()
     return 0

@@ -133,6 +133,7 @@ class Cluster(MininetRun):
         step_timeout: float = 900.0,
         switch_log: str = "off",
         values_per_packet: int | None = None,
+        ecn_ms: float = 0.0,
     ) -> None:
         if os.geteuid() != 0:
             raise ExperimentError("experiments run in Mininet, which needs root: use sudo")
@@ -141,6 +142,7 @@ class Cluster(MininetRun):
         self.switch_link_bw, self.switch_link_loss = switch_link_bw, switch_link_loss
         self.switch_kind, self.bw, self.drop_rate = switch, bw, drop_rate
         self.queue, self.burst = queue, LINK_BURST_KB if burst is None else burst
+        self.ecn_ms = ecn_ms  # > 0: limited links mark CE above this many ms of queue (mininet/lab_ecn.py)
         self.switch_log = switch_log  # off: bmv2's trace log would cost it a factor of 1.6 (docs/lab.md)
         self.gloo, self.pool_size, self.logs, self.step_timeout = gloo, pool_size, logs, step_timeout
         # the K asked for (None: the program's own); once started, the K the program has (its P4Info)
@@ -183,6 +185,7 @@ class Cluster(MininetRun):
             values_per_packet=self.values_per_packet,
             switch_link_bw=self.switch_link_bw,
             switch_link_loss=self.switch_link_loss,
+            ecn_ms=self.ecn_ms,
         )
         for switch in net.switches:
             switch.log_dir, switch.pcap_dir = self.logs, None  # no pcaps: runs move hundreds of MB

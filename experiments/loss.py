@@ -32,6 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=4, help="hosts on the star (default 4)")
     add_link_arguments(p, 4.0)
     add_values_argument(p)
+    p.add_argument(
+        "--ecn-ms", type=float, default=0.0, metavar="MS",
+        help="limited links mark ECN-capable packets CE once their queue holds more than MS ms (default 0: "
+        "tail drop only)",
+    )  # fmt: skip
     p.add_argument("--rates", help=f"loss rates each way (default {FULL_RATES}; --quick: {QUICK_RATES})")
     p.add_argument("--bytes", type=int, help=f"tensor bytes (default {human(FULL_BYTES)}; --quick: 16 KB)")
     args = p.parse_args(argv)
@@ -54,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                     pool_size=args.pool,
                     logs=args.logs,
                     values_per_packet=args.values_per_packet,
+                    ecn_ms=args.ecn_ms,
                 ) as cluster:
                     k = cluster.values_per_packet  # the K the switch runs, from its program's P4Info
                     for iteration in range(iters):
