@@ -20,7 +20,7 @@ outstanding and every result implicitly acknowledges the previous one.
 What a use carries and what happens to its result is the plan's business
 (hostlib.reduction). Loss is found by *suspecting* a use whose result is late:
 - fast retransmission (`Overtaking`): results of three transmissions sent
-  after it have overtaken it;
+  after it have overtaken it, or of one sent a quarter round trip later;
 - the retransmission timer, for what nothing overtakes (the tail of a call):
   the larger of smoothed RTT + 4 x deviation and 3 x smoothed RTT, bounded
   to [1 ms, 1 s]; doubled at each expiry until the next valid sample; its
@@ -85,6 +85,7 @@ RTO_MIN, RTO_MAX, RTO_INITIAL = 0.001, 1.0, 0.2
 QUESTION_MIN = 0.0002  # a question's timer never fires sooner (the switch answers at once)
 RTO_SRTT_MULTIPLE = 3  # the timer never fires sooner than this many smoothed round trips
 FAST_RETRANSMIT_AFTER = 3  # results of later sends that mark an unanswered transmission lost
+REORDER_SHARE = 4  # a transmission is lost once one sent 1/this of the data round trip later is answered
 REMEMBERED_ABORTS = 64  # aborts of calls this rank has not started yet
 QUESTION_BACKOFFS = 2  # an unanswered question's wait doubles this often, or up to three data round trips
 QUESTION_MEMORY = 4  # a use's latest QUERYs whose times are kept to time their answers
@@ -177,7 +178,12 @@ class Overtaking:
     lost, it or its result, once results of FAST_RETRANSMIT_AFTER
     transmissions sent after it have arrived (RFC 6675's IsLost, the rule
     behind TCP's three duplicate ACKs): that is, once it is older than the
-    FAST_RETRANSMIT_AFTER-th newest transmission answered so far. Every
+    FAST_RETRANSMIT_AFTER-th newest transmission answered so far; or once
+    the result of one transmission sent more than a reordering window after
+    it has arrived (RFC 8985's RACK: the window is a quarter of the least
+    round trip). A small window has too few later sends for three results:
+    at four uses, a rank whose DATA was lost got one and waited for its
+    timer while every rank's window waited on that use. Every
     transmission so marked is reported, however many are lost in one
     window. A resend takes its place at the back of the order, so a lost
     resend is found the same way. A QUERY does not: its answer to a lost
@@ -190,32 +196,38 @@ class Overtaking:
 
     def __init__(self, slots: int) -> None:
         self._latest = [0] * slots  # sequence number of each slot's last transmission; 0 when answered
-        self._order: deque[tuple[int, int]] = deque()  # (sequence number, slot), oldest first
+        self._latest_at = [0.0] * slots  # when each slot's last transmission went
+        self._order: deque[tuple[int, int, float]] = deque()  # (sequence number, slot, time), oldest first
         self._sent = 0
         self._newest = [0] * FAST_RETRANSMIT_AFTER  # min-heap: the newest transmissions answered
+        self._answered_at = -math.inf  # when the latest-sent transmission answered so far went
 
-    def sent(self, slot: int) -> None:
+    def sent(self, slot: int, now: float = 0.0) -> None:
         """A transmission of the slot's current use, first or resend."""
         self._sent += 1
         self._latest[slot] = self._sent
-        self._order.append((self._sent, slot))
+        self._latest_at[slot] = now
+        self._order.append((self._sent, slot, now))
 
     def withdraw(self, slot: int) -> None:
         """A question was asked about the slot's use: no longer watched (its timer watches it)."""
         self._latest[slot] = 0
 
-    def answered(self, slot: int, first_send: bool) -> list[int]:
-        """The slot's result arrived; returns the slots whose uses are now taken as lost."""
+    def answered(self, slot: int, first_send: bool, reorder: float = math.inf) -> list[int]:
+        """The slot's result arrived; returns the slots whose uses are now taken as lost. `reorder`: the
+        reordering window, seconds (math.inf: by count alone)."""
         seq, self._latest[slot] = self._latest[slot], 0
         if not first_send:
             return []
         newest = self._newest
         if seq > newest[0]:
             heapq.heapreplace(newest, seq)
+        self._answered_at = max(self._answered_at, self._latest_at[slot])
+        before = self._answered_at - reorder  # a transmission sent earlier than this was overtaken
         lost = []
         order, latest = self._order, self._latest
-        while order and order[0][0] < newest[0]:
-            sent, older = order.popleft()
+        while order and (order[0][0] < newest[0] or order[0][2] < before):
+            sent, older, _ = order.popleft()
             if latest[older] == sent:  # still unanswered, and not sent again since
                 lost.append(older)
         return lost
@@ -495,7 +507,7 @@ class Engine:
         call.retries[slot] = call.asks[slot] = call.questions[slot] = call.data_asked[slot] = 0
         call.held[slot] = False
         call.deadline[slot] = now + self.rto
-        call.overtaking.sent(slot)
+        call.overtaking.sent(slot, now)
         self._emit(buffer)
 
     def _again(self, slot: int, packet: bytes | bytearray, now: float) -> None:
@@ -591,7 +603,7 @@ class Engine:
         assert call is not None
         call.data_asked[slot] = call.questions[slot]
         self.stats.retransmissions += 1
-        call.overtaking.sent(slot)
+        call.overtaking.sent(slot, now)
         self._again(slot, call.buffers[slot], now)
 
     def _query(self, slot: int, now: float) -> None:
@@ -609,6 +621,11 @@ class Engine:
         self.stats.queries += 1
         call.overtaking.withdraw(slot)
         self._again(slot, packet, now)
+
+    def _reordering(self) -> float:
+        """The reordering window: how much later than an unanswered transmission one that was answered
+        must have gone for the first to be taken as lost."""
+        return self._data_rtt() / REORDER_SHARE
 
     def _suspect(self, slot: int, now: float, *, fast: bool) -> None:
         """The slot's use may be lost, its DATA (this rank's or another's) or its RESULT: ask at once.
@@ -638,7 +655,7 @@ class Engine:
         replay = self._question_number(slot, echo) is not None  # an answer to a question, not the multicast
         if call.asks[slot]:
             self._answered(slot, echo, now)
-        overtaken = call.overtaking.answered(slot, first_send)
+        overtaken = call.overtaking.answered(slot, first_send, self._reordering())
         call.plan.deliver(use, values, exp)
         self._last_progress = now
         following = use + call.width

@@ -208,8 +208,8 @@ static void answered(struct p4r_engine *e, int slot, uint8_t echo, double now) {
 }
 
 
-static void sent(struct p4r_engine *e, int slot) {
-    if (p4r_overtaking_sent(&e->call.overtaking, slot)) out_of_memory(e);
+static void sent(struct p4r_engine *e, int slot, double now) {
+    if (p4r_overtaking_sent(&e->call.overtaking, slot, now)) out_of_memory(e);
 }
 
 static void send_use(struct p4r_engine *e, int slot, long use, uint8_t agreed_exp, double now) {
@@ -236,7 +236,7 @@ static void send_use(struct p4r_engine *e, int slot, long use, uint8_t agreed_ex
     c->questions[slot] = c->data_asked[slot] = 0;
     c->held[slot] = 0;
     set_deadline(e, slot, now + e->rto);
-    sent(e, slot);
+    sent(e, slot, now);
     emit(e, buffer, e->frame);
 }
 
@@ -254,7 +254,7 @@ static void resend(struct p4r_engine *e, int slot, double now) {
     struct p4r_call *c = &e->call;
     c->data_asked[slot] = c->questions[slot];
     e->stats.retransmissions += 1;
-    sent(e, slot);
+    sent(e, slot, now);
     again(e, slot, c->buffers + (size_t)slot * e->frame, e->frame, now);
 }
 
@@ -539,7 +539,8 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
     }
     int replay = question_number(c, slot, echo) != 0; /* an answer to a question, not the multicast */
     if (c->asks[slot]) answered(e, slot, echo, now);
-    int lost = p4r_overtaking_answered(&c->overtaking, slot, first_send, c->lost);
+    double reorder = data_rtt(e) / P4R_REORDER_SHARE; /* the reordering window (hostlib.engine._reordering) */
+    int lost = p4r_overtaking_answered(&c->overtaking, slot, first_send, reorder, c->lost);
     p4r_plan_deliver(c->plan, use, values);
     e->last_progress = now;
     long following = use + c->width;

@@ -41,6 +41,7 @@ enum p4r_msg { P4R_DATA = 1, P4R_RESULT = 2, P4R_MISSING = 3, P4R_ABORT = 4, P4R
 #define P4R_RTO_INITIAL 0.2
 #define P4R_RTO_SRTT_MULTIPLE 3
 #define P4R_FAST_RETRANSMIT_AFTER 3
+#define P4R_REORDER_SHARE 4 /* a transmission is lost once one sent 1/this of the data round trip later is answered */
 #define P4R_CWND_MIN (P4R_FAST_RETRANSMIT_AFTER + 1) /* the smallest congestion window (docs/protocol.md) */
 #define P4R_TCP_SEGMENT 1448      /* a TCP flow's growth per round trip: the window's step (hostlib/engine.py) */
 #define P4R_DATAGRAM_HEADERS 28   /* IPv4 and UDP */

@@ -476,6 +476,28 @@ def test_every_use_lost_in_one_window_is_found_at_once() -> None:
     assert overtaking.answered(5, first_send=True) == [0, 1, 2]
 
 
+def test_a_use_overtaken_by_one_result_of_a_send_a_reordering_window_later_is_lost() -> None:
+    # RFC 8985's RACK: a window of four uses, three of them waiting on another rank's lost DATA, has one
+    # result after the lost use, not three; the rank whose DATA it was waited for its timer, and every
+    # rank's window with it (docs/performance.md, *Heavy loss*).
+    overtaking = Overtaking(4)
+    overtaking.sent(0, now=0.000)
+    overtaking.sent(1, now=0.004)  # within the window of 5 ms after use 0: not yet evidence
+    overtaking.sent(2, now=0.012)
+    assert overtaking.answered(1, first_send=True, reorder=0.005) == []
+    assert overtaking.answered(2, first_send=True, reorder=0.005) == [0]
+    overtaking.sent(3, now=0.020)
+    assert overtaking.answered(3, first_send=True, reorder=0.005) == []  # reported once
+
+
+def test_uses_sent_together_are_lost_by_count_alone() -> None:
+    # A burst (one send of a window's uses) has no order in time: the count rule still applies.
+    overtaking = Overtaking(4)
+    for slot in range(4):
+        overtaking.sent(slot, now=0.5)
+    assert [overtaking.answered(slot, first_send=True, reorder=0.0) for slot in (1, 2, 3)] == [[], [], [0]]
+
+
 def test_results_of_resent_uses_overtake_nothing() -> None:
     # A resend's result may answer the first send, which is older than everything else in flight.
     overtaking = sent_in_order(5)

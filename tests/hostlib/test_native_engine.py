@@ -53,7 +53,7 @@ def test_the_native_constants_are_the_protocols_and_the_specifications() -> None
     for message in MsgType:
         assert getattr(_native, message.name) == message.value
     for name in ("RTO_MIN", "RTO_MAX", "RTO_INITIAL", "QUESTION_MIN", "RTO_SRTT_MULTIPLE",
-                 "FAST_RETRANSMIT_AFTER", "REMEMBERED_ABORTS", "RTT_SAMPLES",
+                 "FAST_RETRANSMIT_AFTER", "REORDER_SHARE", "REMEMBERED_ABORTS", "RTT_SAMPLES",
                  "QUESTION_BACKOFFS", "QUESTION_MEMORY", "QUESTION_WAIT_SHARE", "LOSS_MEMORY",
                  "QUEUE_DELAY", "QUESTION_BUDGET"):  # fmt: skip
         assert getattr(_native, name) == getattr(spec_engine, name), name
