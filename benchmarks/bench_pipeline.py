@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import os
 import statistics
 import struct
@@ -34,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from contracts.protocol import EMBEDDED_DEFAULT_VALUES_PER_PACKET, HEADER_BYTES  # noqa: E402
+from softswitch import ir  # noqa: E402
 from softswitch.backends.c import build  # noqa: E402
 from softswitch.backends.loader import new_pipeline  # noqa: E402
 from softswitch.frontend import compile_file  # noqa: E402
@@ -41,7 +43,7 @@ from softswitch.p4info import build_p4info  # noqa: E402
 from softswitch.runtime.pipeline import Pipeline  # noqa: E402
 from tests import protocol_scenarios as ps  # noqa: E402
 from tests.executor.pipeline_driver import PipelineDriver  # noqa: E402
-from tests.packet_program import INCLUDE, PACKET_K, PROGRAM, packet_program  # noqa: E402
+from tests.packet_program import INCLUDE, PACKET_K, PROGRAM  # noqa: E402
 
 VALUES_AT = 14 + 20 + 8 + HEADER_BYTES  # Ethernet, IPv4, UDP, p4reduce header: where the values start
 SLOTS = 64
@@ -69,12 +71,15 @@ __attribute__((visibility("default"))) long floor_batch(uint32_t count, const ui
 """
 
 
+@functools.cache
+def program_at(k: int) -> ir.Program:
+    """p4reduce.p4 compiled for `k` values per packet, once per process (every run builds a pipeline)."""
+    return compile_file(PROGRAM, include_dirs=[INCLUDE], defines={"VALUES_PER_PACKET": str(k)})
+
+
 def workload(chunks: int, backend: str, k: int) -> tuple[Pipeline, list[tuple[int, bytes]]]:
     """The pipeline at `k` values per packet, and the DATA of `chunks` slot uses (4 ranks each)."""
-    if k == PACKET_K:
-        program = packet_program()  # the scenarios' K
-    else:
-        program = compile_file(PROGRAM, include_dirs=[INCLUDE], defines={"VALUES_PER_PACKET": str(k)})
+    program = program_at(k)
     info = build_p4info(program)
     pipeline = new_pipeline(program, info, backend)
     driver = PipelineDriver(pipeline, info)

@@ -180,8 +180,8 @@ class Overtaking:
     behind TCP's three duplicate ACKs): that is, once it is older than the
     FAST_RETRANSMIT_AFTER-th newest transmission answered so far; or once
     the result of one transmission sent more than a reordering window after
-    it has arrived (RFC 8985's RACK: the window is a quarter of the least
-    round trip). A small window has too few later sends for three results:
+    it has arrived (RFC 8985's RACK: the window is a quarter of the smoothed
+    data round trip). A small window has too few later sends for three results:
     at four uses, a rank whose DATA was lost got one and waited for its
     timer while every rank's window waited on that use. Every
     transmission so marked is reported, however many are lost in one
@@ -196,7 +196,6 @@ class Overtaking:
 
     def __init__(self, slots: int) -> None:
         self._latest = [0] * slots  # sequence number of each slot's last transmission; 0 when answered
-        self._latest_at = [0.0] * slots  # when each slot's last transmission went
         self._order: deque[tuple[int, int, float]] = deque()  # (sequence number, slot, time), oldest first
         self._sent = 0
         self._newest = [0] * FAST_RETRANSMIT_AFTER  # min-heap: the newest transmissions answered
@@ -206,23 +205,25 @@ class Overtaking:
         """A transmission of the slot's current use, first or resend."""
         self._sent += 1
         self._latest[slot] = self._sent
-        self._latest_at[slot] = now
         self._order.append((self._sent, slot, now))
 
     def withdraw(self, slot: int) -> None:
         """A question was asked about the slot's use: no longer watched (its timer watches it)."""
         self._latest[slot] = 0
 
-    def answered(self, slot: int, first_send: bool, reorder: float = math.inf) -> list[int]:
-        """The slot's result arrived; returns the slots whose uses are now taken as lost. `reorder`: the
-        reordering window, seconds (math.inf: by count alone)."""
+    def answered(
+        self, slot: int, first_send: bool, sent_at: float = 0.0, reorder: float = math.inf
+    ) -> list[int]:
+        """The slot's result arrived; returns the slots whose uses are now taken as lost. `sent_at`: when
+        the answered (first) transmission went; `reorder`: the reordering window, seconds (math.inf: by
+        count alone)."""
         seq, self._latest[slot] = self._latest[slot], 0
         if not first_send:
             return []
         newest = self._newest
         if seq > newest[0]:
             heapq.heapreplace(newest, seq)
-        self._answered_at = max(self._answered_at, self._latest_at[slot])
+        self._answered_at = max(self._answered_at, sent_at)
         before = self._answered_at - reorder  # a transmission sent earlier than this was overtaken
         lost = []
         order, latest = self._order, self._latest
@@ -655,7 +656,7 @@ class Engine:
         replay = self._question_number(slot, echo) is not None  # an answer to a question, not the multicast
         if call.asks[slot]:
             self._answered(slot, echo, now)
-        overtaken = call.overtaking.answered(slot, first_send, self._reordering())
+        overtaken = call.overtaking.answered(slot, first_send, call.sent_at[slot], self._reordering())
         call.plan.deliver(use, values, exp)
         self._last_progress = now
         following = use + call.width

@@ -540,7 +540,7 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
     int replay = question_number(c, slot, echo) != 0; /* an answer to a question, not the multicast */
     if (c->asks[slot]) answered(e, slot, echo, now);
     double reorder = data_rtt(e) / P4R_REORDER_SHARE; /* the reordering window (hostlib.engine._reordering) */
-    int lost = p4r_overtaking_answered(&c->overtaking, slot, first_send, reorder, c->lost);
+    int lost = p4r_overtaking_answered(&c->overtaking, slot, first_send, c->sent_at[slot], reorder, c->lost);
     p4r_plan_deliver(c->plan, use, values);
     e->last_progress = now;
     long following = use + c->width;

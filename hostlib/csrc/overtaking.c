@@ -8,11 +8,10 @@
 int p4r_overtaking_init(struct p4r_overtaking *o, int slots) {
     memset(o, 0, sizeof *o);
     o->latest = calloc((size_t)(slots > 0 ? slots : 1), sizeof *o->latest);
-    o->latest_at = calloc((size_t)(slots > 0 ? slots : 1), sizeof *o->latest_at);
     o->capacity = 64;
     o->order = malloc(o->capacity * sizeof *o->order);
     o->answered_at = -INFINITY;
-    if (o->latest == NULL || o->latest_at == NULL || o->order == NULL) {
+    if (o->latest == NULL || o->order == NULL) {
         p4r_overtaking_free(o);
         return -1;
     }
@@ -21,7 +20,6 @@ int p4r_overtaking_init(struct p4r_overtaking *o, int slots) {
 
 void p4r_overtaking_reset(struct p4r_overtaking *o, int slots) {
     memset(o->latest, 0, (size_t)slots * sizeof *o->latest);
-    memset(o->latest_at, 0, (size_t)slots * sizeof *o->latest_at);
     o->head = o->length = 0;
     o->sent = 0;
     memset(o->newest, 0, sizeof o->newest);
@@ -30,10 +28,8 @@ void p4r_overtaking_reset(struct p4r_overtaking *o, int slots) {
 
 void p4r_overtaking_free(struct p4r_overtaking *o) {
     free(o->latest);
-    free(o->latest_at);
     free(o->order);
     o->latest = NULL;
-    o->latest_at = NULL;
     o->order = NULL;
 }
 
@@ -50,7 +46,6 @@ int p4r_overtaking_sent(struct p4r_overtaking *o, int slot, double now) {
     }
     o->sent += 1;
     o->latest[slot] = o->sent;
-    o->latest_at[slot] = now;
     o->order[(o->head + o->length) % o->capacity] = (struct p4r_sent){o->sent, slot, now};
     o->length += 1;
     return 0;
@@ -66,14 +61,15 @@ static size_t smallest(const uint64_t *newest) {
     return at;
 }
 
-int p4r_overtaking_answered(struct p4r_overtaking *o, int slot, int first_send, double reorder, int *lost) {
+int p4r_overtaking_answered(struct p4r_overtaking *o, int slot, int first_send, double sent_at, double reorder,
+                            int *lost) {
     uint64_t number = o->latest[slot];
     o->latest[slot] = 0;
     if (!first_send) return 0; /* a resend's result may answer the first send: no evidence */
     size_t at = smallest(o->newest);
     if (number > o->newest[at]) o->newest[at] = number;
     uint64_t threshold = o->newest[smallest(o->newest)];
-    if (o->latest_at[slot] > o->answered_at) o->answered_at = o->latest_at[slot];
+    if (sent_at > o->answered_at) o->answered_at = sent_at;
     double before = o->answered_at - reorder; /* a transmission sent earlier than this was overtaken */
     int count = 0;
     while (o->length && (o->order[o->head].number < threshold || o->order[o->head].at < before)) {

@@ -17,7 +17,6 @@ struct p4r_sent {
 
 struct p4r_overtaking {
     uint64_t *latest;       /* per slot: its last transmission's number; 0 once answered */
-    double *latest_at;      /* per slot: when its last transmission went */
     struct p4r_sent *order; /* ring buffer, oldest first */
     size_t head, length, capacity;
     uint64_t sent;
@@ -32,8 +31,10 @@ void p4r_overtaking_free(struct p4r_overtaking *o);
 int p4r_overtaking_sent(struct p4r_overtaking *o, int slot, double now);
 /* A question was asked about the slot's use: no longer watched (its timer watches it). */
 void p4r_overtaking_withdraw(struct p4r_overtaking *o, int slot);
-/* The slot's result arrived: writes the slots now taken as lost to `lost`, returns how many. `reorder`:
- * the reordering window, seconds (INFINITY: by count alone). */
-int p4r_overtaking_answered(struct p4r_overtaking *o, int slot, int first_send, double reorder, int *lost);
+/* The slot's result arrived: writes the slots now taken as lost to `lost`, returns how many. `sent_at`:
+ * when the answered (first) transmission went; `reorder`: the reordering window, seconds (INFINITY: by
+ * count alone). */
+int p4r_overtaking_answered(struct p4r_overtaking *o, int slot, int first_send, double sent_at, double reorder,
+                            int *lost);
 
 #endif

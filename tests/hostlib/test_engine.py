@@ -484,10 +484,10 @@ def test_a_use_overtaken_by_one_result_of_a_send_a_reordering_window_later_is_lo
     overtaking.sent(0, now=0.000)
     overtaking.sent(1, now=0.004)  # within the window of 5 ms after use 0: not yet evidence
     overtaking.sent(2, now=0.012)
-    assert overtaking.answered(1, first_send=True, reorder=0.005) == []
-    assert overtaking.answered(2, first_send=True, reorder=0.005) == [0]
+    assert overtaking.answered(1, first_send=True, sent_at=0.004, reorder=0.005) == []
+    assert overtaking.answered(2, first_send=True, sent_at=0.012, reorder=0.005) == [0]
     overtaking.sent(3, now=0.020)
-    assert overtaking.answered(3, first_send=True, reorder=0.005) == []  # reported once
+    assert overtaking.answered(3, first_send=True, sent_at=0.020, reorder=0.005) == []  # reported once
 
 
 def test_uses_sent_together_are_lost_by_count_alone() -> None:
@@ -495,7 +495,8 @@ def test_uses_sent_together_are_lost_by_count_alone() -> None:
     overtaking = Overtaking(4)
     for slot in range(4):
         overtaking.sent(slot, now=0.5)
-    assert [overtaking.answered(slot, first_send=True, reorder=0.0) for slot in (1, 2, 3)] == [[], [], [0]]
+    answers = [overtaking.answered(slot, first_send=True, sent_at=0.5, reorder=0.0) for slot in (1, 2, 3)]
+    assert answers == [[], [], [0]]
 
 
 def test_results_of_resent_uses_overtake_nothing() -> None:
