@@ -263,6 +263,7 @@ class _Call:
         self.agreed = [0] * width  # the exponent a waiting use is to be sent with
         self.serial = [0] * width  # the engine's number of the current use's first send
         self.waiting_count = 0
+        self.recovering = 0  # outstanding uses asked after (retries > 0): out of the window's count (_fill)
         self.lowest = 0  # L: the lowest use whose result this rank has not received
         self.edge = 0  # uses below it are admitted by the window: sent once their slot is free
         self.buffers = [bytearray(payload_bytes(k)) for _ in range(width)]
@@ -464,6 +465,7 @@ class Engine:
                     if not hold:  # a timeout is a loss only after a loss (LOSS_MEMORY), as for holding
                         self._lost(call.serial[slot])
                     self._suspect(slot, now, fast=False)
+            self._fill(now, -1)  # the uses asked after leave the window's count
         if now >= self._last_progress + self.progress_timeout:  # the very sum next_deadline gives
             call.error = AllreduceTimeout(self._stall_message(now - self._last_progress))
         return self._take()
@@ -516,6 +518,7 @@ class Engine:
         question timer that doubles with every question the switch leaves unanswered."""
         call = self._call
         assert call is not None
+        call.recovering += call.retries[slot] == 0
         call.retries[slot] += 1
         call.asks[slot] += 1
         call.deadline[slot] = now + self._question_timeout(call.asks[slot], now)
@@ -644,6 +647,7 @@ class Engine:
         use = call.current[slot]
         serial = call.serial[slot]
         first_send = call.retries[slot] == 0
+        call.recovering -= not first_send
         if first_send:  # Karn: only unambiguous samples
             # A call has W uses in flight and so W samples per round trip where TCP has one. While no loss
             # was seen (LOSS_MEMORY) the gains are divided by W (RFC 7323, Appendix G): a wait that held a
@@ -672,7 +676,6 @@ class Engine:
             self._decrease(serial)
         else:
             self._grow()
-        self._fill(now, slot)
         for lost in overtaken:
             self._suspect(lost, now, fast=True)
         if replay:
@@ -681,6 +684,7 @@ class Engine:
             # DATA: held on, each use held with it cost a doubled timeout more (a second each once backed
             # off) while a lost RESULT or DATA behind it kept every other rank waiting.
             self._ask_held(now)
+        self._fill(now, slot)  # after the questions: they go out ahead of new DATA, and widen the window
 
     def _missing(self, slot: int, contributors: int, echo: int, now: float) -> None:
         """The answer to one of this rank's QUERYs: its contribution to the use was missing when that
@@ -709,6 +713,7 @@ class Engine:
             self._resend(slot, now)
             self._loss_seen = now
             self._ask_held(now)
+            self._fill(now, -1)
 
     # ------------------------------------------------------------------ congestion window
     def _limited(self) -> bool:
@@ -741,8 +746,10 @@ class Engine:
     def _fill(self, now: float, freed: int) -> None:
         """Send the waiting uses the window admits, lowest use first. Without a limit (cwnd >= W) a slot
         sends as soon as it is free, as without congestion control; with one, use u goes when its slot is
-        free and u < L + cwnd (docs/protocol.md, *Congestion*): a window over the use sequence, so that
-        no two ranks can each hold a use the other has not sent."""
+        free and u < L + cwnd + R (docs/protocol.md, *Congestion*): a window over the use sequence, so that
+        no two ranks can each hold a use the other has not sent. R counts the outstanding uses asked
+        after: found lost, they are no longer in the network (RFC 6675's pipe), and without R a use in
+        recovery at L held the whole window back, the link idle, until its DATA or RESULT came again."""
         call = self._call
         assert call is not None
         if call.waiting_count == 0:
@@ -760,7 +767,7 @@ class Engine:
             if freed >= 0 and call.waiting[freed] and call.current[freed] < call.edge:
                 call.waiting_count -= 1
                 self._send(freed, call.current[freed], call.agreed[freed], now)
-            use, end = max(call.edge, call.lowest), min(call.lowest + self.cwnd, gate)
+            use, end = max(call.edge, call.lowest), min(call.lowest + self.cwnd + call.recovering, gate)
             call.edge = max(call.edge, end)
         else:
             use, end = call.lowest, gate
@@ -785,7 +792,7 @@ class Engine:
         self._recover = self._serial
         self.cwnd = min(max(min(self.cwnd, call.width) // 2, self.cwnd_floor), self.member.half)
         self._acked = 0
-        call.edge = min(call.edge, call.lowest + self.cwnd)
+        call.edge = min(call.edge, call.lowest + self.cwnd + call.recovering)
         self.stats.window_decreases += 1
         self.stats.cwnd = self.cwnd
 

@@ -244,6 +244,7 @@ static void send_use(struct p4r_engine *e, int slot, long use, uint8_t agreed_ex
  * question timer that doubles with every question the switch leaves unanswered. */
 static void again(struct p4r_engine *e, int slot, const uint8_t *packet, size_t size, double now) {
     struct p4r_call *c = &e->call;
+    c->recovering += c->retries[slot] == 0;
     c->retries[slot] += 1;
     c->asks[slot] += 1;
     set_deadline(e, slot, now + question_timeout(e, c->asks[slot], now));
@@ -309,7 +310,8 @@ static void advance_lowest(struct p4r_call *c) {
 }
 
 /* Send the waiting uses the window admits, lowest use first: without a limit a free slot sends at once;
- * with one, use u goes when its slot is free and u < L + cwnd. */
+ * with one, use u goes when its slot is free and u < L + cwnd + R, R the outstanding uses asked after
+ * (found lost, out of the network: hostlib.engine.Engine._fill). */
 static void fill(struct p4r_engine *e, int freed, double now) {
     struct p4r_call *c = &e->call;
     if (c->waiting_count == 0) return;
@@ -329,7 +331,8 @@ static void fill(struct p4r_engine *e, int freed, double now) {
             send_use(e, freed, c->current[freed], c->agreed[freed], now);
         }
         use = c->edge > c->lowest ? c->edge : c->lowest;
-        end = c->lowest + e->cwnd < gate ? c->lowest + e->cwnd : gate;
+        long window = c->lowest + e->cwnd + c->recovering;
+        end = window < gate ? window : gate;
         if (end > c->edge) c->edge = end;
     } else {
         use = c->lowest;
@@ -360,7 +363,7 @@ static void decrease(struct p4r_engine *e, uint64_t serial) {
     long cwnd = in_use / 2 > e->cwnd_floor ? in_use / 2 : e->cwnd_floor;
     e->cwnd = cwnd < e->half_slots ? cwnd : e->half_slots;
     e->acked = 0;
-    if (c->lowest + e->cwnd < c->edge) c->edge = c->lowest + e->cwnd;
+    if (c->lowest + e->cwnd + c->recovering < c->edge) c->edge = c->lowest + e->cwnd + c->recovering;
     e->stats.window_decreases += 1;
     __atomic_store_n(&e->stats.cwnd, (uint64_t)e->cwnd, __ATOMIC_RELAXED);
 }
@@ -429,6 +432,7 @@ void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t desc
         c->deadline[s] = INFINITY;
     }
     c->waiting_count = 0;
+    c->recovering = 0;
     c->lowest = c->edge = 0;
     p4r_overtaking_reset(&c->overtaking, width);
     e->wake = INFINITY;
@@ -527,6 +531,7 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
     long use = c->current[slot];
     uint64_t serial = c->serial[slot];
     int first_send = c->retries[slot] == 0;
+    c->recovering -= !first_send;
     if (first_send) { /* Karn: only unambiguous samples */
         /* A call has W uses in flight and so W samples per round trip where TCP has one. While no loss was
          * seen (LOSS_MEMORY) the gains are divided by W (RFC 7323, Appendix G): a wait that held a whole
@@ -558,13 +563,13 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
     } else {
         grow(e);
     }
-    fill(e, slot, now);
     for (int i = 0; i < lost; i++) suspect(e, c->lost[i], now, 1);
     /* The switch answered a question with the RESULT: the use was complete, and its multicast, which left
      * before the answer, was lost. The timeout was a loss, as a MISSING shows for a DATA: held on, each use
      * held with it cost a doubled timeout more (a second each once backed off) while a lost RESULT or DATA
      * behind it kept every other rank waiting. */
     if (replay) ask_held(e, now);
+    fill(e, slot, now); /* after the questions: they go out ahead of new DATA, and widen the window */
 }
 
 /* The answer to one of this rank's QUERYs: its contribution to the use was missing when that QUERY
@@ -593,6 +598,7 @@ static void missing(struct p4r_engine *e, int slot, uint32_t contributors, uint8
         resend(e, slot, now);
         e->loss_seen = now;
         ask_held(e, now);
+        fill(e, -1, now);
     }
 }
 
@@ -720,6 +726,7 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
                     suspect(e, s, now, 0);
                 }
             }
+            fill(e, -1, now); /* the uses asked after leave the window's count */
         }
         double wake = INFINITY;
         for (int s = 0; s < c->width; s++) wake = lesser(wake, c->deadline[s]);

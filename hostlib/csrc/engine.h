@@ -71,6 +71,7 @@ struct p4r_call {
     uint8_t *agreed;  /* the exponent a waiting use is to be sent with */
     uint64_t *serial; /* the engine's number of the current use's first send */
     int waiting_count;
+    int recovering; /* outstanding uses asked after (retries > 0): out of the window's count (fill()) */
     long priming; /* M: uses 0..M-1, whose results every later use waits for (fill()) */
     long lowest; /* L: the lowest use whose result this rank has not received */
     long edge;   /* uses below it are admitted by the window: sent once their slot is free */
