@@ -233,6 +233,30 @@ class Overtaking:
                 lost.append(older)
         return lost
 
+    def overdue(self, now: float, wait: float) -> list[int]:
+        """RACK's reordering timer (RFC 8985, 6.2): a transmission sent before one that was answered, but
+        within the reordering window of it, is taken as lost once `wait` (a data round trip and the
+        window) has passed since it went. Without the timer such a use waited for the data timeout, three
+        round trips after the latest result: at a call's end nothing more is sent to overtake it."""
+        lost = []
+        order, latest = self._order, self._latest
+        while order:
+            sent, slot, at = order[0]
+            if latest[slot] == sent and not (at < self._answered_at and at + wait <= now):
+                break
+            order.popleft()
+            if latest[slot] == sent:
+                lost.append(slot)
+        return lost
+
+    def due(self, wait: float) -> float:
+        """When `overdue` will next find a loss, or math.inf. Forgets the answered transmissions at the
+        front of the order first (they are never reported)."""
+        order, latest = self._order, self._latest
+        while order and latest[order[0][1]] != order[0][0]:
+            order.popleft()
+        return order[0][2] + wait if order and order[0][2] < self._answered_at else math.inf
+
 
 @dataclass(frozen=True)
 class _Abort:
@@ -411,6 +435,9 @@ class Engine:
         if call is None or self.done:
             return []
         self._out = []
+        overdue = call.overtaking.overdue(now, self._rack_wait())
+        for lost in overdue:
+            self._suspect(lost, now, fast=True)
         expired = []
         restart = self._last_progress + self.rto
         for s in range(call.width):
@@ -465,6 +492,7 @@ class Engine:
                     if not hold:  # a timeout is a loss only after a loss (LOSS_MEMORY), as for holding
                         self._lost(call.serial[slot])
                     self._suspect(slot, now, fast=False)
+        if expired or overdue:
             self._fill(now, -1)  # the uses asked after leave the window's count
         if now >= self._last_progress + self.progress_timeout:  # the very sum next_deadline gives
             call.error = AllreduceTimeout(self._stall_message(now - self._last_progress))
@@ -475,7 +503,11 @@ class Engine:
         call = self._call
         if call is None or self.done:
             return math.inf
-        return min(min(call.deadline), self._last_progress + self.progress_timeout)
+        return min(
+            min(call.deadline),
+            self._last_progress + self.progress_timeout,
+            call.overtaking.due(self._rack_wait()),
+        )
 
     # ------------------------------------------------------------------ protocol
     def _outstanding_slot(self, seq: int, set_slot: int) -> int | None:
@@ -630,6 +662,11 @@ class Engine:
         """The reordering window: how much later than an unanswered transmission one that was answered
         must have gone for the first to be taken as lost."""
         return self._data_rtt() / REORDER_SHARE
+
+    def _rack_wait(self) -> float:
+        """How long after it went an overtaken transmission is taken as lost (Overtaking.overdue): a data
+        round trip and the reordering window, RFC 8985's RACK.rtt + RACK.reo_wnd."""
+        return self._data_rtt() + self._reordering()
 
     def _suspect(self, slot: int, now: float, *, fast: bool) -> None:
         """The slot's use may be lost, its DATA (this rank's or another's) or its RESULT: ask at once.

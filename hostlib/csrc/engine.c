@@ -126,6 +126,10 @@ static double data_rtt(const struct p4r_engine *e) {
     return e->have_srtt ? e->srtt : P4R_RTO_INITIAL / P4R_RTO_SRTT_MULTIPLE;
 }
 
+/* How long after it went an overtaken transmission is taken as lost: a data round trip and the reordering
+ * window (hostlib.engine.Engine._rack_wait). */
+static double rack_wait(const struct p4r_engine *e) { return data_rtt(e) + data_rtt(e) / P4R_REORDER_SHARE; }
+
 /* The switch answers a QUERY at once, so its round trip is the network's, without the wait for the
  * slowest rank that data round trips include. */
 static double question_rtt(const struct p4r_engine *e) { return e->have_qsrtt ? e->qsrtt : data_rtt(e); }
@@ -546,6 +550,7 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
     if (c->asks[slot]) answered(e, slot, echo, now);
     double reorder = data_rtt(e) / P4R_REORDER_SHARE; /* the reordering window (hostlib.engine._reordering) */
     int lost = p4r_overtaking_answered(&c->overtaking, slot, first_send, c->sent_at[slot], reorder, c->lost);
+    e->wake = lesser(e->wake, p4r_overtaking_due(&c->overtaking, rack_wait(e)));
     p4r_plan_deliver(c->plan, use, values);
     e->last_progress = now;
     long following = use + c->width;
@@ -669,6 +674,8 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
     if (p4r_engine_done(e)) return;
     struct p4r_call *c = &e->call;
     if (now >= e->wake) { /* else no deadline can have come */
+        int overdue = p4r_overtaking_overdue(&c->overtaking, now, rack_wait(e), c->lost);
+        for (int i = 0; i < overdue; i++) suspect(e, c->lost[i], now, 1);
         int expired = 0;
         double restart = e->last_progress + e->rto;
         for (int s = 0; s < c->width; s++) {
@@ -726,9 +733,9 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
                     suspect(e, s, now, 0);
                 }
             }
-            fill(e, -1, now); /* the uses asked after leave the window's count */
         }
-        double wake = INFINITY;
+        if (expired || overdue) fill(e, -1, now); /* the uses asked after leave the window's count */
+        double wake = p4r_overtaking_due(&c->overtaking, rack_wait(e));
         for (int s = 0; s < c->width; s++) wake = lesser(wake, c->deadline[s]);
         e->wake = wake;
     }
@@ -740,10 +747,10 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
     }
 }
 
-double p4r_engine_next_deadline(const struct p4r_engine *e) {
+double p4r_engine_next_deadline(struct p4r_engine *e) {
     if (p4r_engine_done(e)) return INFINITY;
-    const struct p4r_call *c = &e->call;
-    double deadline = INFINITY;
+    struct p4r_call *c = &e->call;
+    double deadline = p4r_overtaking_due(&c->overtaking, rack_wait(e));
     for (int s = 0; s < c->width; s++) deadline = lesser(deadline, c->deadline[s]);
     return lesser(deadline, e->last_progress + e->progress_timeout);
 }

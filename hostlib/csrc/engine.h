@@ -125,7 +125,7 @@ void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t desc
 /* `tos`: the IPv4 DSCP/ECN byte the datagram arrived with (0 when unknown). */
 void p4r_engine_receive(struct p4r_engine *e, const uint8_t *datagram, size_t size, double now, uint8_t tos);
 void p4r_engine_poll(struct p4r_engine *e, double now);
-double p4r_engine_next_deadline(const struct p4r_engine *e);
+double p4r_engine_next_deadline(struct p4r_engine *e);
 /* A time at or before next_deadline, in O(1): when the socket driver must poll next. */
 double p4r_engine_wake_time(const struct p4r_engine *e);
 int p4r_engine_done(const struct p4r_engine *e);

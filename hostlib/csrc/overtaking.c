@@ -80,3 +80,26 @@ int p4r_overtaking_answered(struct p4r_overtaking *o, int slot, int first_send, 
     }
     return count;
 }
+
+/* RACK's reordering timer (hostlib.engine.Overtaking.overdue). */
+int p4r_overtaking_overdue(struct p4r_overtaking *o, double now, double wait, int *lost) {
+    int count = 0;
+    while (o->length) {
+        struct p4r_sent older = o->order[o->head];
+        int unanswered = o->latest[older.slot] == older.number;
+        if (unanswered && !(older.at < o->answered_at && older.at + wait <= now)) break;
+        o->head = (o->head + 1) % o->capacity;
+        o->length -= 1;
+        if (unanswered) lost[count++] = older.slot;
+    }
+    return count;
+}
+
+double p4r_overtaking_due(struct p4r_overtaking *o, double wait) {
+    while (o->length && o->latest[o->order[o->head].slot] != o->order[o->head].number) {
+        o->head = (o->head + 1) % o->capacity;
+        o->length -= 1;
+    }
+    if (o->length && o->order[o->head].at < o->answered_at) return o->order[o->head].at + wait;
+    return INFINITY;
+}

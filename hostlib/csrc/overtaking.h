@@ -36,5 +36,12 @@ void p4r_overtaking_withdraw(struct p4r_overtaking *o, int slot);
  * count alone). */
 int p4r_overtaking_answered(struct p4r_overtaking *o, int slot, int first_send, double sent_at, double reorder,
                             int *lost);
+/* RACK's reordering timer: a transmission sent before one answered, but within the reordering window of
+ * it, is lost once `wait` (a data round trip and the window) has passed since it went. Writes the slots
+ * now taken as lost to `lost`, returns how many. */
+int p4r_overtaking_overdue(struct p4r_overtaking *o, double now, double wait, int *lost);
+/* When p4r_overtaking_overdue will next find a loss, or INFINITY; forgets answered transmissions at the
+ * front of the order first. */
+double p4r_overtaking_due(struct p4r_overtaking *o, double wait);
 
 #endif

@@ -7,6 +7,7 @@ delay and reordering through a UDP proxy in test_chaos.py.
 
 from __future__ import annotations
 
+import math
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -488,6 +489,29 @@ def test_a_use_overtaken_by_one_result_of_a_send_a_reordering_window_later_is_lo
     assert overtaking.answered(2, first_send=True, sent_at=0.012, reorder=0.005) == [0]
     overtaking.sent(3, now=0.020)
     assert overtaking.answered(3, first_send=True, sent_at=0.020, reorder=0.005) == []  # reported once
+
+
+def test_a_use_overtaken_within_the_reordering_window_is_lost_a_round_trip_and_a_window_after_it() -> None:
+    # RFC 8985's reordering timer: use 1, sent 2 ms after use 0, is answered; use 0 may only be reordered,
+    # so it is not lost at once, but once a round trip (20 ms) and the window (5 ms) have passed since it
+    # went. At a call's end nothing more is sent to overtake it, and it waited for the data timeout.
+    overtaking = Overtaking(4)
+    overtaking.sent(0, now=0.000)
+    overtaking.sent(1, now=0.002)
+    assert overtaking.answered(1, first_send=True, sent_at=0.002, reorder=0.005) == []
+    assert overtaking.due(wait=0.025) == pytest.approx(0.025)
+    assert overtaking.overdue(0.024, wait=0.025) == []
+    assert overtaking.overdue(0.025, wait=0.025) == [0]
+    assert overtaking.due(wait=0.025) == math.inf  # reported once
+
+
+def test_an_unanswered_use_sent_after_every_answered_one_has_no_reordering_timer() -> None:
+    overtaking = Overtaking(4)
+    overtaking.sent(0, now=0.000)
+    overtaking.sent(1, now=0.002)
+    assert overtaking.answered(0, first_send=True, sent_at=0.000, reorder=0.005) == []
+    assert overtaking.due(wait=0.025) == math.inf  # nothing sent after use 1 was answered: the data timer's
+    assert overtaking.overdue(10.0, wait=0.025) == []
 
 
 def test_uses_sent_together_are_lost_by_count_alone() -> None:
