@@ -786,7 +786,8 @@ class Engine:
         free and u < L + cwnd + R (docs/protocol.md, *Congestion*): a window over the use sequence, so that
         no two ranks can each hold a use the other has not sent. R counts the outstanding uses asked
         after: found lost, they are no longer in the network (RFC 6675's pipe), and without R a use in
-        recovery at L held the whole window back, the link idle, until its DATA or RESULT came again."""
+        recovery at L held the whole window back, the link idle, until its DATA or RESULT came again.
+        Past that window the uses go on while fewer than cwnd are in flight (see below)."""
         call = self._call
         assert call is not None
         if call.waiting_count == 0:
@@ -815,6 +816,23 @@ class Engine:
                 call.waiting_count -= 1
                 self._send(slot, use, call.agreed[slot], now)
             use += 1
+        if limited:
+            # Beyond the window, uses go on while fewer than cwnd of this rank's uses are in flight (sent
+            # and unanswered, those in recovery too), up to the first whose slot still holds an earlier
+            # use (u >= L + W). The window above keeps every rank's L live; this keeps the link busy while
+            # L is in recovery, which the window alone left idle for the recovery's round trips. The uses
+            # in recovery still count (unlike RFC 6675's pipe), so no more than a window of DATA stands
+            # ahead of each recovery's QUERY and resend in the link's queue.
+            use = max(call.edge, call.lowest)
+            flight = call.outstanding - call.waiting_count
+            while flight < self.cwnd and use < gate and call.current[use % call.width] == use:
+                slot = use % call.width
+                if call.waiting[slot]:
+                    call.waiting_count -= 1
+                    self._send(slot, use, call.agreed[slot], now)
+                    flight += 1
+                use += 1
+            call.edge = max(call.edge, use)
 
     def _new_event(self, serial: int) -> bool:
         """Whether a CE mark or a loss about the use first sent as `serial` is a new congestion event: one

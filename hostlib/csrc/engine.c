@@ -350,6 +350,20 @@ static void fill(struct p4r_engine *e, int freed, double now) {
             send_use(e, slot, use, c->agreed[slot], now);
         }
     }
+    if (!limit) return;
+    /* beyond the window, uses go on while fewer than cwnd are in flight (sent and unanswered, those in
+     * recovery too), up to the first whose slot still holds an earlier use (u >= L + W) */
+    use = c->edge > c->lowest ? c->edge : c->lowest;
+    long flight = c->outstanding - c->waiting_count;
+    for (; flight < e->cwnd && use < gate && c->current[use % c->width] == use; use++) {
+        int slot = (int)(use % c->width);
+        if (c->waiting[slot]) {
+            c->waiting_count -= 1;
+            send_use(e, slot, use, c->agreed[slot], now);
+            flight += 1;
+        }
+    }
+    if (use > c->edge) c->edge = use;
 }
 
 /* Whether a CE mark or a loss about the use first sent as `serial` is a new congestion event: one per
