@@ -37,6 +37,7 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from contracts.protocol import SUPPORTED_VALUES_PER_PACKET
@@ -256,6 +257,14 @@ class Row:
         return self.seconds / self.gloo_seconds if self.gloo_seconds else None
 
 
+def _slowest_median(samples: list[Sample], seconds: Callable[[Sample], float]) -> float:
+    """An all-reduce is done when its slowest worker is: the max per iteration, then the median over the
+    iterations. Both systems' figures are taken so; Gloo's were once the median over every rank's call,
+    the middle rank's time set against p4reduce's slowest (docs/performance.md, *How it is measured*)."""
+    iterations = sorted({s.iteration for s in samples})
+    return statistics.median(max(seconds(s) for s in samples if s.iteration == i) for i in iterations)
+
+
 def rows_of(
     samples: list[Sample], sizes: list[int], dtypes: list[str], gloo: bool
 ) -> dict[tuple[int, str], Row]:
@@ -264,9 +273,7 @@ def rows_of(
     for size in sizes:
         for dtype in dtypes:
             those = [s for s in samples if s.size == size and s.dtype == dtype]
-            # an all-reduce is done when its slowest worker is: the max per iteration, then the median
-            iterations = sorted({s.iteration for s in those})
-            seconds = statistics.median(max(s.seconds for s in those if s.iteration == i) for i in iterations)
+            seconds = _slowest_median(those, lambda s: s.seconds)
             width = ITEMSIZE[dtype]
             reduced = size * width * len(those)  # every worker's input
             asked, data = sum(s.queries for s in those), sum(s.data_sent for s in those)
@@ -284,7 +291,7 @@ def rows_of(
             if gloo:
                 row = dataclasses.replace(
                     row,
-                    gloo_seconds=statistics.median(s.gloo_seconds or 0.0 for s in those),
+                    gloo_seconds=_slowest_median(those, lambda s: s.gloo_seconds or 0.0),
                     gloo_cpu_per_gb=seconds_per_gb(sum(s.gloo_cpu_seconds or 0.0 for s in those), reduced),
                 )
             rows[(size, dtype)] = row

@@ -37,6 +37,21 @@ def test_gloo_figures_come_from_the_same_samples() -> None:
     assert row.gloo_cpu_per_gb == pytest.approx(seconds_per_gb(0.004, 2 * 4 * (1 << 20)))
 
 
+def test_gloo_s_call_also_takes_its_slowest_rank_so_both_systems_are_timed_alike() -> None:
+    # Gloo's ranks leave a call at different times too: the figure is its slowest rank's, as p4reduce's
+    samples = [
+        sample(0, 0, 0.020, gloo_seconds=0.010),
+        sample(1, 0, 0.020, gloo_seconds=0.016),
+        sample(0, 1, 0.020, gloo_seconds=0.011),
+        sample(1, 1, 0.020, gloo_seconds=0.012),
+        sample(0, 2, 0.020, gloo_seconds=0.009),
+        sample(1, 2, 0.020, gloo_seconds=0.030),
+    ]
+    [row] = rows_of(samples, [1 << 20], ["float32"], gloo=True).values()
+    assert row.gloo_seconds == 0.016  # max per call: 0.016, 0.012, 0.030; their median (all six's: 0.0115)
+    assert row.vs_gloo == pytest.approx(0.020 / 0.016)
+
+
 def test_the_switch_s_cpu_is_counted_beside_the_workers_and_in_the_total(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
