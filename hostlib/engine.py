@@ -822,12 +822,16 @@ class Engine:
             # use (u >= L + W). The window above keeps every rank's L live; this keeps the link busy while
             # L is in recovery, which the window alone left idle for the recovery's round trips. The uses
             # in recovery still count (unlike RFC 6675's pipe), so no more than a window of DATA stands
-            # ahead of each recovery's QUERY and resend in the link's queue.
+            # ahead of each recovery's QUERY and resend in the link's queue. The walk passes over uses
+            # already sent or answered (a slot that holds its use or a later one, or none): after a
+            # decrease lowers the edge, those lie between it and the highest use let out.
             use = max(call.edge, call.lowest)
             flight = call.outstanding - call.waiting_count
-            while flight < self.cwnd and use < gate and call.current[use % call.width] == use:
+            while flight < self.cwnd and use < gate:
                 slot = use % call.width
-                if call.waiting[slot]:
+                if 0 <= call.current[slot] < use:
+                    break
+                if call.waiting[slot] and call.current[slot] == use:
                     call.waiting_count -= 1
                     self._send(slot, use, call.agreed[slot], now)
                     flight += 1

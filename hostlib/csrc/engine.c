@@ -352,12 +352,15 @@ static void fill(struct p4r_engine *e, int freed, double now) {
     }
     if (!limit) return;
     /* beyond the window, uses go on while fewer than cwnd are in flight (sent and unanswered, those in
-     * recovery too), up to the first whose slot still holds an earlier use (u >= L + W) */
+     * recovery too), up to the first whose slot still holds an earlier use (u >= L + W); uses already
+     * sent or answered (the slot holds its use or a later one, or none) are passed over, as lie between
+     * a decrease's lowered edge and the highest use let out */
     use = c->edge > c->lowest ? c->edge : c->lowest;
     long flight = c->outstanding - c->waiting_count;
-    for (; flight < e->cwnd && use < gate && c->current[use % c->width] == use; use++) {
+    for (; flight < e->cwnd && use < gate; use++) {
         int slot = (int)(use % c->width);
-        if (c->waiting[slot]) {
+        if (c->current[slot] >= 0 && c->current[slot] < use) break;
+        if (c->waiting[slot] && c->current[slot] == use) {
             c->waiting_count -= 1;
             send_use(e, slot, use, c->agreed[slot], now);
             flight += 1;

@@ -120,6 +120,18 @@ def test_without_congestion_control_marks_change_nothing(kind: str) -> None:
         assert engine.stats.cwnd == POOL // 2
 
 
+def _recovering_with_every_data_marked(kind: str, lost: list[tuple[bool, int, int, int]]) -> Fabric:
+    """Two ranks' call of 8 uses a slot, each packet in `lost` dropped once and every DATA marked CE (so
+    the window halves once a window, down to its floor): the sums exact, the fabric kept for its log."""
+    fabric = Fabric(
+        engine=kind, world=2, pool=POOL, congestion_control=True, fault=losing_once(*lost),
+        mark=lambda p: p.upstream and p.msg_type == MsgType.DATA,
+    )  # fmt: skip
+    data = ints(2, POOL // 2 * USES * K)
+    assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
+    return fabric
+
+
 def test_uses_in_recovery_leave_the_pipe_and_the_link_stays_busy_up_to_the_slots(kind: str) -> None:
     """RFC 6675's pipe: a use found lost is no longer in the network. Every DATA is marked CE, so each
     window is its floor (10 uses); rank 1's DATA of uses 40..44 are lost. While they are recovered at L
@@ -127,19 +139,27 @@ def test_uses_in_recovery_leave_the_pipe_and_the_link_stays_busy_up_to_the_slots
     flight, up to the slots' bound (use L + W - 1 = 71 is the last whose slot is free). A window
     counted from L alone sent nothing past use 49 until use 40's result came, and one that added R
     stopped at 54: either held every rank's link idle for the round trips of the recovery."""
-    lost = [(True, 1, MsgType.DATA, u) for u in range(40, 45)]
-    fabric = Fabric(
-        engine=kind, world=2, pool=POOL, congestion_control=True, fault=losing_once(*lost),
-        mark=lambda p: p.upstream and p.msg_type == MsgType.DATA,
-    )  # fmt: skip
-    data = ints(2, POOL // 2 * USES * K)
-    assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
+    fabric = _recovering_with_every_data_marked(kind, [(True, 1, MsgType.DATA, u) for u in range(40, 45)])
     assert [e.stats.cwnd for e in fabric.engines] == [window_floor(K)] * 2
     sent = fabric.sent(msg_type=MsgType.DATA)
     resent = [i for i, p in enumerate(sent) if p.rank == 1 and p.seq == 40][1]  # rank 1's second DATA
     for rank in (0, 1):
         furthest = max(p.seq for p in sent[:resent] if p.rank == rank)
         assert 40 + window_floor(K) + 5 <= furthest <= 40 + POOL // 2 - 1
+
+
+def test_a_decrease_during_a_recovery_leaves_the_link_busy_up_to_the_slots(kind: str) -> None:
+    """A decrease lowers the edge to L + cwnd + R, below uses already sent and answered. Rank 1's DATA of
+    use 40 is lost twice, so its recovery lasts two question round trips, and every DATA is marked CE, so
+    the window halves again while it lasts. Each rank still sends up to use L + W - 1 = 71 before the
+    DATA of use 40 that gets through: the walk past the window passes over the answered uses between the
+    lowered edge and the highest use let out. It stopped at the first of them (use 65), and the link
+    idled for the rest of the recovery."""
+    fabric = _recovering_with_every_data_marked(kind, [(True, 1, MsgType.DATA, 40)] * 2)
+    sent = fabric.sent(msg_type=MsgType.DATA)
+    delivered = [i for i, p in enumerate(sent) if p.rank == 1 and p.seq == 40][2]  # the third DATA of 40
+    for rank in (0, 1):
+        assert max(p.seq for p in sent[:delivered] if p.rank == rank) == 40 + POOL // 2 - 1
 
 
 @pytest.mark.parametrize("seed", range(4))
