@@ -22,9 +22,7 @@ def test_bfloat16_values_carried_as_float32_come_back_as_float32() -> None:
         result = comm.allreduce(values, logical_dtype="bfloat16")
         assert result.dtype == np.float32 and np.allclose(result, values, rtol=1e-6)
         calls = comm.stats().calls
-        with pytest.raises(
-            TypeError, match="or the values widened to float32, not int32"
-        ):
+        with pytest.raises(TypeError, match="or the values widened to float32, not int32"):
             comm.allreduce(np.ones(3, dtype=np.int32), logical_dtype="bfloat16")
         with pytest.raises(ValueError, match="logical_dtype must be None or 'bfloat16'"):
             comm.allreduce(values, logical_dtype="float8")  # type: ignore[arg-type]
