@@ -353,7 +353,7 @@ static void fill(struct p4r_engine *e, int freed, double now) {
     if (!limit) return;
     /* beyond the window, uses go on while fewer than cwnd are in flight (sent and unanswered, those in
      * recovery too), up to the first whose slot still holds an earlier use (u >= L + W); uses already
-     * sent or answered (the slot holds its use or a later one, or none) are passed over, as lie between
+     * sent or answered (the slot holds its use or a later one, or none) are passed over: they lie between
      * a decrease's lowered edge and the highest use let out */
     use = c->edge > c->lowest ? c->edge : c->lowest;
     long flight = c->outstanding - c->waiting_count;
