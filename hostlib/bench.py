@@ -19,7 +19,8 @@ goodput ratio, how many DATA packets were resent per packet the switch
 actually dropped (its own count) and how often the ranks' congestion
 windows halved; `--baseline gloo` times
 torch.distributed's Gloo all-reduce of the same tensors in the same worker
-processes, with its CPU seconds per GB beside p4reduce's. `--hog N` runs N
+processes, with its CPU seconds per GB beside p4reduce's, and verifies its
+sums too (floats within the ring's own rounding bound). `--hog N` runs N
 busy processes at normal priority for the whole run, as a training host
 always has other work; every run prints the load average. `--runs N`
 repeats the lossless run and prints the median of the N runs with their
@@ -52,7 +53,7 @@ from hostlib.launch import (
     share_job_credential,
 )
 from hostlib.native import CONGESTION_CONTROL_VARIABLE
-from hostlib.verify import ITEMSIZE, RELEASE, call_options, check, make_input
+from hostlib.verify import ITEMSIZE, RELEASE, call_options, check, check_float_sum, make_input
 
 DTYPES = ("float32", "float16", "bfloat16", "int32")
 
@@ -72,6 +73,7 @@ class Sample:
     window_decreases: int = 0  # the congestion window's decreases in the call (docs/protocol.md)
     gloo_seconds: float | None = None
     gloo_cpu_seconds: float | None = None
+    gloo_ok: bool | None = None  # Gloo's sum of the same inputs, verified
     switch_cpu_seconds: float | None = None  # the switch process's over the call, rank 0's samples only
 
 
@@ -178,10 +180,28 @@ def _with_gloo(samples: list[Sample], rank: int, world: int, port: int) -> list[
             started = time.perf_counter()
             dist.all_reduce(tensor)
             seconds = time.perf_counter() - started
-            timed.append(dataclasses.replace(s, gloo_seconds=seconds, gloo_cpu_seconds=cpu.seconds()))
+            cpu_seconds = cpu.seconds()
+            # verified as p4reduce's are, so that each system's next call follows the same work (a
+            # float sum against the ring's own rounding bound)
+            result = (tensor.view(torch.int16) if s.dtype == "bfloat16" else tensor).numpy()
+            verify = check if s.dtype == "int32" else check_float_sum
+            ok = verify(result, world, s.size, s.dtype, s.iteration, k=0)[0]
+            timed.append(
+                dataclasses.replace(s, gloo_seconds=seconds, gloo_cpu_seconds=cpu_seconds, gloo_ok=ok)
+            )
         return timed
     finally:
         dist.destroy_process_group()
+
+
+def baseline_verdict(samples: list[Sample]) -> tuple[int, str]:
+    """How many of Gloo's sums were wrong, and the summary's words for them ("" without a baseline).
+    A wrong baseline makes its comparison meaningless, so it fails the run as p4reduce's would."""
+    verified = [s for s in samples if s.gloo_ok is not None]
+    if not verified:
+        return 0, ""
+    wrong = sum(not s.gloo_ok for s in verified)
+    return wrong, f" (Gloo's: {len(verified)} verified, {wrong} wrong)"
 
 
 def run_suite(args: argparse.Namespace, drop_rate: float, tag: str) -> tuple[list[Sample], dict[str, int]]:
@@ -484,6 +504,9 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     failed = sum(not s.ok for s in samples)
     summary = f"{len(samples)} verified all-reduces, {failed} wrong"
+    gloo_failed, gloo_summary = baseline_verdict(samples)
+    failed += gloo_failed
+    summary += gloo_summary
     if ratio is not None:
         summary += (
             f"; at {max(args.sizes)} elements, goodput under {args.drop_rate:.1%} loss is "

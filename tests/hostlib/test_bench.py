@@ -9,7 +9,7 @@ from multiprocessing.synchronize import Event
 
 import pytest
 
-from hostlib.bench import Row, Sample, main, print_medians, print_rows, rows_of
+from hostlib.bench import Row, Sample, baseline_verdict, main, print_medians, print_rows, rows_of
 from hostlib.contention import CpuClock, Hog, ProcessCpuClock, seconds_per_gb
 
 
@@ -50,6 +50,14 @@ def test_gloo_s_call_also_takes_its_slowest_rank_so_both_systems_are_timed_alike
     [row] = rows_of(samples, [1 << 20], ["float32"], gloo=True).values()
     assert row.gloo_seconds == 0.016  # max per call: 0.016, 0.012, 0.030; their median (all six's: 0.0115)
     assert row.vs_gloo == pytest.approx(0.020 / 0.016)
+
+
+def test_a_wrong_gloo_sum_fails_the_run_and_is_named_apart_from_p4reduce_s() -> None:
+    assert baseline_verdict([sample(0, 0, 0.020)]) == (0, "")  # no baseline, nothing to say
+    right = [sample(r, 0, 0.020, gloo_seconds=0.010, gloo_ok=True) for r in range(2)]
+    assert baseline_verdict(right) == (0, " (Gloo's: 2 verified, 0 wrong)")
+    wrong = right + [sample(0, 1, 0.020, gloo_seconds=0.010, gloo_ok=False)]
+    assert baseline_verdict(wrong) == (1, " (Gloo's: 3 verified, 1 wrong)")
 
 
 def test_the_switch_s_cpu_is_counted_beside_the_workers_and_in_the_total(
@@ -163,3 +171,13 @@ def test_a_small_run_under_hog_through_the_switch_verifies_every_result(
     out = capsys.readouterr().out
     assert "1 busy process (--hog 1)" in out and "asked/DATA" in out and "median of 2 runs" in out
     assert "PASS: 16 verified all-reduces, 0 wrong" in out
+
+
+@pytest.mark.slow
+def test_a_run_against_gloo_verifies_both_systems_sums(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch.distributed", reason="--baseline gloo needs PyTorch")
+    argv = ["--sizes", "4K", "--dtypes", "float32,int32", "--iters", "2", "--baseline", "gloo"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "vs gloo" in out
+    assert "PASS: 16 verified all-reduces, 0 wrong (Gloo's: 16 verified, 0 wrong)" in out
