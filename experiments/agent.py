@@ -24,8 +24,6 @@ import sys
 import time
 from datetime import timedelta
 
-import numpy as np
-
 from hostlib import Communicator
 from hostlib.engine import EngineStats
 from hostlib.launch import add_worker_arguments, worker_job
@@ -84,15 +82,13 @@ def main() -> int:
                         raise RuntimeError("this agent was started without --gloo")
                     import torch
 
+                    from hostlib.torch.arrays import host_array
+
                     tensor = torch.from_numpy(data.copy())
                     if order["dtype"] == "bfloat16":  # its bit patterns
                         tensor = tensor.view(torch.int16).view(torch.bfloat16)
                     dist.all_reduce(tensor)
-                    result = (
-                        tensor.view(torch.int16).numpy().view(np.uint16)
-                        if order["dtype"] == "bfloat16"
-                        else tensor.numpy()
-                    )
+                    result = host_array(tensor)
                 else:
                     result = comm.allreduce(data, **options)  # type: ignore[arg-type]
             except Exception as error:  # reported to the runner, which marks the step failed

@@ -168,6 +168,8 @@ def _with_gloo(samples: list[Sample], rank: int, world: int, port: int) -> list[
     import torch
     import torch.distributed as dist
 
+    from hostlib.torch.arrays import host_array
+
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
         timed = []
@@ -183,7 +185,7 @@ def _with_gloo(samples: list[Sample], rank: int, world: int, port: int) -> list[
             cpu_seconds = cpu.seconds()
             # verified as p4reduce's are, so that each system's next call follows the same work (a
             # float sum against the ring's own rounding bound)
-            result = (tensor.view(torch.int16) if s.dtype == "bfloat16" else tensor).numpy()
+            result = host_array(tensor)
             verify = check if s.dtype == "int32" else check_float_sum
             ok = verify(result, world, s.size, s.dtype, s.iteration, k=0)[0]
             timed.append(
