@@ -387,20 +387,41 @@ static PyObject *Engine_finish(EngineObject *self, PyObject *args) {
                          (unsigned long long)error.refused);
 }
 
+/* The run's buffers, made on first use; 0 (with MemoryError set) when they cannot be. */
+static int have_transport(EngineObject *self) {
+    if (self->transport != NULL) return 1;
+    struct p4r_transport *transport = malloc(sizeof *transport);
+    if (transport == NULL || p4r_transport_init(transport)) {
+        free(transport);
+        PyErr_NoMemory();
+        return 0;
+    }
+    self->transport = transport;
+    return 1;
+}
+
+static PyObject *Engine_attach_lane(EngineObject *self, PyObject *args) {
+    int fd, index;
+    if (!PyArg_ParseTuple(args, "ii", &fd, &index)) return NULL;
+    if (!engine_usable(self) || !have_transport(self)) return NULL;
+    int error = p4r_transport_attach(self->transport, fd, index);
+    if (error) {
+        errno = error;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Engine_lane_attached(EngineObject *self, PyObject *unused) {
+    return PyBool_FromLong(self->transport != NULL && self->transport->link.region != NULL);
+}
+
 static PyObject *Engine_run(EngineObject *self, PyObject *args) {
     PyObject *plan;
     unsigned long long descriptor;
     int fd;
     if (!PyArg_ParseTuple(args, "OKi", &plan, &descriptor, &fd)) return NULL;
-    if (!engine_usable(self)) return NULL;
-    if (self->transport == NULL) {
-        struct p4r_transport *transport = malloc(sizeof *transport);
-        if (transport == NULL || p4r_transport_init(transport)) {
-            free(transport);
-            return PyErr_NoMemory();
-        }
-        self->transport = transport;
-    }
+    if (!engine_usable(self) || !have_transport(self)) return NULL;
     if (!prepare_call(self, plan)) return NULL;
     struct p4r_engine *e = self->engine;
     struct p4r_plan *p = &self->plan->plan;
@@ -527,6 +548,9 @@ static PyMethodDef Engine_methods[] = {
     {"finish", (PyCFunction)Engine_finish, METH_VARARGS, "finish(now) -> None or the call's error"},
     {"run", (PyCFunction)Engine_run, METH_VARARGS,
      "run(plan, descriptor, fd): a whole call over a connected UDP socket, without the GIL"},
+    {"attach_lane", (PyCFunction)Engine_attach_lane, METH_VARARGS,
+     "attach_lane(memfd, index): run's datagrams go through the switch's shared-memory lane"},
+    {"lane_attached", (PyCFunction)Engine_lane_attached, METH_NOARGS, "whether run uses a lane (it may drop one)"},
     {"sample_rtt", (PyCFunction)Engine_sample_rtt, METH_VARARGS, "feed one round-trip sample"},
     {"counters", (PyCFunction)Engine_counters, METH_NOARGS, "the counters, as EngineStats names them"},
     {"rtt_samples", (PyCFunction)Engine_rtt_samples, METH_VARARGS, "rtt_samples(start) -> samples"},

@@ -27,6 +27,15 @@
  * frame when the ingress rate is set, one per produced frame when the egress rate is set. So the
  * same seed and the same traffic drop the same frames on both loops.
  *
+ * A UDP port on a loopback address may also carry shared-memory lanes (contracts/lanes.h): the same
+ * datagrams, to and from ranks on this host, through rings in a memfd instead of the socket. Python
+ * hands the memfd out and opens and closes lanes (softswitch/dataplane/lanes.py); this loop drains each
+ * open lane's ring as it drains a socket (the frames built alike, so the pipeline cannot tell), puts a
+ * frame for a lane's address into its ring rather than the socket, falls back to the socket when the
+ * ring is full, and rings a sleeping rank's doorbell (an empty datagram) after publishing. While lanes
+ * carry traffic the loop looks at them between non-blocking epoll_waits; it sleeps only after it has
+ * set the port's `sleeping` flag and found the rings empty once more, so a rank rings it when it writes.
+ *
  * Frames to the CPU port are queued for the PacketIn thread; captures are queued for a writer
  * thread (pcap off the hot path; when its queue is full a capture record is dropped and counted).
  */
@@ -43,10 +52,13 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "lanes.h" /* contracts/lanes.h: softswitch/dataplane/native.py puts its text here */
 
 #define EXPORT __attribute__((visibility("default")))
 #define BATCH 64
@@ -68,7 +80,7 @@ typedef union {
 /* Counters, by index; names in softswitch/dataplane/native.py (STATS) in this order. */
 enum {
     S_RX, S_TX, S_CONSUMED, S_NO_PIPELINE, S_NO_PORT, S_UNSENDABLE, S_FAULT_IN, S_FAULT_OUT,
-    S_PIPELINE_ERROR, S_PACKET_IN_QUEUE_FULL, S_PCAP_DROPPED, S_COUNT
+    S_PIPELINE_ERROR, S_PACKET_IN_QUEUE_FULL, S_PCAP_DROPPED, S_LANE_RX, S_LANE_TX, S_LANE_FULL, S_COUNT
 };
 /* Per-port counters, in the order of native.py's PORT_STATS. */
 enum { P_FRAMES_IN, P_BYTES_IN, P_FRAMES_OUT, P_BYTES_OUT, P_COUNT
@@ -231,9 +243,21 @@ static long queue_pop(queue_t *q, record_t *hdr, uint8_t *out, size_t cap, int m
 
 /* ------------------------------------------------------------------ the data plane */
 
+/* A lane as the loop sees it: whose it is and where each ring's end of the loop stands. */
+typedef struct {
+    int open;
+    uint32_t ip;   /* the rank's UDP address, network order: its frames' source, its results' destination */
+    uint16_t port; /* network order */
+    int ring;      /* a datagram went into its ring since the last doorbell check */
+    struct p4r_ring_end up, down;
+} lane_t;
+
 typedef struct {
     uint32_t number;
     int fd, udp, enabled;
+    struct p4r_lanes *lanes; /* UDP on loopback: the shared lanes (NULL: none) */
+    int lanes_fd;
+    lane_t lane[P4R_LANES];
     int gso;           /* UDP: runs of datagrams to one address leave as one GSO send (until one fails) */
     uint32_t local_ip; /* UDP: network order */
     uint16_t udp_port; /* UDP: host order */
@@ -270,6 +294,8 @@ typedef struct {
 
 typedef struct {
     pthread_mutex_t lock;
+    pthread_mutex_t lanes_lock; /* held by the loop except while it waits: lanes open and close between */
+    int any_lanes;
     port_t ports[MAX_PORTS];
     uint32_t nports;
     int64_t cpu_port; /* -1: none */
@@ -337,6 +363,7 @@ EXPORT dp_t *dp_create(int64_t cpu_port, double drop_in, double drop_out, const 
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
     pthread_mutex_init(&d->lock, &attr);
+    pthread_mutex_init(&d->lanes_lock, NULL);
     d->cpu_port = cpu_port;
     d->drop_in = drop_in;
     d->drop_out = drop_out;
@@ -377,6 +404,7 @@ EXPORT int dp_add_port(dp_t *d, uint32_t number, int fd, int udp, uint32_t local
     p->enabled = 1;
     p->local_ip = local_ip;
     p->udp_port = udp_port;
+    p->lanes_fd = -1;
     if (udp) { /* datagrams that came as one GSO send stay one buffer: split here, not by the kernel */
         int on = 1;
         if (setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof on) != 0) { /* an old kernel: one per buffer */ }
@@ -393,6 +421,75 @@ EXPORT int dp_fault_port(dp_t *d, uint32_t number) {
     if (d->nfault_ports >= MAX_PORTS) return -1;
     d->fault_ports[d->nfault_ports++] = number;
     return 0;
+}
+
+/* Give UDP port `number` shared-memory lanes: the memfd that holds them (the caller hands it to ranks; it
+ * stays open until dp_destroy), or -errno. Call before dp_start. */
+EXPORT int dp_lanes_create(dp_t *d, uint32_t number) {
+    port_t *p = find_port(d, number);
+    if (!p || !p->udp) return -EINVAL;
+    if (p->lanes) return p->lanes_fd;
+    int fd = memfd_create("p4reduce-lanes", MFD_CLOEXEC);
+    if (fd < 0) return -errno;
+    if (ftruncate(fd, (off_t)sizeof(struct p4r_lanes)) != 0) {
+        int error = errno;
+        close(fd);
+        return -error;
+    }
+    struct p4r_lanes *l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (l == MAP_FAILED) {
+        int error = errno;
+        close(fd);
+        return -error;
+    }
+    l->header.version = P4R_LANES_VERSION;
+    l->header.lanes = P4R_LANES;
+    l->header.slots = P4R_LANE_SLOTS;
+    l->header.slot_bytes = P4R_LANE_SLOT_BYTES;
+    l->header.address = p->local_ip;
+    l->header.udp_port = htons(p->udp_port);
+    __atomic_store_n(&l->header.magic, P4R_LANES_MAGIC, __ATOMIC_RELEASE);
+    p->lanes = l;
+    p->lanes_fd = fd;
+    d->any_lanes = 1;
+    return fd;
+}
+
+/* Open a free lane of port `number` for the rank at ip:port (network order): its index, or -1 when
+ * every lane is taken (the rank then uses UDP alone). Its rings start empty. */
+EXPORT int dp_lane_open(dp_t *d, uint32_t number, uint32_t ip, uint16_t port) {
+    port_t *p = find_port(d, number);
+    if (!p || !p->lanes) return -1;
+    int found = -1;
+    pthread_mutex_lock(&d->lanes_lock);
+    for (int i = 0; i < P4R_LANES; i++) /* a rank that attaches again (a new engine) replaces its old lane */
+        if (p->lane[i].open && p->lane[i].ip == ip && p->lane[i].port == port) p->lane[i].open = 0;
+    for (int i = 0; i < P4R_LANES && found < 0; i++) {
+        if (p->lane[i].open) continue;
+        struct p4r_lane *shared = &p->lanes->lane[i];
+        shared->up.head = shared->up.tail = shared->down.head = shared->down.tail = 0;
+        shared->sleeping = 0;
+        p->lane[i] = (lane_t){.open = 1, .ip = ip, .port = port};
+        found = i;
+    }
+    pthread_mutex_unlock(&d->lanes_lock);
+    return found;
+}
+
+/* Close lane `index` of port `number` (its rank left, or died: its Unix socket closed). */
+EXPORT void dp_lane_close(dp_t *d, uint32_t number, int index) {
+    port_t *p = find_port(d, number);
+    if (!p || !p->lanes || index < 0 || index >= P4R_LANES) return;
+    pthread_mutex_lock(&d->lanes_lock);
+    p->lane[index].open = 0;
+    pthread_mutex_unlock(&d->lanes_lock);
+}
+
+/* The open lane of port p whose rank is at ip:port (network order), or NULL. */
+static lane_t *find_lane(port_t *p, uint32_t ip, uint16_t port) {
+    for (int i = 0; i < P4R_LANES; i++)
+        if (p->lane[i].open && p->lane[i].ip == ip && p->lane[i].port == port) return &p->lane[i];
+    return NULL;
 }
 
 EXPORT void dp_lock(dp_t *d) { pthread_mutex_lock(&d->lock); }
@@ -619,6 +716,25 @@ static void send_frame(dp_t *d, sender_t *s, uint64_t number, const uint8_t *f, 
             return;
         }
         uint32_t end = udp + udp_len < len ? udp + udp_len : len;
+        if (p->lanes && s == d->loop_sender) { /* the PacketOut thread's frames take the socket: one producer */
+            uint32_t ip;
+            uint16_t port;
+            memcpy(&ip, f + 30, 4);
+            memcpy(&port, f + udp + 2, 2);
+            lane_t *l = find_lane(p, ip, port);
+            if (l) {
+                struct p4r_lane *shared = &p->lanes->lane[l - p->lane];
+                int pushed = p4r_ring_push(&shared->down, &l->down, f + udp + 8, end - (udp + 8), f[15]);
+                if (pushed == 1) {
+                    l->ring = 1;
+                    count(d, S_TX, 1);
+                    count(d, S_LANE_TX, 1);
+                    count_sent(p, 1, end - (udp + 8));
+                    return;
+                }
+                count(d, S_LANE_FULL, 1); /* full (or broken): this one goes by UDP */
+            }
+        }
         memset(&b->to[i], 0, sizeof b->to[i]);
         b->to[i].sin_family = AF_INET;
         memcpy(&b->to[i].sin_addr.s_addr, f + 30, 4);
@@ -785,6 +901,10 @@ static void receive(dp_t *d, port_t *p) {
             const struct sockaddr_ll *ll = (const struct sockaddr_ll *)&from[i];
             if (ll->sll_pkttype == PACKET_OUTGOING) continue; /* our own transmissions (older kernels) */
         }
+        if (p->lanes && len == 0) {
+            const struct sockaddr_in *in = (const struct sockaddr_in *)&from[i];
+            if (find_lane(p, in->sin_addr.s_addr, in->sin_port)) continue; /* a doorbell: the ring is read anyway */
+        }
         uint32_t segment = p->udp ? gro_segment(&msgs[i].msg_hdr, len) : len;
         if (segment == len) { /* one frame, in place: a UDP datagram gets its headers in front of it */
             if (n == RX_FRAMES) forward(d, d->loop_sender, p->number, frames, lens, n), n = 0, split = 0;
@@ -810,11 +930,102 @@ static void receive(dp_t *d, port_t *p) {
     if (n) forward(d, d->loop_sender, p->number, frames, lens, n);
 }
 
+#define LANE_BUDGET 64 /* datagrams taken from one lane before the next lane's turn */
+
+/* Run what the open lanes of every port brought through the pipeline, as receive() does a socket's:
+ * each datagram copied out of its slot (the rank cannot change it under the pipeline) behind the headers
+ * its rank's UDP datagram would have had. The number taken. */
+static uint32_t take_lanes(dp_t *d) {
+    uint32_t taken = 0;
+    for (uint32_t k = 0; k < d->nports; k++) {
+        port_t *p = &d->ports[k];
+        if (!p->lanes || !p->enabled) continue;
+        uint8_t **frames = d->frames;
+        uint32_t *lens = d->lens, n = 0;
+        size_t split = 0;
+        for (int i = 0; i < P4R_LANES; i++) {
+            lane_t *l = &p->lane[i];
+            struct p4r_ring *up = &p->lanes->lane[i].up;
+            struct sockaddr_in from = {.sin_family = AF_INET, .sin_port = l->port, .sin_addr.s_addr = l->ip};
+            for (int budget = LANE_BUDGET; l->open && budget > 0; budget--) {
+                const uint8_t *data;
+                uint32_t length;
+                uint8_t tos;
+                int got = p4r_ring_peek(up, &l->up, &data, &length, &tos);
+                if (got < 0) {
+                    l->open = 0;
+                    snprintf(d->last_error, sizeof d->last_error, "port %u: lane %d's ring is corrupt; closed",
+                             p->number, i);
+                    count(d, S_PIPELINE_ERROR, 1);
+                }
+                if (got <= 0) break;
+                size_t need = (UDP_HEADERS + length + 7u) & ~(size_t)7u;
+                if (n == RX_FRAMES || split + need > SPLIT_BYTES)
+                    forward(d, d->loop_sender, p->number, frames, lens, n), n = 0, split = 0;
+                uint8_t *f = d->split + split;
+                memcpy(f + UDP_HEADERS, data, length);
+                p4r_ring_pop(up, &l->up);
+                udp_frame(p, f, &from, length);
+                frames[n] = f;
+                lens[n++] = UDP_HEADERS + length;
+                split += need;
+                taken++;
+            }
+        }
+        if (n) {
+            count(d, S_LANE_RX, n);
+            forward(d, d->loop_sender, p->number, frames, lens, n);
+        }
+    }
+    return taken;
+}
+
+/* After a flush: wake each rank that sleeps with datagrams newly in its ring (an empty datagram to its
+ * UDP address, which its ppoll watches). */
+static void ring_doorbells(dp_t *d) {
+    for (uint32_t k = 0; k < d->nports; k++) {
+        port_t *p = &d->ports[k];
+        if (!p->lanes) continue;
+        for (int i = 0; i < P4R_LANES; i++) {
+            lane_t *l = &p->lane[i];
+            if (!l->ring) continue;
+            l->ring = 0;
+            if (!l->open || !p4r_lanes_should_ring(&p->lanes->lane[i].sleeping)) continue;
+            struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = l->port, .sin_addr.s_addr = l->ip};
+            if (sendto(p->fd, "", 0, MSG_DONTWAIT, (const struct sockaddr *)&to, sizeof to) < 0) {
+                /* a full socket buffer: the rank has datagrams to read there and wakes anyway */
+            }
+        }
+    }
+}
+
+/* Whether an open lane holds a datagram for the loop. */
+static int lanes_waiting(dp_t *d) {
+    for (uint32_t k = 0; k < d->nports; k++) {
+        port_t *p = &d->ports[k];
+        if (!p->lanes || !p->enabled) continue;
+        for (int i = 0; i < P4R_LANES; i++)
+            if (p->lane[i].open && p4r_ring_waiting(&p->lanes->lane[i].up, &p->lane[i].up)) return 1;
+    }
+    return 0;
+}
+
+/* Set (or clear) every lane port's `sleeping` flag. */
+static void lanes_sleeping(dp_t *d, uint32_t value) {
+    for (uint32_t k = 0; k < d->nports; k++)
+        if (d->ports[k].lanes) p4r_lanes_sleep_flag(&d->ports[k].lanes->header.sleeping, value);
+}
+
 static void *loop(void *arg) {
     dp_t *d = arg;
     struct epoll_event events[MAX_PORTS + 1];
+    int timeout = 200;
+    pthread_mutex_lock(&d->lanes_lock);
     while (d->running) {
-        int n = epoll_wait(d->epfd, events, MAX_PORTS + 1, 200);
+        pthread_mutex_unlock(&d->lanes_lock);
+        int n = epoll_wait(d->epfd, events, MAX_PORTS + 1, timeout);
+        pthread_mutex_lock(&d->lanes_lock);
+        if (d->any_lanes && timeout != 0) lanes_sleeping(d, 0);
         for (int i = 0; i < n; i++) {
             if (events[i].data.u64 == UINT64_MAX) {
                 uint64_t drain;
@@ -824,10 +1035,22 @@ static void *loop(void *arg) {
             port_t *p = &d->ports[events[i].data.u64];
             if (p->enabled) receive(d, p);
         }
+        uint32_t taken = d->any_lanes ? take_lanes(d) : 0;
         /* What every ready port brought is out only now: a port's frames to one host, from several
          * senders' batches, leave as one run (one GSO message on a UDP port). */
         flush_all(d, d->loop_sender);
+        timeout = 200;
+        if (d->any_lanes) {
+            ring_doorbells(d);
+            if (taken > 0) {
+                timeout = 0; /* lanes are busy: look at them again after a glance at the sockets */
+            } else {
+                lanes_sleeping(d, 1);
+                if (lanes_waiting(d)) lanes_sleeping(d, 0), timeout = 0;
+            }
+        }
     }
+    pthread_mutex_unlock(&d->lanes_lock);
     return NULL;
 }
 
@@ -919,6 +1142,11 @@ EXPORT void dp_destroy(dp_t *d) {
             for (int k = 0; k < 2; k++)
                 if (d->pcap_files[i][k]) fclose(d->pcap_files[i][k]);
     }
+    for (uint32_t i = 0; i < d->nports; i++) {
+        if (!d->ports[i].lanes) continue;
+        munmap(d->ports[i].lanes, sizeof *d->ports[i].lanes);
+        close(d->ports[i].lanes_fd);
+    }
     close(d->epfd);
     close(d->wakefd);
     queue_free(&d->packet_in);
@@ -934,6 +1162,7 @@ EXPORT void dp_destroy(dp_t *d) {
         free(senders[i]);
     }
     pthread_mutex_destroy(&d->lock);
+    pthread_mutex_destroy(&d->lanes_lock);
     pthread_mutex_destroy(&d->inject);
     free(d);
 }
