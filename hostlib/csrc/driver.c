@@ -157,7 +157,7 @@ int p4r_drive(struct p4r_engine *e, struct p4r_transport *t, int fd, int wake_fd
          * socket (or the lane) answer the uses whose timers would otherwise fire for nothing. The timers
          * are looked at once both are empty, or every few batches under a steady stream. With a lane the
          * socket carries only overflow and doorbells: it is read when ppoll says so, or every few turns. */
-        int arrived = lane_receive(e, t, p4r_monotonic());
+        int arrived = l->region != NULL ? lane_receive(e, t, p4r_monotonic()) : 0;
         int received = 0;
         if (l->region == NULL || l->udp_ready || ++l->udp_skip >= TIMER_EVERY) {
             l->udp_skip = 0;

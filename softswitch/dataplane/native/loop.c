@@ -864,13 +864,33 @@ static uint32_t gro_segment(const struct msghdr *h, uint32_t length) {
     return length;
 }
 
+/* Frames gathered for the pipeline (d->frames, d->lens): n of them, the first `split` bytes of d->split
+ * holding those that were copied there. */
+typedef struct {
+    uint32_t n;
+    size_t split;
+} gather_t;
+
+/* One datagram from `from`, copied into d->split behind the headers its UDP datagram has, as the next
+ * frame of g; a full batch goes through the pipeline first. */
+static void gather(dp_t *d, port_t *p, gather_t *g, const struct sockaddr_in *from, const uint8_t *data,
+                   uint32_t length) {
+    size_t need = (UDP_HEADERS + length + 7u) & ~(size_t)7u;
+    if (g->n == RX_FRAMES || g->split + need > SPLIT_BYTES)
+        forward(d, d->loop_sender, p->number, d->frames, d->lens, g->n), g->n = 0, g->split = 0;
+    uint8_t *f = d->split + g->split;
+    memcpy(f + UDP_HEADERS, data, length);
+    udp_frame(p, f, from, length);
+    d->frames[g->n] = f;
+    d->lens[g->n++] = UDP_HEADERS + length;
+    g->split += need;
+}
+
 static void receive(dp_t *d, port_t *p) {
     struct mmsghdr msgs[BATCH];
     struct iovec iov[BATCH];
     struct sockaddr_storage from[BATCH];
-    uint8_t **frames = d->frames;
-    uint32_t *lens = d->lens, n = 0;
-    size_t split = 0; /* bytes of d->split in use */
+    gather_t g = {0, 0};
     uint32_t head = p->udp ? UDP_HEADERS : 0;
     for (int i = 0; i < BATCH; i++) {
         iov[i].iov_base = d->rx + (size_t)i * (UDP_HEADERS + MAX_FRAME) + head;
@@ -907,27 +927,19 @@ static void receive(dp_t *d, port_t *p) {
         }
         uint32_t segment = p->udp ? gro_segment(&msgs[i].msg_hdr, len) : len;
         if (segment == len) { /* one frame, in place: a UDP datagram gets its headers in front of it */
-            if (n == RX_FRAMES) forward(d, d->loop_sender, p->number, frames, lens, n), n = 0, split = 0;
+            if (g.n == RX_FRAMES) forward(d, d->loop_sender, p->number, d->frames, d->lens, g.n), g.n = 0, g.split = 0;
             if (p->udp) udp_frame(p, frame, (const struct sockaddr_in *)&from[i], len);
-            frames[n] = frame;
-            lens[n++] = len + head;
+            d->frames[g.n] = frame;
+            d->lens[g.n++] = len + head;
             continue;
         }
         /* a GRO buffer: each of its datagrams becomes a frame of its own, as if it came alone */
         for (uint32_t at = 0; at < len; at += segment) {
             uint32_t piece = len - at < segment ? len - at : segment;
-            size_t need = (UDP_HEADERS + piece + 7u) & ~(size_t)7u;
-            if (n == RX_FRAMES || split + need > SPLIT_BYTES)
-                forward(d, d->loop_sender, p->number, frames, lens, n), n = 0, split = 0;
-            uint8_t *f = d->split + split;
-            memcpy(f + UDP_HEADERS, frame + UDP_HEADERS + at, piece);
-            udp_frame(p, f, (const struct sockaddr_in *)&from[i], piece);
-            frames[n] = f;
-            lens[n++] = UDP_HEADERS + piece;
-            split += need;
+            gather(d, p, &g, (const struct sockaddr_in *)&from[i], frame + UDP_HEADERS + at, piece);
         }
     }
-    if (n) forward(d, d->loop_sender, p->number, frames, lens, n);
+    if (g.n) forward(d, d->loop_sender, p->number, d->frames, d->lens, g.n);
 }
 
 #define LANE_BUDGET 64 /* datagrams taken from one lane before the next lane's turn */
@@ -940,9 +952,7 @@ static uint32_t take_lanes(dp_t *d) {
     for (uint32_t k = 0; k < d->nports; k++) {
         port_t *p = &d->ports[k];
         if (!p->lanes || !p->enabled) continue;
-        uint8_t **frames = d->frames;
-        uint32_t *lens = d->lens, n = 0;
-        size_t split = 0;
+        gather_t g = {0, 0};
         for (int i = 0; i < P4R_LANES; i++) {
             lane_t *l = &p->lane[i];
             struct p4r_ring *up = &p->lanes->lane[i].up;
@@ -959,24 +969,14 @@ static uint32_t take_lanes(dp_t *d) {
                     count(d, S_PIPELINE_ERROR, 1);
                 }
                 if (got <= 0) break;
-                size_t need = (UDP_HEADERS + length + 7u) & ~(size_t)7u;
-                if (n == RX_FRAMES || split + need > SPLIT_BYTES)
-                    forward(d, d->loop_sender, p->number, frames, lens, n), n = 0, split = 0;
-                uint8_t *f = d->split + split;
-                memcpy(f + UDP_HEADERS, data, length);
+                gather(d, p, &g, &from, data, length);
                 p4r_ring_pop(up, &l->up);
-                udp_frame(p, f, &from, length);
-                frames[n] = f;
-                lens[n++] = UDP_HEADERS + length;
-                split += need;
                 taken++;
             }
         }
-        if (n) {
-            count(d, S_LANE_RX, n);
-            forward(d, d->loop_sender, p->number, frames, lens, n);
-        }
+        if (g.n) forward(d, d->loop_sender, p->number, d->frames, d->lens, g.n);
     }
+    count(d, S_LANE_RX, taken);
     return taken;
 }
 
