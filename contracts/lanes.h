@@ -5,7 +5,9 @@
  * Why: on one host every byte of an all-reduce crossed the kernel four times (docs/performance.md, *The
  * floor of a design that copies through the kernel*), with a system call and often a wake-up for each
  * batch. A lane is two single-producer, single-consumer rings of fixed slots, one each way, in a memfd
- * the switch creates per UDP port and hands to a rank over a Unix socket. The datagrams are the same
+ * of its own that the switch creates when a rank asks and hands to that rank alone over a Unix socket:
+ * a rank can see and spoil no other rank's datagrams, and the memfd is sealed against resizing, so no
+ * rank can make the switch fault on a page it cut away. The datagrams are the same
  * ones UDP would carry (the P4 program, the pipeline's frames and the protocol see no difference); only
  * the system calls and the kernel's copies are gone. A sleeping peer is woken by an empty UDP datagram,
  * a doorbell, sent only when its `sleeping` flag says it waits.
@@ -24,7 +26,7 @@
 
 #define P4R_LANES_MAGIC 0x314e414c52345050ull /* "PP4RLAN1", little-endian */
 #define P4R_LANES_VERSION 1
-#define P4R_LANES 16             /* lanes per UDP port: ranks on one host at once */
+#define P4R_LANES 16             /* lanes per UDP port of the switch: ranks on one host at once */
 #define P4R_LANE_SLOTS 256       /* slots per ring, a power of two: a rank's window of uses fits */
 #define P4R_LANE_SLOT_BYTES 4224 /* one slot: its 16-byte head and a K = 1024 datagram (4,120 bytes) */
 #define P4R_LANE_PAYLOAD (P4R_LANE_SLOT_BYTES - 16)
@@ -45,26 +47,18 @@ struct p4r_ring {
     struct p4r_lane_slot slots[P4R_LANE_SLOTS];
 };
 
+/* One lane: one memfd, mapped by the switch and by the one rank it was granted to. */
 struct p4r_lane {
-    uint32_t sleeping; /* the rank waits in ppoll: the switch rings its doorbell after it publishes */
-    uint8_t pad[60];
+    uint64_t magic;
+    uint32_t version, slots, slot_bytes;
+    uint8_t pad0[44];
+    uint32_t switch_sleeping; /* the switch waits in epoll_wait: the rank rings its doorbell after it publishes */
+    uint32_t closed;          /* the switch let the lane go (it reads and writes it no more): UDP alone */
+    uint8_t pad1[56];
+    uint32_t rank_sleeping; /* the rank waits in ppoll: the switch rings its doorbell after it publishes */
+    uint8_t pad2[60];
     struct p4r_ring up;   /* rank to switch */
     struct p4r_ring down; /* switch to rank */
-};
-
-struct p4r_lanes_header {
-    uint64_t magic;
-    uint32_t version, lanes, slots, slot_bytes;
-    uint32_t address;  /* the switch port's IPv4 address, network order */
-    uint16_t udp_port; /* and UDP port, network order */
-    uint16_t unused;
-    uint32_t sleeping; /* the switch waits in epoll_wait: a rank rings its doorbell after it publishes */
-    uint8_t pad[28];
-};
-
-struct p4r_lanes {
-    struct p4r_lanes_header header;
-    struct p4r_lane lane[P4R_LANES];
 };
 
 /* A producer's or consumer's own index: never read back from the shared ring, which the peer could
@@ -132,11 +126,18 @@ static inline int p4r_lanes_should_ring(const uint32_t *sleeping) {
     return __atomic_load_n(sleeping, __ATOMIC_SEQ_CST) != 0;
 }
 
-/* Whether a mapped region of `size` bytes has the layout this build expects. */
-static inline int p4r_lanes_valid(const struct p4r_lanes *l, size_t size) {
-    return size >= sizeof *l && l->header.magic == P4R_LANES_MAGIC && l->header.version == P4R_LANES_VERSION &&
-           l->header.lanes == P4R_LANES && l->header.slots == P4R_LANE_SLOTS &&
-           l->header.slot_bytes == P4R_LANE_SLOT_BYTES;
+/* Fills in a new lane's header (its rings start empty: a new memfd is zeros). */
+static inline void p4r_lane_init(struct p4r_lane *l) {
+    l->version = P4R_LANES_VERSION;
+    l->slots = P4R_LANE_SLOTS;
+    l->slot_bytes = P4R_LANE_SLOT_BYTES;
+    __atomic_store_n(&l->magic, P4R_LANES_MAGIC, __ATOMIC_RELEASE);
+}
+
+/* Whether a mapped lane of `size` bytes has the layout this build expects. */
+static inline int p4r_lane_valid(const struct p4r_lane *l, size_t size) {
+    return size >= sizeof *l && l->magic == P4R_LANES_MAGIC && l->version == P4R_LANES_VERSION &&
+           l->slots == P4R_LANE_SLOTS && l->slot_bytes == P4R_LANE_SLOT_BYTES;
 }
 
 #endif

@@ -3,9 +3,10 @@
 The layout of the lanes themselves is contracts/lanes.h, which the switch's loop and the host engine
 compile. A switch's UDP port on a loopback address listens on an abstract Unix socket named after its
 address (abstract names belong to a network namespace, as the address does, and vanish with the
-process). A rank connects, sends its own UDP address (`REQUEST`), and gets back `REPLY` with a lane
-index, and the lanes' memfd beside it when the index is not -1. The connection stays open while the
-rank uses the lane: when it closes (the rank left, or died) the switch frees the lane.
+process). A rank connects and sends `REQUEST` with its UDP socket beside it (SCM_RIGHTS: the switch
+reads the rank's address from the socket itself, so none can claim another's), and gets back `REPLY`
+with a lane index, and that lane's own memfd beside it when the index is not -1. The connection stays
+open while the rank uses the lane: when it closes (the rank left, or died) the switch frees the lane.
 $P4REDUCE_LANES=0 turns lanes off on either side; the datagrams then all take UDP, as before.
 """
 
@@ -17,7 +18,7 @@ import struct
 
 LANES_VERSION = 1  # contracts/lanes.h's P4R_LANES_VERSION
 LANES_VARIABLE = "P4REDUCE_LANES"
-REQUEST = struct.Struct("!B4sH")  # version, the rank's IPv4 address and UDP port
+REQUEST = struct.Struct("!B")  # version (the rank's UDP socket travels beside it)
 REPLY = struct.Struct("!Bi")  # version, lane index (-1: none free)
 
 

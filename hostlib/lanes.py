@@ -20,7 +20,7 @@ ANSWER_TIMEOUT = 5.0  # seconds the switch has to answer a request (it answers f
 
 
 class LaneUser(Protocol):
-    def attach_lane(self, memfd: int, index: int) -> None: ...
+    def attach_lane(self, memfd: int, lease: int) -> None: ...
 
 
 def request_lane(sock: socket.socket, switch: tuple[str, int], engine: LaneUser) -> socket.socket | None:
@@ -28,12 +28,11 @@ def request_lane(sock: socket.socket, switch: tuple[str, int], engine: LaneUser)
     it returns is the lane's lease: close it to give the lane back. None: no lane (UDP alone)."""
     if not lanes_enabled() or not lanes_possible(switch[0]):
         return None
-    ip, port = sock.getsockname()[:2]
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         connection.settimeout(ANSWER_TIMEOUT)
         connection.connect(socket_name(*switch))
-        connection.send(REQUEST.pack(LANES_VERSION, socket.inet_aton(ip), port))
+        socket.send_fds(connection, [REQUEST.pack(LANES_VERSION)], [sock.fileno()])  # proof of its address
         reply, fds, _flags, _address = socket.recv_fds(connection, REPLY.size, 1)
     except OSError as error:  # no switch serving lanes there (a Python switch, another host's, none)
         connection.close()
@@ -49,7 +48,8 @@ def request_lane(sock: socket.socket, switch: tuple[str, int], engine: LaneUser)
             log.info("the switch at %s:%d has no free shared-memory lane; this rank uses UDP", *switch)
             connection.close()
             return None
-        engine.attach_lane(fds[0], index)
+        engine.attach_lane(fds[0], connection.fileno())
+        log.debug("shared-memory lane %d of %s:%d attached", index, *switch)
     except OSError as error:
         log.warning("the shared-memory lane of %s:%d cannot be used (%s); this rank uses UDP", *switch, error)
         connection.close()

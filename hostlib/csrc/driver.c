@@ -5,6 +5,7 @@
 #include "driver.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <stdint.h>
@@ -25,29 +26,30 @@ int p4r_transport_init(struct p4r_transport *t) {
     return p4r_udp_receiver_init(&t->receiver);
 }
 
-int p4r_transport_attach(struct p4r_transport *t, int fd, int index) {
+int p4r_transport_attach(struct p4r_transport *t, int fd, int lease) {
     p4r_transport_detach(t);
     struct stat st;
-    if (index < 0 || index >= P4R_LANES) return EINVAL;
     if (fstat(fd, &st) != 0) return errno;
-    if ((size_t)st.st_size < sizeof(struct p4r_lanes)) return EPROTO;
-    struct p4r_lanes *region = mmap(NULL, sizeof *region, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (region == MAP_FAILED) return errno;
-    if (!p4r_lanes_valid(region, (size_t)st.st_size)) {
-        munmap(region, sizeof *region);
+    if ((size_t)st.st_size < sizeof(struct p4r_lane)) return EPROTO;
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) return EPROTO; /* a memfd that could shrink under us */
+    struct p4r_lane *lane = mmap(NULL, sizeof *lane, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (lane == MAP_FAILED) return errno;
+    if (!p4r_lane_valid(lane, (size_t)st.st_size)) {
+        munmap(lane, sizeof *lane);
         return EPROTO;
     }
     struct p4r_lane_link *l = &t->link;
-    l->region = region;
-    l->lane = &region->lane[index];
-    l->up.next = 0; /* the switch emptied both rings when it opened the lane */
+    l->lane = lane;
+    l->lease = lease;
+    l->up.next = 0; /* a new lane: both rings start empty */
     l->down.next = 0;
     l->udp_ready = 1;
     return 0;
 }
 
 void p4r_transport_detach(struct p4r_transport *t) {
-    if (t->link.region != NULL) munmap(t->link.region, sizeof *t->link.region);
+    if (t->link.lane != NULL) munmap(t->link.lane, sizeof *t->link.lane);
     memset(&t->link, 0, sizeof t->link);
 }
 
@@ -86,7 +88,7 @@ static int send_out(struct p4r_engine *e, struct p4r_transport *t, int fd) {
     struct p4r_lane_link *l = &t->link;
     for (size_t i = 0; i < out->count; i++) {
         const uint8_t *packet = out->data + i * out->frame;
-        if (l->region != NULL) {
+        if (l->lane != NULL) {
             int ok = p4r_ring_push(&l->lane->up, &l->up, packet, out->length[i], 0);
             if (ok == 1) {
                 pushed++;
@@ -97,11 +99,13 @@ static int send_out(struct p4r_engine *e, struct p4r_transport *t, int fd) {
         t->packets[left] = packet;
         t->lengths[left++] = out->length[i];
     }
-    if (pushed > 0 && p4r_lanes_should_ring(&l->region->header.sleeping) && send(fd, "", 0, MSG_DONTWAIT) < 0) {
+    if (pushed > 0 && l->lane != NULL && p4r_lanes_should_ring(&l->lane->switch_sleeping) && send(fd, "", 0, MSG_DONTWAIT) < 0) {
         /* a full socket buffer or a refusal: the switch has datagrams to read there, or is gone */
     }
     int error = 0;
     if (left > 0) error = p4r_udp_send(&t->sender, fd, t->packets, t->lengths, left, NULL, &e->stats.refused);
+    __atomic_fetch_add(&t->lane_sent, pushed, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&t->udp_sent, left, __ATOMIC_RELAXED);
     p4r_out_clear(out);
     return error;
 }
@@ -110,7 +114,7 @@ static int send_out(struct p4r_engine *e, struct p4r_transport *t, int fd) {
 static int lane_receive(struct p4r_engine *e, struct p4r_transport *t, double now) {
     struct p4r_lane_link *l = &t->link;
     int fed = 0;
-    while (l->region != NULL && fed < P4R_UDP_MESSAGES * 8) {
+    while (l->lane != NULL && fed < P4R_UDP_MESSAGES * 8) {
         const uint8_t *data;
         uint32_t length;
         uint8_t tos;
@@ -121,7 +125,26 @@ static int lane_receive(struct p4r_engine *e, struct p4r_transport *t, double no
         p4r_ring_pop(&l->lane->down, &l->down);
         fed++;
     }
+    __atomic_fetch_add(&t->lane_received, (uint64_t)fed, __ATOMIC_RELAXED);
     return fed;
+}
+
+/* Lets the lane go when the switch did (it stopped or died, and the lease hung up; or it closed the lane,
+ * a corrupt one or one this socket asked for again): what was in its rings is lost like datagrams, and
+ * the engine's retransmissions go by UDP. `revents`: ppoll's answer for the lease, or 0 to ask now. */
+static void check_lease(struct p4r_transport *t, short revents) {
+    struct p4r_lane_link *l = &t->link;
+    if (l->lane == NULL) return;
+    if (__atomic_load_n(&l->lane->closed, __ATOMIC_ACQUIRE)) {
+        p4r_transport_detach(t);
+        return;
+    }
+    if (revents == 0) {
+        struct pollfd watch = {.fd = l->lease, .events = POLLIN};
+        if (poll(&watch, 1, 0) <= 0) return;
+        revents = watch.revents;
+    }
+    if (revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) p4r_transport_detach(t);
 }
 
 static void apply_pending_fail(struct p4r_engine *e, int *pending_fail) {
@@ -149,6 +172,7 @@ int p4r_drive(struct p4r_engine *e, struct p4r_transport *t, int fd, int wake_fd
     p4r_udp_enable_gro(fd); /* where the kernel has no UDP GRO, datagrams come one per buffer */
     p4r_udp_enable_tos(fd); /* CE reaches the engine (the kernel's GRO merges only equal TOS bytes) */
     struct p4r_lane_link *l = &t->link;
+    check_lease(t, 0); /* one look per call: a switch gone since the last call takes its lane with it */
     int error = send_out(e, t, fd);
     int busy = 0; /* batches read since the timers were last looked at */
     while (!error && !p4r_engine_done(e)) {
@@ -157,16 +181,17 @@ int p4r_drive(struct p4r_engine *e, struct p4r_transport *t, int fd, int wake_fd
          * socket (or the lane) answer the uses whose timers would otherwise fire for nothing. The timers
          * are looked at once both are empty, or every few batches under a steady stream. With a lane the
          * socket carries only overflow and doorbells: it is read when ppoll says so, or every few turns. */
-        int arrived = l->region != NULL ? lane_receive(e, t, p4r_monotonic()) : 0;
+        int arrived = l->lane != NULL ? lane_receive(e, t, p4r_monotonic()) : 0;
         int received = 0;
-        if (l->region == NULL || l->udp_ready || ++l->udp_skip >= TIMER_EVERY) {
+        if (l->lane == NULL || l->udp_ready || ++l->udp_skip >= TIMER_EVERY) {
             l->udp_skip = 0;
             received = p4r_udp_receive(fd, r);
             if (received > 0) {
                 double now = p4r_monotonic();
                 for (int m = 0; m < received; m++) {
                     size_t length = r->messages[m].msg_len;
-                    if (length == 0 && l->region != NULL) continue; /* the switch's doorbell */
+                    if (length == 0 && l->lane != NULL) continue; /* the switch's doorbell */
+                    __atomic_fetch_add(&t->udp_received, 1, __ATOMIC_RELAXED);
                     p4r_receive_buffer(e, r->buffers + (size_t)m * P4R_UDP_BUFFER, length, p4r_udp_segment(r, m),
                                        now, p4r_udp_tos(r, m));
                 }
@@ -189,20 +214,24 @@ int p4r_drive(struct p4r_engine *e, struct p4r_transport *t, int fd, int wake_fd
         double now = p4r_monotonic();
         p4r_engine_poll(e, now);
         if ((error = send_out(e, t, fd)) || p4r_engine_done(e) || arrived > 0) continue;
-        if (l->region != NULL) { /* asleep only once the switch would ring: it looks at the flag after it writes */
-            p4r_lanes_sleep_flag(&l->lane->sleeping, 1);
+        if (l->lane != NULL) { /* asleep only once the switch would ring: it looks at the flag after it writes */
+            p4r_lanes_sleep_flag(&l->lane->rank_sleeping, 1);
             if (p4r_ring_waiting(&l->lane->down, &l->down)) {
-                p4r_lanes_sleep_flag(&l->lane->sleeping, 0);
+                p4r_lanes_sleep_flag(&l->lane->rank_sleeping, 0);
                 continue;
             }
         }
-        struct pollfd watch[2] = {{.fd = fd, .events = POLLIN}, {.fd = wake_fd, .events = POLLIN}};
+        /* a lane's lease is watched too: a switch that died never rings, and its rings are read no more */
+        struct pollfd watch[3] = {{.fd = fd, .events = POLLIN},
+                                  {.fd = wake_fd, .events = POLLIN},
+                                  {.fd = l->lane != NULL ? l->lease : -1, .events = POLLIN}};
         struct timespec timeout = timespec_of(p4r_engine_wake_time(e) - p4r_monotonic());
-        if (ppoll(watch, 2, &timeout, NULL) > 0) {
+        if (ppoll(watch, 3, &timeout, NULL) > 0) {
             if (watch[1].revents & POLLIN) drain(wake_fd);
             if (watch[0].revents) l->udp_ready = 1;
         }
-        if (l->region != NULL) p4r_lanes_sleep_flag(&l->lane->sleeping, 0);
+        if (l->lane != NULL) p4r_lanes_sleep_flag(&l->lane->rank_sleeping, 0);
+        check_lease(t, watch[2].revents);
     }
     apply_pending_fail(e, pending_fail);
     return error;

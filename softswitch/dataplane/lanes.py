@@ -1,9 +1,11 @@
 """Hands out a UDP port's shared-memory lanes to the ranks on this host (contracts/lanes.py, lanes.h).
 
-The native loop owns the lanes (their memfd, their rings); this thread only answers the Unix socket:
-a rank's request opens a lane for its UDP address and gets the memfd, and when the rank's connection
-closes, because it left or died, the lane is closed. So a dead rank's lane is free again within a
-moment, without any liveness check of its own.
+The native loop owns the lanes (their memfds, their rings); this thread only answers the Unix socket.
+A rank proves which UDP address it speaks from by passing its UDP socket itself (SCM_RIGHTS): the
+address is read from that socket, so no process can ask for a lane, and so for the results, of an
+address it does not own. Each lane is a memfd of its own, handed to that rank alone. When the rank's
+connection closes, because it left or died, its lane is closed: a dead rank's lane is free again within
+a moment, without any liveness check of its own.
 """
 
 from __future__ import annotations
@@ -19,15 +21,27 @@ from contracts.lanes import LANES_VERSION, REPLY, REQUEST, socket_name
 
 log = logging.getLogger("softswitch.dataplane")
 
-Open = Callable[[bytes, int], int]  # (the rank's IPv4 address, its UDP port) -> lane index, or -1
+Open = Callable[[bytes, int], tuple[int, int]]  # (the rank's IPv4 address, its UDP port) -> (index, memfd)
 Close = Callable[[int], None]  # lane index
+Rank = tuple[bytes, int]  # its IPv4 address (4 bytes) and UDP port
+
+
+def rank_address(fd: int) -> Rank | None:
+    """The IPv4 address and port a rank's UDP socket (passed to us) is bound to; None for anything else."""
+    try:
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            if sock.family != socket.AF_INET or sock.type != socket.SOCK_DGRAM:
+                return None
+            ip, port = sock.getsockname()
+    except OSError:
+        return None
+    return (socket.inet_aton(ip), port) if port else None
 
 
 class LaneServer:
     """The Unix socket of one UDP port's lanes, served by a thread of its own."""
 
-    def __init__(self, address: str, udp_port: int, memfd: int, open_lane: Open, close_lane: Close) -> None:
-        self._memfd = memfd
+    def __init__(self, address: str, udp_port: int, open_lane: Open, close_lane: Close) -> None:
         self._open, self._close = open_lane, close_lane
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -37,7 +51,7 @@ class LaneServer:
             self._listener.close()
             raise
         self._wake_read, self._wake_write = os.pipe()
-        self._lanes: dict[socket.socket, int] = {}  # connection -> its lane
+        self._lanes: dict[socket.socket, tuple[int, Rank]] = {}  # connection -> its lane and rank
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ)
         self._selector.register(self._wake_read, selectors.EVENT_READ)
@@ -64,34 +78,51 @@ class LaneServer:
 
     def _answer(self, connection: socket.socket) -> None:
         try:
-            request = connection.recv(64)
+            request, fds, _flags, _address = socket.recv_fds(connection, 64, 1)
         except OSError:
-            request = b""
+            request, fds = b"", []
+        try:
+            rank = rank_address(fds[0]) if len(fds) == 1 else None
+        finally:
+            for fd in fds:
+                os.close(fd)
         if connection in self._lanes or not request:  # a second request, or the rank is gone: close it
             self._drop(connection)
             return
-        if len(request) != REQUEST.size or request[0] != LANES_VERSION:
-            log.warning("%s: a malformed lane request (%d bytes) refused", self.describe, len(request))
+        if len(request) != REQUEST.size or request[0] != LANES_VERSION or rank is None:
+            log.warning(
+                "%s: a malformed lane request (%d bytes, %d fds) refused",
+                self.describe,
+                len(request),
+                len(fds),
+            )
             self._drop(connection)
             return
-        _version, ip, udp_port = REQUEST.unpack(request)
-        index = self._open(ip, udp_port)
+        # A rank asking again (a new engine on the same socket) gets a new lane in place of its old one, and
+        # the old connection then owns nothing: its closing later must not close what its index now is.
+        for other, (_index, owner) in list(self._lanes.items()):
+            if owner == rank:
+                del self._lanes[other]
+        index, memfd = self._open(*rank)
         try:
             if index < 0:
                 connection.send(REPLY.pack(LANES_VERSION, -1))
             else:
-                socket.send_fds(connection, [REPLY.pack(LANES_VERSION, index)], [self._memfd])
+                socket.send_fds(connection, [REPLY.pack(LANES_VERSION, index)], [memfd])
         except OSError:
             if index >= 0:
                 self._close(index)
             self._drop(connection)
             return
+        finally:
+            if memfd >= 0:
+                os.close(memfd)
         if index >= 0:
-            self._lanes[connection] = index
-            log.debug("%s: lane %d for %s:%d", self.describe, index, socket.inet_ntoa(ip), udp_port)
+            self._lanes[connection] = (index, rank)
+            log.debug("%s: lane %d for %s:%d", self.describe, index, socket.inet_ntoa(rank[0]), rank[1])
 
     def _drop(self, connection: socket.socket) -> None:
-        index = self._lanes.pop(connection, -1)
+        index, _rank = self._lanes.pop(connection, (-1, None))
         if index >= 0:
             self._close(index)
         self._selector.unregister(connection)

@@ -56,6 +56,7 @@ STATS = (
     "lane_rx",  # datagrams taken from shared-memory lanes (contracts/lanes.h)
     "lane_tx",  # and put into them
     "lane_full",  # for a lane whose ring was full: sent by UDP instead
+    "lane_corrupt",  # lanes closed because their rank left an impossible index or length in a ring
 )
 # Per-port counters of the C loop, in the order of its enum: PortCounters' fields.
 PORT_STATS = ("frames_in", "bytes_in", "frames_out", "bytes_out")
@@ -87,6 +88,7 @@ def library() -> ctypes.CDLL:
             "dp_fault_port": ([_VP, _U32], ctypes.c_int),
             "dp_lanes_create": ([_VP, _U32], ctypes.c_int),
             "dp_lane_open": ([_VP, _U32, _U32, ctypes.c_uint16], ctypes.c_int),
+            "dp_lane_fd": ([_VP, _U32, ctypes.c_int], ctypes.c_int),
             "dp_lane_close": ([_VP, _U32, ctypes.c_int], None),
             "dp_lock": ([_VP], None),
             "dp_unlock": ([_VP], None),
@@ -264,21 +266,25 @@ class NativeDataplane:
 
     def _serve_lanes(self, port: UdpPort) -> None:
         """Give a loopback UDP port shared-memory lanes; without them (logged) its ranks use UDP alone."""
-        memfd = self._lib.dp_lanes_create(self._dp, port.number)
-        if memfd < 0:
-            why = os.strerror(-memfd)
-            log.warning("port %d: no shared-memory lanes (%s); ranks use UDP", port.number, why)
+        made = self._lib.dp_lanes_create(self._dp, port.number)
+        if made < 0:
+            log.warning(
+                "port %d: no shared-memory lanes (%s); ranks use UDP", port.number, os.strerror(-made)
+            )
             return
         lib, dp, number = self._lib, self._dp, port.number
 
-        def open_lane(ip: bytes, udp_port: int) -> int:  # as the C side stores them: network order in memory
-            return int(lib.dp_lane_open(dp, number, int.from_bytes(ip, "little"), socket.htons(udp_port)))
+        def open_lane(ip: bytes, udp_port: int) -> tuple[int, int]:  # network order in memory, as C has it
+            index = int(lib.dp_lane_open(dp, number, int.from_bytes(ip, "little"), socket.htons(udp_port)))
+            if index < -1:
+                log.warning("port %d: no memory for a shared-memory lane (%s)", number, os.strerror(-index))
+            return (index, int(lib.dp_lane_fd(dp, number, index))) if index >= 0 else (-1, -1)
 
         def close_lane(index: int) -> None:
             lib.dp_lane_close(dp, number, index)
 
         try:
-            server = LaneServer(port.address, port.udp_port, memfd, open_lane, close_lane)
+            server = LaneServer(port.address, port.udp_port, open_lane, close_lane)
         except OSError as error:
             log.warning("port %d: no shared-memory lanes (%s); ranks use UDP", port.number, error)
             return

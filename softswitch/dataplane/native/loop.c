@@ -28,13 +28,13 @@
  * same seed and the same traffic drop the same frames on both loops.
  *
  * A UDP port on a loopback address may also carry shared-memory lanes (contracts/lanes.h): the same
- * datagrams, to and from ranks on this host, through rings in a memfd instead of the socket. Python
- * hands the memfd out and opens and closes lanes (softswitch/dataplane/lanes.py); this loop drains each
+ * datagrams, to and from ranks on this host, through rings in a memfd per lane instead of the socket.
+ * Python hands each lane's memfd to its rank and closes lanes (softswitch/dataplane/lanes.py); this loop drains each
  * open lane's ring as it drains a socket (the frames built alike, so the pipeline cannot tell), puts a
  * frame for a lane's address into its ring rather than the socket, falls back to the socket when the
  * ring is full, and rings a sleeping rank's doorbell (an empty datagram) after publishing. While lanes
  * carry traffic the loop looks at them between non-blocking epoll_waits; it sleeps only after it has
- * set the port's `sleeping` flag and found the rings empty once more, so a rank rings it when it writes.
+ * set each lane's `switch_sleeping` flag and found the rings empty once more, so a rank rings it when it writes.
  *
  * Frames to the CPU port are queued for the PacketIn thread; captures are queued for a writer
  * thread (pcap off the hot path; when its queue is full a capture record is dropped and counted).
@@ -80,7 +80,7 @@ typedef union {
 /* Counters, by index; names in softswitch/dataplane/native.py (STATS) in this order. */
 enum {
     S_RX, S_TX, S_CONSUMED, S_NO_PIPELINE, S_NO_PORT, S_UNSENDABLE, S_FAULT_IN, S_FAULT_OUT,
-    S_PIPELINE_ERROR, S_PACKET_IN_QUEUE_FULL, S_PCAP_DROPPED, S_LANE_RX, S_LANE_TX, S_LANE_FULL, S_COUNT
+    S_PIPELINE_ERROR, S_PACKET_IN_QUEUE_FULL, S_PCAP_DROPPED, S_LANE_RX, S_LANE_TX, S_LANE_FULL, S_LANE_CORRUPT, S_COUNT
 };
 /* Per-port counters, in the order of native.py's PORT_STATS. */
 enum { P_FRAMES_IN, P_BYTES_IN, P_FRAMES_OUT, P_BYTES_OUT, P_COUNT
@@ -246,6 +246,8 @@ static long queue_pop(queue_t *q, record_t *hdr, uint8_t *out, size_t cap, int m
 /* A lane as the loop sees it: whose it is and where each ring's end of the loop stands. */
 typedef struct {
     int open;
+    struct p4r_lane *shared; /* its memfd, mapped (while open) */
+    int fd;                  /* the memfd (while open): handed to its rank */
     uint32_t ip;   /* the rank's UDP address, network order: its frames' source, its results' destination */
     uint16_t port; /* network order */
     int ring;      /* a datagram went into its ring since the last doorbell check */
@@ -255,8 +257,7 @@ typedef struct {
 typedef struct {
     uint32_t number;
     int fd, udp, enabled;
-    struct p4r_lanes *lanes; /* UDP on loopback: the shared lanes (NULL: none) */
-    int lanes_fd;
+    int lanes; /* UDP on loopback: ranks may ask for shared-memory lanes */
     lane_t lane[P4R_LANES];
     int gso;           /* UDP: runs of datagrams to one address leave as one GSO send (until one fails) */
     uint32_t local_ip; /* UDP: network order */
@@ -404,7 +405,6 @@ EXPORT int dp_add_port(dp_t *d, uint32_t number, int fd, int udp, uint32_t local
     p->enabled = 1;
     p->local_ip = local_ip;
     p->udp_port = udp_port;
-    p->lanes_fd = -1;
     if (udp) { /* datagrams that came as one GSO send stay one buffer: split here, not by the kernel */
         int on = 1;
         if (setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof on) != 0) { /* an old kernel: one per buffer */ }
@@ -423,57 +423,81 @@ EXPORT int dp_fault_port(dp_t *d, uint32_t number) {
     return 0;
 }
 
-/* Give UDP port `number` shared-memory lanes: the memfd that holds them (the caller hands it to ranks; it
- * stays open until dp_destroy), or -errno. Call before dp_start. */
+/* Let ranks ask UDP port `number` for shared-memory lanes: 0, or -EINVAL (not a UDP port). Call before
+ * dp_start. */
 EXPORT int dp_lanes_create(dp_t *d, uint32_t number) {
     port_t *p = find_port(d, number);
     if (!p || !p->udp) return -EINVAL;
-    if (p->lanes) return p->lanes_fd;
-    int fd = memfd_create("p4reduce-lanes", MFD_CLOEXEC);
-    if (fd < 0) return -errno;
-    if (ftruncate(fd, (off_t)sizeof(struct p4r_lanes)) != 0) {
-        int error = errno;
-        close(fd);
-        return -error;
-    }
-    struct p4r_lanes *l = mmap(NULL, sizeof *l, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (l == MAP_FAILED) {
-        int error = errno;
-        close(fd);
-        return -error;
-    }
-    l->header.version = P4R_LANES_VERSION;
-    l->header.lanes = P4R_LANES;
-    l->header.slots = P4R_LANE_SLOTS;
-    l->header.slot_bytes = P4R_LANE_SLOT_BYTES;
-    l->header.address = p->local_ip;
-    l->header.udp_port = htons(p->udp_port);
-    __atomic_store_n(&l->header.magic, P4R_LANES_MAGIC, __ATOMIC_RELEASE);
-    p->lanes = l;
-    p->lanes_fd = fd;
+    p->lanes = 1;
     d->any_lanes = 1;
+    return 0;
+}
+
+/* Closes an open lane (with the lanes lock held, or before the loop runs): unmapped, its memfd closed. */
+static void lane_free(lane_t *l) {
+    if (!l->open) return;
+    __atomic_store_n(&l->shared->closed, 1, __ATOMIC_RELEASE); /* its rank, if alive, goes on by UDP */
+    munmap(l->shared, sizeof *l->shared);
+    close(l->fd);
+    *l = (lane_t){0};
+}
+
+/* A new lane's memfd, sealed at its size (no rank can shrink it under the loop), mapped at *shared;
+ * -errno when one cannot be made. */
+static int lane_create(struct p4r_lane **shared) {
+    int fd = memfd_create("p4reduce-lane", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return -errno;
+    int error = 0;
+    if (ftruncate(fd, (off_t)sizeof **shared) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        error = -errno;
+    } else {
+        *shared = mmap(NULL, sizeof **shared, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (*shared == MAP_FAILED) error = -errno;
+    }
+    if (error) {
+        close(fd);
+        return error;
+    }
+    p4r_lane_init(*shared);
     return fd;
 }
 
-/* Open a free lane of port `number` for the rank at ip:port (network order): its index, or -1 when
- * every lane is taken (the rank then uses UDP alone). Its rings start empty. */
+/* Open a lane of port `number` for the rank at ip:port (network order), in a memfd of its own: its index,
+ * -1 when every lane is taken (the rank then uses UDP alone), -errno when no memfd can be made. A rank
+ * that asks again (a new engine on the same socket) gets a new lane in place of its old one. */
 EXPORT int dp_lane_open(dp_t *d, uint32_t number, uint32_t ip, uint16_t port) {
     port_t *p = find_port(d, number);
-    if (!p || !p->lanes) return -1;
+    if (!p || !p->lanes) return -EINVAL;
+    struct p4r_lane *shared = NULL;
+    int fd = lane_create(&shared); /* made before the lock: the loop is not kept waiting for it */
+    if (fd < 0) return fd;
     int found = -1;
     pthread_mutex_lock(&d->lanes_lock);
-    for (int i = 0; i < P4R_LANES; i++) /* a rank that attaches again (a new engine) replaces its old lane */
-        if (p->lane[i].open && p->lane[i].ip == ip && p->lane[i].port == port) p->lane[i].open = 0;
+    for (int i = 0; i < P4R_LANES; i++)
+        if (p->lane[i].open && p->lane[i].ip == ip && p->lane[i].port == port) lane_free(&p->lane[i]);
     for (int i = 0; i < P4R_LANES && found < 0; i++) {
         if (p->lane[i].open) continue;
-        struct p4r_lane *shared = &p->lanes->lane[i];
-        shared->up.head = shared->up.tail = shared->down.head = shared->down.tail = 0;
-        shared->sleeping = 0;
-        p->lane[i] = (lane_t){.open = 1, .ip = ip, .port = port};
+        p->lane[i] = (lane_t){.open = 1, .shared = shared, .fd = fd, .ip = ip, .port = port};
         found = i;
     }
     pthread_mutex_unlock(&d->lanes_lock);
+    if (found < 0) {
+        munmap(shared, sizeof *shared);
+        close(fd);
+    }
     return found;
+}
+
+/* A copy of the memfd of port `number`'s open lane `index`, for the caller to hand to its rank and close
+ * (a copy: the loop may close the lane meanwhile), or -1. */
+EXPORT int dp_lane_fd(dp_t *d, uint32_t number, int index) {
+    port_t *p = find_port(d, number);
+    if (!p || index < 0 || index >= P4R_LANES) return -1;
+    pthread_mutex_lock(&d->lanes_lock);
+    int fd = p->lane[index].open ? fcntl(p->lane[index].fd, F_DUPFD_CLOEXEC, 0) : -1;
+    pthread_mutex_unlock(&d->lanes_lock);
+    return fd;
 }
 
 /* Close lane `index` of port `number` (its rank left, or died: its Unix socket closed). */
@@ -481,7 +505,7 @@ EXPORT void dp_lane_close(dp_t *d, uint32_t number, int index) {
     port_t *p = find_port(d, number);
     if (!p || !p->lanes || index < 0 || index >= P4R_LANES) return;
     pthread_mutex_lock(&d->lanes_lock);
-    p->lane[index].open = 0;
+    lane_free(&p->lane[index]);
     pthread_mutex_unlock(&d->lanes_lock);
 }
 
@@ -723,8 +747,7 @@ static void send_frame(dp_t *d, sender_t *s, uint64_t number, const uint8_t *f, 
             memcpy(&port, f + udp + 2, 2);
             lane_t *l = find_lane(p, ip, port);
             if (l) {
-                struct p4r_lane *shared = &p->lanes->lane[l - p->lane];
-                int pushed = p4r_ring_push(&shared->down, &l->down, f + udp + 8, end - (udp + 8), f[15]);
+                int pushed = p4r_ring_push(&l->shared->down, &l->down, f + udp + 8, end - (udp + 8), f[15]);
                 if (pushed == 1) {
                     l->ring = 1;
                     count(d, S_TX, 1);
@@ -732,7 +755,14 @@ static void send_frame(dp_t *d, sender_t *s, uint64_t number, const uint8_t *f, 
                     count_sent(p, 1, end - (udp + 8));
                     return;
                 }
-                count(d, S_LANE_FULL, 1); /* full (or broken): this one goes by UDP */
+                if (pushed < 0) { /* the rank's index is impossible: the lane is closed, as a corrupt up ring is */
+                    snprintf(d->last_error, sizeof d->last_error, "port %u: lane %d's ring is corrupt; closed",
+                             p->number, (int)(l - p->lane));
+                    count(d, S_LANE_CORRUPT, 1);
+                    lane_free(l);
+                } else {
+                    count(d, S_LANE_FULL, 1); /* full: this one goes by UDP */
+                }
             }
         }
         memset(&b->to[i], 0, sizeof b->to[i]);
@@ -955,22 +985,21 @@ static uint32_t take_lanes(dp_t *d) {
         gather_t g = {0, 0};
         for (int i = 0; i < P4R_LANES; i++) {
             lane_t *l = &p->lane[i];
-            struct p4r_ring *up = &p->lanes->lane[i].up;
             struct sockaddr_in from = {.sin_family = AF_INET, .sin_port = l->port, .sin_addr.s_addr = l->ip};
             for (int budget = LANE_BUDGET; l->open && budget > 0; budget--) {
                 const uint8_t *data;
                 uint32_t length;
                 uint8_t tos;
-                int got = p4r_ring_peek(up, &l->up, &data, &length, &tos);
+                int got = p4r_ring_peek(&l->shared->up, &l->up, &data, &length, &tos);
                 if (got < 0) {
-                    l->open = 0;
                     snprintf(d->last_error, sizeof d->last_error, "port %u: lane %d's ring is corrupt; closed",
                              p->number, i);
-                    count(d, S_PIPELINE_ERROR, 1);
+                    count(d, S_LANE_CORRUPT, 1);
+                    lane_free(l); /* its rank hears nothing more there and goes on by UDP (its lease stays) */
                 }
                 if (got <= 0) break;
                 gather(d, p, &g, &from, data, length);
-                p4r_ring_pop(up, &l->up);
+                p4r_ring_pop(&l->shared->up, &l->up);
                 taken++;
             }
         }
@@ -990,7 +1019,7 @@ static void ring_doorbells(dp_t *d) {
             lane_t *l = &p->lane[i];
             if (!l->ring) continue;
             l->ring = 0;
-            if (!l->open || !p4r_lanes_should_ring(&p->lanes->lane[i].sleeping)) continue;
+            if (!l->open || !p4r_lanes_should_ring(&l->shared->rank_sleeping)) continue;
             struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = l->port, .sin_addr.s_addr = l->ip};
             if (sendto(p->fd, "", 0, MSG_DONTWAIT, (const struct sockaddr *)&to, sizeof to) < 0) {
                 /* a full socket buffer: the rank has datagrams to read there and wakes anyway */
@@ -1005,15 +1034,19 @@ static int lanes_waiting(dp_t *d) {
         port_t *p = &d->ports[k];
         if (!p->lanes || !p->enabled) continue;
         for (int i = 0; i < P4R_LANES; i++)
-            if (p->lane[i].open && p4r_ring_waiting(&p->lanes->lane[i].up, &p->lane[i].up)) return 1;
+            if (p->lane[i].open && p4r_ring_waiting(&p->lane[i].shared->up, &p->lane[i].up)) return 1;
     }
     return 0;
 }
 
-/* Set (or clear) every lane port's `sleeping` flag. */
+/* Set (or clear) every open lane's `switch_sleeping` flag. */
 static void lanes_sleeping(dp_t *d, uint32_t value) {
-    for (uint32_t k = 0; k < d->nports; k++)
-        if (d->ports[k].lanes) p4r_lanes_sleep_flag(&d->ports[k].lanes->header.sleeping, value);
+    for (uint32_t k = 0; k < d->nports; k++) {
+        port_t *p = &d->ports[k];
+        if (!p->lanes) continue;
+        for (int i = 0; i < P4R_LANES; i++)
+            if (p->lane[i].open) p4r_lanes_sleep_flag(&p->lane[i].shared->switch_sleeping, value);
+    }
 }
 
 static void *loop(void *arg) {
@@ -1142,11 +1175,8 @@ EXPORT void dp_destroy(dp_t *d) {
             for (int k = 0; k < 2; k++)
                 if (d->pcap_files[i][k]) fclose(d->pcap_files[i][k]);
     }
-    for (uint32_t i = 0; i < d->nports; i++) {
-        if (!d->ports[i].lanes) continue;
-        munmap(d->ports[i].lanes, sizeof *d->ports[i].lanes);
-        close(d->ports[i].lanes_fd);
-    }
+    for (uint32_t i = 0; i < d->nports; i++)
+        for (int k = 0; k < P4R_LANES; k++) lane_free(&d->ports[i].lane[k]);
     close(d->epfd);
     close(d->wakefd);
     queue_free(&d->packet_in);
