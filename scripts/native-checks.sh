@@ -45,7 +45,7 @@ asan() {
     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
     P4REDUCE_NATIVE_LIBRARY="$repo/$library" \
         "$python" -m pytest -q -p no:cacheprovider tests/hostlib/test_native_engine.py \
-        tests/hostlib/test_engine.py tests/hostlib/test_worker_arguments.py
+        tests/hostlib/test_engine.py tests/hostlib/test_worker_arguments.py tests/hostlib/test_lanes.py
 }
 
 fuzz() {

@@ -46,6 +46,7 @@
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,6 +297,7 @@ typedef struct {
 typedef struct {
     pthread_mutex_t lock;
     pthread_mutex_t lanes_lock; /* held by the loop except while it waits: lanes open and close between */
+    int lanes_wanted;           /* atomic: threads waiting for lanes_lock, which the busy loop lets in first */
     int any_lanes;
     port_t ports[MAX_PORTS];
     uint32_t nports;
@@ -433,6 +435,17 @@ EXPORT int dp_lanes_create(dp_t *d, uint32_t number) {
     return 0;
 }
 
+/* Take and give back the lanes lock from another thread than the loop. A busy loop lets go of the lock
+ * only for a moment at each turn, and a mutex is not fair: so a waiter says it waits, and the loop gives
+ * way before it takes the lock again (a rank's request is answered within a turn, not starved). */
+static void lanes_enter(dp_t *d) {
+    __atomic_add_fetch(&d->lanes_wanted, 1, __ATOMIC_ACQ_REL);
+    pthread_mutex_lock(&d->lanes_lock);
+    __atomic_sub_fetch(&d->lanes_wanted, 1, __ATOMIC_ACQ_REL);
+}
+
+static void lanes_leave(dp_t *d) { pthread_mutex_unlock(&d->lanes_lock); }
+
 /* Closes an open lane (with the lanes lock held, or before the loop runs): unmapped, its memfd closed. */
 static void lane_free(lane_t *l) {
     if (!l->open) return;
@@ -473,7 +486,7 @@ EXPORT int dp_lane_open(dp_t *d, uint32_t number, uint32_t ip, uint16_t port) {
     int fd = lane_create(&shared); /* made before the lock: the loop is not kept waiting for it */
     if (fd < 0) return fd;
     int found = -1;
-    pthread_mutex_lock(&d->lanes_lock);
+    lanes_enter(d);
     for (int i = 0; i < P4R_LANES; i++)
         if (p->lane[i].open && p->lane[i].ip == ip && p->lane[i].port == port) lane_free(&p->lane[i]);
     for (int i = 0; i < P4R_LANES && found < 0; i++) {
@@ -481,7 +494,7 @@ EXPORT int dp_lane_open(dp_t *d, uint32_t number, uint32_t ip, uint16_t port) {
         p->lane[i] = (lane_t){.open = 1, .shared = shared, .fd = fd, .ip = ip, .port = port};
         found = i;
     }
-    pthread_mutex_unlock(&d->lanes_lock);
+    lanes_leave(d);
     if (found < 0) {
         munmap(shared, sizeof *shared);
         close(fd);
@@ -494,9 +507,9 @@ EXPORT int dp_lane_open(dp_t *d, uint32_t number, uint32_t ip, uint16_t port) {
 EXPORT int dp_lane_fd(dp_t *d, uint32_t number, int index) {
     port_t *p = find_port(d, number);
     if (!p || index < 0 || index >= P4R_LANES) return -1;
-    pthread_mutex_lock(&d->lanes_lock);
+    lanes_enter(d);
     int fd = p->lane[index].open ? fcntl(p->lane[index].fd, F_DUPFD_CLOEXEC, 0) : -1;
-    pthread_mutex_unlock(&d->lanes_lock);
+    lanes_leave(d);
     return fd;
 }
 
@@ -504,9 +517,9 @@ EXPORT int dp_lane_fd(dp_t *d, uint32_t number, int index) {
 EXPORT void dp_lane_close(dp_t *d, uint32_t number, int index) {
     port_t *p = find_port(d, number);
     if (!p || !p->lanes || index < 0 || index >= P4R_LANES) return;
-    pthread_mutex_lock(&d->lanes_lock);
+    lanes_enter(d);
     lane_free(&p->lane[index]);
-    pthread_mutex_unlock(&d->lanes_lock);
+    lanes_leave(d);
 }
 
 /* The open lane of port p whose rank is at ip:port (network order), or NULL. */
@@ -1057,6 +1070,7 @@ static void *loop(void *arg) {
     while (d->running) {
         pthread_mutex_unlock(&d->lanes_lock);
         int n = epoll_wait(d->epfd, events, MAX_PORTS + 1, timeout);
+        while (__atomic_load_n(&d->lanes_wanted, __ATOMIC_ACQUIRE)) sched_yield(); /* a lane opens or closes */
         pthread_mutex_lock(&d->lanes_lock);
         if (d->any_lanes && timeout != 0) lanes_sleeping(d, 0);
         for (int i = 0; i < n; i++) {
