@@ -473,6 +473,9 @@ static int lane_create(struct p4r_lane **shared) {
         return error;
     }
     p4r_lane_init(*shared);
+    /* asleep until the loop says otherwise: a rank's first datagrams ring, whether or not the loop
+     * sleeps in epoll_wait right now (it set the flags of the lanes open then, not this one's) */
+    (*shared)->switch_sleeping = 1;
     return fd;
 }
 
