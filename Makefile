@@ -39,7 +39,7 @@ PIP_FAILED = { tail -30 $(PIP_LOG); echo "error: pip failed (the whole log: $(PI
 FUZZ_SECONDS ?= 20
 # The C backend's tests, for asan-switch: every program and packet loop test that builds C.
 ASAN_TESTS := tests/executor tests/test_scenarios.py tests/tutorials tests/switch/test_switch_ports.py \
-	tests/switch/test_switch_packet_io.py
+	tests/switch/test_switch_packet_io.py tests/hostlib/test_lanes.py
 # What `make test` runs on the default (C) backend and test-python-backend runs again on the Python one.
 BACKEND_TESTS := tests/switch tests/lab tests/hostlib/test_through_switch.py
 

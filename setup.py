@@ -14,13 +14,15 @@ FLAGS = ["-std=gnu11", "-O3", "-ffp-contract=off", "-fno-strict-aliasing", "-Wal
          "-Wno-unused-parameter", "-Wno-missing-field-initializers", "-Wno-cast-function-type"]  # fmt: skip
 ENGINE = ["quantize.c", "plan.c", "overtaking.c", "engine.c", "udp.c", "driver.c", "module.c"]
 HEADERS = ["protocol.h", "quantize.h", "plan.h", "overtaking.h", "engine.h", "udp.h", "driver.h", "clock.h"]
+CONTRACTS = "contracts"  # lanes.h: the shared-memory lanes' layout, which the switch's loop compiles too
 
 setup(
     ext_modules=[
         Extension(
             "hostlib._native",
             sources=[f"{NATIVE}/{name}" for name in ENGINE],
-            depends=[f"{NATIVE}/{name}" for name in HEADERS],
+            depends=[f"{NATIVE}/{name}" for name in HEADERS] + [f"{CONTRACTS}/lanes.h"],
+            include_dirs=[CONTRACTS],
             extra_compile_args=FLAGS,
             libraries=["m"],
         ),

@@ -36,6 +36,7 @@ import multiprocessing
 import os
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -48,7 +49,6 @@ from hostlib.launch import (
     EMBEDDED_VALUES_PER_PACKET,
     ROOT,
     LaunchError,
-    free_port,
     services,
     share_job_credential,
 )
@@ -97,7 +97,7 @@ def bench_worker(
     sizes: list[int],
     dtypes: list[str],
     iters: int,
-    gloo_port: int | None,
+    gloo_store: str | None,
     start: threading.Barrier,
     switch_pid: int = 0,
     wire_bits: int = 16,
@@ -159,18 +159,20 @@ def bench_worker(
                             window_decreases=after.window_decreases - before.window_decreases,
                         )
                     )
-    if gloo_port is not None:
-        samples = _with_gloo(samples, rank, world, gloo_port)
+    if gloo_store is not None:
+        samples = _with_gloo(samples, rank, world, gloo_store)
     return samples
 
 
-def _with_gloo(samples: list[Sample], rank: int, world: int, port: int) -> list[Sample]:
+def _with_gloo(samples: list[Sample], rank: int, world: int, store: str) -> list[Sample]:
     import torch
     import torch.distributed as dist
 
     from hostlib.torch.arrays import host_array
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    # A file store, not a TCP one: a port picked free can be taken meanwhile (by the switch's own gRPC
+    # server, say), and Gloo's ranks then wait on a stranger for half an hour.
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     try:
         timed = []
         for s in samples:
@@ -208,11 +210,15 @@ def baseline_verdict(samples: list[Sample]) -> tuple[int, str]:
 
 def run_suite(args: argparse.Namespace, drop_rate: float, tag: str) -> tuple[list[Sample], dict[str, int]]:
     """Every sample of one run, and the switch's own packet counters (empty with --controller)."""
-    gloo_port = free_port() if args.baseline == "gloo" else None
     ctx = multiprocessing.get_context("spawn")
 
     def launch(controller: str, switch_pid: int = 0) -> list[Sample]:
-        with ctx.Manager() as manager, ctx.Pool(args.workers) as pool:
+        with (
+            tempfile.TemporaryDirectory(prefix="p4reduce-bench-") as scratch,
+            ctx.Manager() as manager,
+            ctx.Pool(args.workers) as pool,
+        ):
+            gloo_store = f"{scratch}/gloo-store" if args.baseline == "gloo" else None
             start = manager.Barrier(args.workers)
             jobs = [
                 (
@@ -223,7 +229,7 @@ def run_suite(args: argparse.Namespace, drop_rate: float, tag: str) -> tuple[lis
                     args.sizes,
                     args.dtypes,
                     args.iters,
-                    gloo_port,
+                    gloo_store,
                     start,
                     switch_pid,
                     args.wire_bits,

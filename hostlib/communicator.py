@@ -404,6 +404,7 @@ class Communicator:
         )
         with self._lock:
             self._earlier_stats.append(self.engine.stats)
+            self.engine.close()
             self.job, self.engine, self._resume_at = job, engine, resumption.resume_call
 
     def _refuse(self) -> None:
@@ -433,6 +434,7 @@ class Communicator:
         self._executor.shutdown(wait=True)
         if self._link is not None:
             self._link.leave()
+        self.engine.close()
         self.sock.close()
 
     def __enter__(self) -> Self:

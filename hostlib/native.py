@@ -37,6 +37,7 @@ from hostlib.engine import (
     stall_message,
     stopped_message,
 )
+from hostlib.lanes import request_lane
 from hostlib.reduction import error_bounds, nonfinite_error
 
 BUILD_HINT = (
@@ -215,6 +216,25 @@ class NativeEngine:
     def _sample_rtt(self, rtt: float) -> None:
         self._core.sample_rtt(rtt)
 
+    def attach_lane(self, memfd: int, lease: int) -> None:
+        """Carry `run`'s datagrams through the switch's lane in `memfd` (lanes.h), granted on the connection
+        `lease`, which must stay open until `detach_lane` (its hang-up lets the lane go)."""
+        self._core.attach_lane(memfd, lease)
+
+    def transport_counters(self) -> dict[str, int]:
+        """Datagrams `run` carried so far, by way: lane_sent, lane_received, udp_sent, udp_received (a GRO
+        buffer counts once; the switch's doorbells not at all)."""
+        return dict(self._core.transport_counters())
+
+    def detach_lane(self) -> None:
+        """Let the lane go (before its lease is closed): UDP alone from now on."""
+        self._core.detach_lane()
+
+    @property
+    def lane_attached(self) -> bool:
+        """Whether `run` uses a lane (it lets one go whose ring it finds corrupt, and goes on over UDP)."""
+        return bool(self._core.lane_attached())
+
     # ------------------------------------------------------------------ a whole call
     def run(self, plan: NativePlan, descriptor: int, sock: socket.socket) -> None:
         """Carry out one call over `sock` (connected to the switch) in C, without the GIL; returns when
@@ -307,6 +327,23 @@ class PacketEngine:
         use_ecn(sock, congestion_control)
         sock.connect(switch_address)
         self.engine = NativeEngine(member, progress_timeout, congestion_control)
+        self._lane = request_lane(sock, switch_address, self.engine)
+
+    @property
+    def lane_attached(self) -> bool:
+        """Whether this rank's datagrams go through a shared-memory lane to the switch (hostlib/lanes.py)."""
+        return self._lane is not None and self.engine.lane_attached
+
+    def transport_counters(self) -> dict[str, int]:
+        """Datagrams carried so far, by way (NativeEngine.transport_counters)."""
+        return self.engine.transport_counters()
+
+    def close(self) -> None:
+        """Give the lane back (the switch frees it when this connection closes); not the socket."""
+        if self._lane is not None:
+            self.engine.detach_lane()
+            self._lane.close()
+            self._lane = None
 
     @property
     def stats(self) -> EngineStats:

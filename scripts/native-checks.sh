@@ -3,8 +3,9 @@
 #
 #   scripts/native-checks.sh asan   build hostlib._native with AddressSanitizer and UBSan into
 #                                   build/asan/ and run the engine tests against it
-#   scripts/native-checks.sh fuzz   build the libFuzzer target (clang, ASan, UBSan) and run it
-#                                   for FUZZ_SECONDS (default 60) from the seed corpus
+#   scripts/native-checks.sh fuzz   build the libFuzzer targets (clang, ASan, UBSan): the receive path
+#                                   and the lanes' rings, and run each for FUZZ_SECONDS (default 60)
+#                                   from its seed corpus
 #
 # As root, installs what it needs from Debian (clang for fuzz); as a user, names it.
 # Environment: PYTHON (default .venv/bin/python), FUZZ_SECONDS.
@@ -44,21 +45,26 @@ asan() {
     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
     P4REDUCE_NATIVE_LIBRARY="$repo/$library" \
         "$python" -m pytest -q -p no:cacheprovider tests/hostlib/test_native_engine.py \
-        tests/hostlib/test_engine.py tests/hostlib/test_worker_arguments.py
+        tests/hostlib/test_engine.py tests/hostlib/test_worker_arguments.py tests/hostlib/test_lanes.py
 }
 
 fuzz() {
     need clang clang
     local out=build/fuzz seconds="${FUZZ_SECONDS:-60}"
-    mkdir -p "$out/corpus"
-    clang -g -O1 -std=gnu11 -D_GNU_SOURCE -ffp-contract=off -fsanitize=fuzzer,address,undefined \
-        -fno-sanitize-recover=undefined -o "$out/fuzz_receive" \
-        "$csrc/fuzz/fuzz_receive.c" "${engine_sources[@]}" -lm
-    echo "==> fuzzing the receive path for ${seconds} s (seeds: $csrc/fuzz/seeds, new inputs: $out/corpus)"
+    local flags=(-g -O1 -std=gnu11 -D_GNU_SOURCE -ffp-contract=off -Icontracts -fsanitize=fuzzer,address,undefined
+                 -fno-sanitize-recover=undefined)
+    mkdir -p "$out/corpus" "$out/lane-corpus"
+    clang "${flags[@]}" -o "$out/fuzz_receive" "$csrc/fuzz/fuzz_receive.c" "${engine_sources[@]}" -lm
+    clang "${flags[@]}" -o "$out/fuzz_lane" "$csrc/fuzz/fuzz_lane.c"
     # The first directory collects new inputs; the committed seeds are only read.
+    echo "==> fuzzing the receive path for ${seconds} s (seeds: $csrc/fuzz/seeds, new inputs: $out/corpus)"
     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
         "$out/fuzz_receive" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$out/" "$out/corpus" "$csrc/fuzz/seeds"
+    echo "==> fuzzing the lanes' rings for ${seconds} s (seeds: $csrc/fuzz/lane-seeds, new inputs: $out/lane-corpus)"
+    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+        "$out/fuzz_lane" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+        -print_final_stats=1 -artifact_prefix="$out/lane-" "$out/lane-corpus" "$csrc/fuzz/lane-seeds"
 }
 
 case "${1:-}" in

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -387,20 +388,67 @@ static PyObject *Engine_finish(EngineObject *self, PyObject *args) {
                          (unsigned long long)error.refused);
 }
 
+/* The run's buffers, made on first use; 0 (with MemoryError set) when they cannot be. */
+static int have_transport(EngineObject *self) {
+    if (self->transport != NULL) return 1;
+    struct p4r_transport *transport = malloc(sizeof *transport);
+    if (transport == NULL || p4r_transport_init(transport)) {
+        free(transport);
+        PyErr_NoMemory();
+        return 0;
+    }
+    self->transport = transport;
+    return 1;
+}
+
+static PyObject *Engine_attach_lane(EngineObject *self, PyObject *args) {
+    int fd, lease;
+    if (!PyArg_ParseTuple(args, "ii", &fd, &lease)) return NULL;
+    if (!engine_usable(self) || !have_transport(self)) return NULL;
+    if (self->running) {
+        PyErr_SetString(PyExc_RuntimeError, "a call is in flight");
+        return NULL;
+    }
+    int error = p4r_transport_attach(self->transport, fd, lease);
+    if (error) {
+        errno = error;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Engine_detach_lane(EngineObject *self, PyObject *unused) {
+    if (self->running) {
+        PyErr_SetString(PyExc_RuntimeError, "a call is in flight");
+        return NULL;
+    }
+    if (self->transport != NULL) p4r_transport_detach(self->transport);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Engine_transport_counters(EngineObject *self, PyObject *unused) {
+    struct p4r_transport *t = self->transport;
+    unsigned long long c[4] = {0, 0, 0, 0};
+    if (t != NULL) {
+        c[0] = __atomic_load_n(&t->lane_sent, __ATOMIC_RELAXED);
+        c[1] = __atomic_load_n(&t->lane_received, __ATOMIC_RELAXED);
+        c[2] = __atomic_load_n(&t->udp_sent, __ATOMIC_RELAXED);
+        c[3] = __atomic_load_n(&t->udp_received, __ATOMIC_RELAXED);
+    }
+    return Py_BuildValue("{s:K,s:K,s:K,s:K}", "lane_sent", c[0], "lane_received", c[1], "udp_sent", c[2],
+                         "udp_received", c[3]);
+}
+
+static PyObject *Engine_lane_attached(EngineObject *self, PyObject *unused) {
+    return PyBool_FromLong(self->transport != NULL && self->transport->link.lane != NULL);
+}
+
 static PyObject *Engine_run(EngineObject *self, PyObject *args) {
     PyObject *plan;
     unsigned long long descriptor;
     int fd;
     if (!PyArg_ParseTuple(args, "OKi", &plan, &descriptor, &fd)) return NULL;
-    if (!engine_usable(self)) return NULL;
-    if (self->transport == NULL) {
-        struct p4r_transport *transport = malloc(sizeof *transport);
-        if (transport == NULL || p4r_transport_init(transport)) {
-            free(transport);
-            return PyErr_NoMemory();
-        }
-        self->transport = transport;
-    }
+    if (!engine_usable(self) || !have_transport(self)) return NULL;
     if (!prepare_call(self, plan)) return NULL;
     struct p4r_engine *e = self->engine;
     struct p4r_plan *p = &self->plan->plan;
@@ -527,6 +575,12 @@ static PyMethodDef Engine_methods[] = {
     {"finish", (PyCFunction)Engine_finish, METH_VARARGS, "finish(now) -> None or the call's error"},
     {"run", (PyCFunction)Engine_run, METH_VARARGS,
      "run(plan, descriptor, fd): a whole call over a connected UDP socket, without the GIL"},
+    {"attach_lane", (PyCFunction)Engine_attach_lane, METH_VARARGS,
+     "attach_lane(memfd, lease): run's datagrams go through the switch's shared-memory lane"},
+    {"transport_counters", (PyCFunction)Engine_transport_counters, METH_NOARGS,
+     "datagrams run carried, by way: {lane_sent, lane_received, udp_sent, udp_received}"},
+    {"detach_lane", (PyCFunction)Engine_detach_lane, METH_NOARGS, "let the lane go: UDP alone from now on"},
+    {"lane_attached", (PyCFunction)Engine_lane_attached, METH_NOARGS, "whether run uses a lane (it may drop one)"},
     {"sample_rtt", (PyCFunction)Engine_sample_rtt, METH_VARARGS, "feed one round-trip sample"},
     {"counters", (PyCFunction)Engine_counters, METH_NOARGS, "the counters, as EngineStats names them"},
     {"rtt_samples", (PyCFunction)Engine_rtt_samples, METH_VARARGS, "rtt_samples(start) -> samples"},
@@ -603,6 +657,13 @@ PyMODINIT_FUNC PyInit__native(void) {
         {"FLOAT64", P4R_FLOAT64}, {"BFLOAT16", P4R_BFLOAT16}, {"CODE16_POS_INF", P4R_CODE16_POS_INF},
         {"CODE16_NEG_INF", P4R_CODE16_NEG_INF}, {"CODE16_NAN", P4R_CODE16_NAN}, {"ERR_MISMATCH", P4R_ERR_MISMATCH}, {"ERR_ABANDONED", P4R_ERR_ABANDONED},
         {"ERR_TIMEOUT", P4R_ERR_TIMEOUT}, {"ERR_EXTERNAL", P4R_ERR_EXTERNAL}, {"ERR_MEMORY", P4R_ERR_MEMORY},
+        /* where lanes.h puts things, for tests that play a hostile rank writing into its lane */
+        {"LANES", P4R_LANES}, {"LANE_BYTES", sizeof(struct p4r_lane)}, {"LANE_SLOTS", P4R_LANE_SLOTS},
+        {"LANE_SLOT_BYTES", P4R_LANE_SLOT_BYTES}, {"LANE_CLOSED", offsetof(struct p4r_lane, closed)},
+        {"LANE_UP_TAIL", offsetof(struct p4r_lane, up.tail)}, {"LANE_UP_HEAD", offsetof(struct p4r_lane, up.head)},
+        {"LANE_UP_SLOTS", offsetof(struct p4r_lane, up.slots)},
+        {"LANE_DOWN_TAIL", offsetof(struct p4r_lane, down.tail)},
+        {"LANE_DOWN_HEAD", offsetof(struct p4r_lane, down.head)},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         if (PyModule_AddIntConstant(m, ints[i].name, ints[i].value) < 0) return NULL;

@@ -22,19 +22,24 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import socket
 import threading
 from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
 from types import TracebackType
 
+import contracts
+from contracts.lanes import lanes_enabled, lanes_possible
 from softswitch.backends.c import build
 from softswitch.backends.c.pipeline import Pipeline as NativePipeline
+from softswitch.dataplane.lanes import LaneServer
 from softswitch.dataplane.loop import Faults, PortCounters, by_number, deliver_digest
 from softswitch.dataplane.pcap import PcapDirectory
 from softswitch.dataplane.ports import Port, RawPort, UdpPort
 from softswitch.runtime.pipeline import Pipeline
 
 SOURCE = Path(__file__).with_name("native") / "loop.c"
+LANES_HEADER = Path(contracts.__file__).with_name("lanes.h")  # spliced in where loop.c includes it
 # Counters of the C loop, in the order of its enum.
 STATS = (
     "rx",
@@ -48,6 +53,10 @@ STATS = (
     "dropped_pipeline_error",
     "dropped_packet_in_queue_full",
     "dropped_capture",
+    "lane_rx",  # datagrams taken from shared-memory lanes (contracts/lanes.h)
+    "lane_tx",  # and put into them
+    "lane_full",  # for a lane whose ring was full: sent by UDP instead
+    "lane_corrupt",  # lanes closed because their rank left an impossible index or length in a ring
 )
 # Per-port counters of the C loop, in the order of its enum: PortCounters' fields.
 PORT_STATS = ("frames_in", "bytes_in", "frames_out", "bytes_out")
@@ -68,7 +77,8 @@ def library() -> ctypes.CDLL:
     with _library_lock:
         if _library is not None:
             return _library
-        lib = build.load(build.build(SOURCE.read_text(), name="dataplane"))
+        source = SOURCE.read_text().replace('#include "lanes.h"', LANES_HEADER.read_text(), 1)
+        lib = build.load(build.build(source, name="dataplane"))
         signatures = {
             "dp_create": (
                 [ctypes.c_int64, ctypes.c_double, ctypes.c_double, ctypes.POINTER(_U32), ctypes.c_int],
@@ -76,6 +86,10 @@ def library() -> ctypes.CDLL:
             ),
             "dp_add_port": ([_VP, _U32, ctypes.c_int, ctypes.c_int, _U32, ctypes.c_uint16], ctypes.c_int),
             "dp_fault_port": ([_VP, _U32], ctypes.c_int),
+            "dp_lanes_create": ([_VP, _U32], ctypes.c_int),
+            "dp_lane_open": ([_VP, _U32, _U32, ctypes.c_uint16], ctypes.c_int),
+            "dp_lane_fd": ([_VP, _U32, ctypes.c_int], ctypes.c_int),
+            "dp_lane_close": ([_VP, _U32, ctypes.c_int], None),
             "dp_lock": ([_VP], None),
             "dp_unlock": ([_VP], None),
             "dp_set_pipeline": ([_VP, _VP, _VP, _VP, _VP, _VP], None),
@@ -232,6 +246,11 @@ class NativeDataplane:
                 raise TypeError(f"the native loop cannot drive a {type(port).__name__}")
             if status != 0:
                 raise OSError(f"port {port.number}: the native loop cannot watch it")
+        self._lane_servers: list[LaneServer] = []
+        if lanes_enabled():
+            for port in ports:
+                if isinstance(port, UdpPort) and lanes_possible(port.address):
+                    self._serve_lanes(port)
         if pcap is not None and self._lib.dp_capture(self._dp, str(pcap.directory).encode()) != 0:
             raise OSError("the capture writer could not start")
         self.lock = _Lock(self._lib, self._dp)
@@ -244,6 +263,32 @@ class NativeDataplane:
         self._buffer = ctypes.create_string_buffer(MAX_FRAME)
         self._deliver = threading.Lock()
         self._final_ports: dict[int, PortCounters] = {}
+
+    def _serve_lanes(self, port: UdpPort) -> None:
+        """Give a loopback UDP port shared-memory lanes; without them (logged) its ranks use UDP alone."""
+        made = self._lib.dp_lanes_create(self._dp, port.number)
+        if made < 0:
+            log.warning(
+                "port %d: no shared-memory lanes (%s); ranks use UDP", port.number, os.strerror(-made)
+            )
+            return
+        lib, dp, number = self._lib, self._dp, port.number
+
+        def open_lane(ip: bytes, udp_port: int) -> tuple[int, int]:  # network order in memory, as C has it
+            index = int(lib.dp_lane_open(dp, number, int.from_bytes(ip, "little"), socket.htons(udp_port)))
+            if index < -1:
+                log.warning("port %d: no memory for a shared-memory lane (%s)", number, os.strerror(-index))
+            return (index, int(lib.dp_lane_fd(dp, number, index))) if index >= 0 else (-1, -1)
+
+        def close_lane(index: int) -> None:
+            lib.dp_lane_close(dp, number, index)
+
+        try:
+            server = LaneServer(port.address, port.udp_port, open_lane, close_lane)
+        except OSError as error:
+            log.warning("port %d: no shared-memory lanes (%s); ranks use UDP", port.number, error)
+            return
+        self._lane_servers.append(server)
 
     # ------------------------------------------------------------- pipeline
     @property
@@ -343,6 +388,9 @@ class NativeDataplane:
     def close(self) -> None:
         if self._dp:
             self._final_ports = self.port_counters()
+            for server in self._lane_servers:
+                server.close()
+            self._lane_servers.clear()
             self._lib.dp_stop(self._dp)
             self._packet_ins(wait_ms=0)
             self.stats.freeze()

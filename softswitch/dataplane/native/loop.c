@@ -27,6 +27,15 @@
  * frame when the ingress rate is set, one per produced frame when the egress rate is set. So the
  * same seed and the same traffic drop the same frames on both loops.
  *
+ * A UDP port on a loopback address may also carry shared-memory lanes (contracts/lanes.h): the same
+ * datagrams, to and from ranks on this host, through rings in a memfd per lane instead of the socket.
+ * Python hands each lane's memfd to its rank and closes lanes (softswitch/dataplane/lanes.py); this loop drains each
+ * open lane's ring as it drains a socket (the frames built alike, so the pipeline cannot tell), puts a
+ * frame for a lane's address into its ring rather than the socket, falls back to the socket when the
+ * ring is full, and rings a sleeping rank's doorbell (an empty datagram) after publishing. While lanes
+ * carry traffic the loop looks at them between non-blocking epoll_waits; it sleeps only after it has
+ * set each lane's `switch_sleeping` flag and found the rings empty once more, so a rank rings it when it writes.
+ *
  * Frames to the CPU port are queued for the PacketIn thread; captures are queued for a writer
  * thread (pcap off the hot path; when its queue is full a capture record is dropped and counted).
  */
@@ -37,16 +46,20 @@
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "lanes.h" /* contracts/lanes.h: softswitch/dataplane/native.py puts its text here */
 
 #define EXPORT __attribute__((visibility("default")))
 #define BATCH 64
@@ -68,7 +81,7 @@ typedef union {
 /* Counters, by index; names in softswitch/dataplane/native.py (STATS) in this order. */
 enum {
     S_RX, S_TX, S_CONSUMED, S_NO_PIPELINE, S_NO_PORT, S_UNSENDABLE, S_FAULT_IN, S_FAULT_OUT,
-    S_PIPELINE_ERROR, S_PACKET_IN_QUEUE_FULL, S_PCAP_DROPPED, S_COUNT
+    S_PIPELINE_ERROR, S_PACKET_IN_QUEUE_FULL, S_PCAP_DROPPED, S_LANE_RX, S_LANE_TX, S_LANE_FULL, S_LANE_CORRUPT, S_COUNT
 };
 /* Per-port counters, in the order of native.py's PORT_STATS. */
 enum { P_FRAMES_IN, P_BYTES_IN, P_FRAMES_OUT, P_BYTES_OUT, P_COUNT
@@ -231,9 +244,22 @@ static long queue_pop(queue_t *q, record_t *hdr, uint8_t *out, size_t cap, int m
 
 /* ------------------------------------------------------------------ the data plane */
 
+/* A lane as the loop sees it: whose it is and where each ring's end of the loop stands. */
+typedef struct {
+    int open;
+    struct p4r_lane *shared; /* its memfd, mapped (while open) */
+    int fd;                  /* the memfd (while open): handed to its rank */
+    uint32_t ip;   /* the rank's UDP address, network order: its frames' source, its results' destination */
+    uint16_t port; /* network order */
+    int ring;      /* a datagram went into its ring since the last doorbell check */
+    struct p4r_ring_end up, down;
+} lane_t;
+
 typedef struct {
     uint32_t number;
     int fd, udp, enabled;
+    int lanes; /* UDP on loopback: ranks may ask for shared-memory lanes */
+    lane_t lane[P4R_LANES];
     int gso;           /* UDP: runs of datagrams to one address leave as one GSO send (until one fails) */
     uint32_t local_ip; /* UDP: network order */
     uint16_t udp_port; /* UDP: host order */
@@ -270,6 +296,9 @@ typedef struct {
 
 typedef struct {
     pthread_mutex_t lock;
+    pthread_mutex_t lanes_lock; /* held by the loop except while it waits: lanes open and close between */
+    int lanes_wanted;           /* atomic: threads waiting for lanes_lock, which the busy loop lets in first */
+    int any_lanes;
     port_t ports[MAX_PORTS];
     uint32_t nports;
     int64_t cpu_port; /* -1: none */
@@ -337,6 +366,7 @@ EXPORT dp_t *dp_create(int64_t cpu_port, double drop_in, double drop_out, const 
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
     pthread_mutex_init(&d->lock, &attr);
+    pthread_mutex_init(&d->lanes_lock, NULL);
     d->cpu_port = cpu_port;
     d->drop_in = drop_in;
     d->drop_out = drop_out;
@@ -393,6 +423,113 @@ EXPORT int dp_fault_port(dp_t *d, uint32_t number) {
     if (d->nfault_ports >= MAX_PORTS) return -1;
     d->fault_ports[d->nfault_ports++] = number;
     return 0;
+}
+
+/* Let ranks ask UDP port `number` for shared-memory lanes: 0, or -EINVAL (not a UDP port). Call before
+ * dp_start. */
+EXPORT int dp_lanes_create(dp_t *d, uint32_t number) {
+    port_t *p = find_port(d, number);
+    if (!p || !p->udp) return -EINVAL;
+    p->lanes = 1;
+    d->any_lanes = 1;
+    return 0;
+}
+
+/* Take and give back the lanes lock from another thread than the loop. A busy loop lets go of the lock
+ * only for a moment at each turn, and a mutex is not fair: so a waiter says it waits, and the loop gives
+ * way before it takes the lock again (a rank's request is answered within a turn, not starved). */
+static void lanes_enter(dp_t *d) {
+    __atomic_add_fetch(&d->lanes_wanted, 1, __ATOMIC_ACQ_REL);
+    pthread_mutex_lock(&d->lanes_lock);
+    __atomic_sub_fetch(&d->lanes_wanted, 1, __ATOMIC_ACQ_REL);
+}
+
+static void lanes_leave(dp_t *d) { pthread_mutex_unlock(&d->lanes_lock); }
+
+/* Closes an open lane (with the lanes lock held, or before the loop runs): unmapped, its memfd closed. */
+static void lane_free(lane_t *l) {
+    if (!l->open) return;
+    __atomic_store_n(&l->shared->closed, 1, __ATOMIC_RELEASE); /* its rank, if alive, goes on by UDP */
+    munmap(l->shared, sizeof *l->shared);
+    close(l->fd);
+    *l = (lane_t){0};
+}
+
+/* A new lane's memfd, sealed at its size (no rank can shrink it under the loop), mapped at *shared;
+ * -errno when one cannot be made. */
+static int lane_create(struct p4r_lane **shared) {
+    int fd = memfd_create("p4reduce-lane", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return -errno;
+    int error = 0;
+    if (ftruncate(fd, (off_t)sizeof **shared) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        error = -errno;
+    } else {
+        *shared = mmap(NULL, sizeof **shared, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (*shared == MAP_FAILED) error = -errno;
+    }
+    if (error) {
+        close(fd);
+        return error;
+    }
+    p4r_lane_init(*shared);
+    /* asleep until the loop says otherwise: a rank's first datagrams ring, whether or not the loop
+     * sleeps in epoll_wait right now (it set the flags of the lanes open then, not this one's) */
+    (*shared)->switch_sleeping = 1;
+    return fd;
+}
+
+/* Open a lane of port `number` for the rank at ip:port (network order), in a memfd of its own: its index,
+ * -1 when every lane is taken (the rank then uses UDP alone), -errno when no memfd can be made. A rank
+ * that asks again (a new engine on the same socket) gets a new lane in place of its old one. */
+EXPORT int dp_lane_open(dp_t *d, uint32_t number, uint32_t ip, uint16_t port) {
+    port_t *p = find_port(d, number);
+    if (!p || !p->lanes) return -EINVAL;
+    struct p4r_lane *shared = NULL;
+    int fd = lane_create(&shared); /* made before the lock: the loop is not kept waiting for it */
+    if (fd < 0) return fd;
+    int found = -1;
+    lanes_enter(d);
+    for (int i = 0; i < P4R_LANES; i++)
+        if (p->lane[i].open && p->lane[i].ip == ip && p->lane[i].port == port) lane_free(&p->lane[i]);
+    for (int i = 0; i < P4R_LANES && found < 0; i++) {
+        if (p->lane[i].open) continue;
+        p->lane[i] = (lane_t){.open = 1, .shared = shared, .fd = fd, .ip = ip, .port = port};
+        found = i;
+    }
+    lanes_leave(d);
+    if (found < 0) {
+        munmap(shared, sizeof *shared);
+        close(fd);
+    }
+    return found;
+}
+
+/* A copy of the memfd of port `number`'s open lane `index`, for the caller to hand to its rank and close
+ * (a copy: the loop may close the lane meanwhile), or -1. */
+EXPORT int dp_lane_fd(dp_t *d, uint32_t number, int index) {
+    port_t *p = find_port(d, number);
+    if (!p || index < 0 || index >= P4R_LANES) return -1;
+    lanes_enter(d);
+    int fd = p->lane[index].open ? fcntl(p->lane[index].fd, F_DUPFD_CLOEXEC, 0) : -1;
+    lanes_leave(d);
+    return fd;
+}
+
+/* Close lane `index` of port `number` (its rank left, or died: its Unix socket closed). */
+EXPORT void dp_lane_close(dp_t *d, uint32_t number, int index) {
+    port_t *p = find_port(d, number);
+    if (!p || !p->lanes || index < 0 || index >= P4R_LANES) return;
+    lanes_enter(d);
+    lane_free(&p->lane[index]);
+    lanes_leave(d);
+}
+
+/* The open lane of port p whose rank is at ip:port (network order), or NULL. */
+static lane_t *find_lane(port_t *p, uint32_t ip, uint16_t port) {
+    for (int i = 0; i < P4R_LANES; i++)
+        if (p->lane[i].open && p->lane[i].ip == ip && p->lane[i].port == port) return &p->lane[i];
+    return NULL;
 }
 
 EXPORT void dp_lock(dp_t *d) { pthread_mutex_lock(&d->lock); }
@@ -619,6 +756,31 @@ static void send_frame(dp_t *d, sender_t *s, uint64_t number, const uint8_t *f, 
             return;
         }
         uint32_t end = udp + udp_len < len ? udp + udp_len : len;
+        if (p->lanes && s == d->loop_sender) { /* the PacketOut thread's frames take the socket: one producer */
+            uint32_t ip;
+            uint16_t port;
+            memcpy(&ip, f + 30, 4);
+            memcpy(&port, f + udp + 2, 2);
+            lane_t *l = find_lane(p, ip, port);
+            if (l) {
+                int pushed = p4r_ring_push(&l->shared->down, &l->down, f + udp + 8, end - (udp + 8), f[15]);
+                if (pushed == 1) {
+                    l->ring = 1;
+                    count(d, S_TX, 1);
+                    count(d, S_LANE_TX, 1);
+                    count_sent(p, 1, end - (udp + 8));
+                    return;
+                }
+                if (pushed < 0) { /* the rank's index is impossible: the lane is closed, as a corrupt up ring is */
+                    snprintf(d->last_error, sizeof d->last_error, "port %u: lane %d's ring is corrupt; closed",
+                             p->number, (int)(l - p->lane));
+                    count(d, S_LANE_CORRUPT, 1);
+                    lane_free(l);
+                } else {
+                    count(d, S_LANE_FULL, 1); /* full: this one goes by UDP */
+                }
+            }
+        }
         memset(&b->to[i], 0, sizeof b->to[i]);
         b->to[i].sin_family = AF_INET;
         memcpy(&b->to[i].sin_addr.s_addr, f + 30, 4);
@@ -748,13 +910,33 @@ static uint32_t gro_segment(const struct msghdr *h, uint32_t length) {
     return length;
 }
 
+/* Frames gathered for the pipeline (d->frames, d->lens): n of them, the first `split` bytes of d->split
+ * holding those that were copied there. */
+typedef struct {
+    uint32_t n;
+    size_t split;
+} gather_t;
+
+/* One datagram from `from`, copied into d->split behind the headers its UDP datagram has, as the next
+ * frame of g; a full batch goes through the pipeline first. */
+static void gather(dp_t *d, port_t *p, gather_t *g, const struct sockaddr_in *from, const uint8_t *data,
+                   uint32_t length) {
+    size_t need = (UDP_HEADERS + length + 7u) & ~(size_t)7u;
+    if (g->n == RX_FRAMES || g->split + need > SPLIT_BYTES)
+        forward(d, d->loop_sender, p->number, d->frames, d->lens, g->n), g->n = 0, g->split = 0;
+    uint8_t *f = d->split + g->split;
+    memcpy(f + UDP_HEADERS, data, length);
+    udp_frame(p, f, from, length);
+    d->frames[g->n] = f;
+    d->lens[g->n++] = UDP_HEADERS + length;
+    g->split += need;
+}
+
 static void receive(dp_t *d, port_t *p) {
     struct mmsghdr msgs[BATCH];
     struct iovec iov[BATCH];
     struct sockaddr_storage from[BATCH];
-    uint8_t **frames = d->frames;
-    uint32_t *lens = d->lens, n = 0;
-    size_t split = 0; /* bytes of d->split in use */
+    gather_t g = {0, 0};
     uint32_t head = p->udp ? UDP_HEADERS : 0;
     for (int i = 0; i < BATCH; i++) {
         iov[i].iov_base = d->rx + (size_t)i * (UDP_HEADERS + MAX_FRAME) + head;
@@ -785,36 +967,115 @@ static void receive(dp_t *d, port_t *p) {
             const struct sockaddr_ll *ll = (const struct sockaddr_ll *)&from[i];
             if (ll->sll_pkttype == PACKET_OUTGOING) continue; /* our own transmissions (older kernels) */
         }
+        if (p->lanes && len == 0) {
+            const struct sockaddr_in *in = (const struct sockaddr_in *)&from[i];
+            if (find_lane(p, in->sin_addr.s_addr, in->sin_port)) continue; /* a doorbell: the ring is read anyway */
+        }
         uint32_t segment = p->udp ? gro_segment(&msgs[i].msg_hdr, len) : len;
         if (segment == len) { /* one frame, in place: a UDP datagram gets its headers in front of it */
-            if (n == RX_FRAMES) forward(d, d->loop_sender, p->number, frames, lens, n), n = 0, split = 0;
+            if (g.n == RX_FRAMES) forward(d, d->loop_sender, p->number, d->frames, d->lens, g.n), g.n = 0, g.split = 0;
             if (p->udp) udp_frame(p, frame, (const struct sockaddr_in *)&from[i], len);
-            frames[n] = frame;
-            lens[n++] = len + head;
+            d->frames[g.n] = frame;
+            d->lens[g.n++] = len + head;
             continue;
         }
         /* a GRO buffer: each of its datagrams becomes a frame of its own, as if it came alone */
         for (uint32_t at = 0; at < len; at += segment) {
             uint32_t piece = len - at < segment ? len - at : segment;
-            size_t need = (UDP_HEADERS + piece + 7u) & ~(size_t)7u;
-            if (n == RX_FRAMES || split + need > SPLIT_BYTES)
-                forward(d, d->loop_sender, p->number, frames, lens, n), n = 0, split = 0;
-            uint8_t *f = d->split + split;
-            memcpy(f + UDP_HEADERS, frame + UDP_HEADERS + at, piece);
-            udp_frame(p, f, (const struct sockaddr_in *)&from[i], piece);
-            frames[n] = f;
-            lens[n++] = UDP_HEADERS + piece;
-            split += need;
+            gather(d, p, &g, (const struct sockaddr_in *)&from[i], frame + UDP_HEADERS + at, piece);
         }
     }
-    if (n) forward(d, d->loop_sender, p->number, frames, lens, n);
+    if (g.n) forward(d, d->loop_sender, p->number, d->frames, d->lens, g.n);
+}
+
+#define LANE_BUDGET 64 /* datagrams taken from one lane before the next lane's turn */
+
+/* Run what the open lanes of every port brought through the pipeline, as receive() does a socket's:
+ * each datagram copied out of its slot (the rank cannot change it under the pipeline) behind the headers
+ * its rank's UDP datagram would have had. The number taken. */
+static uint32_t take_lanes(dp_t *d) {
+    uint32_t taken = 0;
+    for (uint32_t k = 0; k < d->nports; k++) {
+        port_t *p = &d->ports[k];
+        if (!p->lanes || !p->enabled) continue;
+        gather_t g = {0, 0};
+        for (int i = 0; i < P4R_LANES; i++) {
+            lane_t *l = &p->lane[i];
+            struct sockaddr_in from = {.sin_family = AF_INET, .sin_port = l->port, .sin_addr.s_addr = l->ip};
+            for (int budget = LANE_BUDGET; l->open && budget > 0; budget--) {
+                const uint8_t *data;
+                uint32_t length;
+                uint8_t tos;
+                int got = p4r_ring_peek(&l->shared->up, &l->up, &data, &length, &tos);
+                if (got < 0) {
+                    snprintf(d->last_error, sizeof d->last_error, "port %u: lane %d's ring is corrupt; closed",
+                             p->number, i);
+                    count(d, S_LANE_CORRUPT, 1);
+                    lane_free(l); /* its rank hears nothing more there and goes on by UDP (its lease stays) */
+                }
+                if (got <= 0) break;
+                gather(d, p, &g, &from, data, length);
+                p4r_ring_pop(&l->shared->up, &l->up);
+                taken++;
+            }
+        }
+        if (g.n) forward(d, d->loop_sender, p->number, d->frames, d->lens, g.n);
+    }
+    count(d, S_LANE_RX, taken);
+    return taken;
+}
+
+/* After a flush: wake each rank that sleeps with datagrams newly in its ring (an empty datagram to its
+ * UDP address, which its ppoll watches). */
+static void ring_doorbells(dp_t *d) {
+    for (uint32_t k = 0; k < d->nports; k++) {
+        port_t *p = &d->ports[k];
+        if (!p->lanes) continue;
+        for (int i = 0; i < P4R_LANES; i++) {
+            lane_t *l = &p->lane[i];
+            if (!l->ring) continue;
+            l->ring = 0;
+            if (!l->open || !p4r_lanes_should_ring(&l->shared->rank_sleeping)) continue;
+            struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = l->port, .sin_addr.s_addr = l->ip};
+            if (sendto(p->fd, "", 0, MSG_DONTWAIT, (const struct sockaddr *)&to, sizeof to) < 0) {
+                /* a full socket buffer: the rank has datagrams to read there and wakes anyway */
+            }
+        }
+    }
+}
+
+/* Whether an open lane holds a datagram for the loop. */
+static int lanes_waiting(dp_t *d) {
+    for (uint32_t k = 0; k < d->nports; k++) {
+        port_t *p = &d->ports[k];
+        if (!p->lanes || !p->enabled) continue;
+        for (int i = 0; i < P4R_LANES; i++)
+            if (p->lane[i].open && p4r_ring_waiting(&p->lane[i].shared->up, &p->lane[i].up)) return 1;
+    }
+    return 0;
+}
+
+/* Set (or clear) every open lane's `switch_sleeping` flag. */
+static void lanes_sleeping(dp_t *d, uint32_t value) {
+    for (uint32_t k = 0; k < d->nports; k++) {
+        port_t *p = &d->ports[k];
+        if (!p->lanes) continue;
+        for (int i = 0; i < P4R_LANES; i++)
+            if (p->lane[i].open) p4r_lanes_sleep_flag(&p->lane[i].shared->switch_sleeping, value);
+    }
 }
 
 static void *loop(void *arg) {
     dp_t *d = arg;
     struct epoll_event events[MAX_PORTS + 1];
+    int timeout = 200;
+    pthread_mutex_lock(&d->lanes_lock);
     while (d->running) {
-        int n = epoll_wait(d->epfd, events, MAX_PORTS + 1, 200);
+        pthread_mutex_unlock(&d->lanes_lock);
+        int n = epoll_wait(d->epfd, events, MAX_PORTS + 1, timeout);
+        while (__atomic_load_n(&d->lanes_wanted, __ATOMIC_ACQUIRE)) sched_yield(); /* a lane opens or closes */
+        pthread_mutex_lock(&d->lanes_lock);
+        if (d->any_lanes && timeout != 0) lanes_sleeping(d, 0);
         for (int i = 0; i < n; i++) {
             if (events[i].data.u64 == UINT64_MAX) {
                 uint64_t drain;
@@ -824,10 +1085,22 @@ static void *loop(void *arg) {
             port_t *p = &d->ports[events[i].data.u64];
             if (p->enabled) receive(d, p);
         }
+        uint32_t taken = d->any_lanes ? take_lanes(d) : 0;
         /* What every ready port brought is out only now: a port's frames to one host, from several
          * senders' batches, leave as one run (one GSO message on a UDP port). */
         flush_all(d, d->loop_sender);
+        timeout = 200;
+        if (d->any_lanes) {
+            ring_doorbells(d);
+            if (taken > 0) {
+                timeout = 0; /* lanes are busy: look at them again after a glance at the sockets */
+            } else {
+                lanes_sleeping(d, 1);
+                if (lanes_waiting(d)) lanes_sleeping(d, 0), timeout = 0;
+            }
+        }
     }
+    pthread_mutex_unlock(&d->lanes_lock);
     return NULL;
 }
 
@@ -919,6 +1192,8 @@ EXPORT void dp_destroy(dp_t *d) {
             for (int k = 0; k < 2; k++)
                 if (d->pcap_files[i][k]) fclose(d->pcap_files[i][k]);
     }
+    for (uint32_t i = 0; i < d->nports; i++)
+        for (int k = 0; k < P4R_LANES; k++) lane_free(&d->ports[i].lane[k]);
     close(d->epfd);
     close(d->wakefd);
     queue_free(&d->packet_in);
@@ -934,6 +1209,7 @@ EXPORT void dp_destroy(dp_t *d) {
         free(senders[i]);
     }
     pthread_mutex_destroy(&d->lock);
+    pthread_mutex_destroy(&d->lanes_lock);
     pthread_mutex_destroy(&d->inject);
     free(d);
 }
