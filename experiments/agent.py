@@ -80,13 +80,10 @@ def main() -> int:
                 if order["system"] == "gloo":
                     if dist is None:
                         raise RuntimeError("this agent was started without --gloo")
-                    import torch
 
-                    from hostlib.torch.arrays import host_array
+                    from hostlib.torch.arrays import host_array, host_tensor
 
-                    tensor = torch.from_numpy(data.copy())
-                    if order["dtype"] == "bfloat16":  # its bit patterns
-                        tensor = tensor.view(torch.int16).view(torch.bfloat16)
+                    tensor = host_tensor(data.copy(), str(order["dtype"]))
                     dist.all_reduce(tensor)
                     result = host_array(tensor)
                 else:

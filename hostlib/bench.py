@@ -165,10 +165,9 @@ def bench_worker(
 
 
 def _with_gloo(samples: list[Sample], rank: int, world: int, store: str) -> list[Sample]:
-    import torch
     import torch.distributed as dist
 
-    from hostlib.torch.arrays import host_array
+    from hostlib.torch.arrays import host_array, host_tensor
 
     # A file store, not a TCP one: a port picked free can be taken meanwhile (by the switch's own gRPC
     # server, say), and Gloo's ranks then wait on a stranger for half an hour.
@@ -176,9 +175,7 @@ def _with_gloo(samples: list[Sample], rank: int, world: int, store: str) -> list
     try:
         timed = []
         for s in samples:
-            tensor = torch.from_numpy(make_input(rank, s.size, s.dtype, s.iteration).copy())
-            if s.dtype == "bfloat16":  # its bit patterns
-                tensor = tensor.view(torch.int16).view(torch.bfloat16)
+            tensor = host_tensor(make_input(rank, s.size, s.dtype, s.iteration).copy(), s.dtype)
             dist.barrier()
             cpu = CpuClock()
             started = time.perf_counter()

@@ -21,6 +21,15 @@ def host_array(tensor: torch.Tensor) -> np.ndarray:
     return array.view(np.uint16) if array.dtype == np.int16 else array
 
 
+def host_tensor(array: np.ndarray, logical_dtype: str) -> torch.Tensor:
+    """host_array's inverse: a tensor over `array`'s memory, of `logical_dtype` (numpy's names, and
+    "bfloat16" for its bit patterns in a 16-bit integer array)."""
+    tensor = torch.from_numpy(array)
+    if logical_dtype == "bfloat16":
+        tensor = tensor.view(torch.int16).view(torch.bfloat16)
+    return tensor
+
+
 def call_keywords(dtype: torch.dtype, wire_bits: int) -> dict[str, object]:
     """Communicator.allreduce's keywords for a tensor of `dtype`: bfloat16's name, and the group's
     `wire_bits` for float16 and bfloat16 (float32 and int32 always travel at 32)."""
