@@ -37,6 +37,19 @@ LOOP_FRAMES = {
     "consumed": ("p4reduce_dataplane_frames_consumed", "Frames the program dropped or consumed (no output)."),
     "packet_in": ("p4reduce_dataplane_packet_ins", "Frames sent to the controller as PacketIn."),
     "digest": ("p4reduce_dataplane_digests", "Digest messages the program generated."),
+    "lane_rx": (
+        "p4reduce_dataplane_lane_frames_received",
+        "Frames taken from shared-memory lanes (in rx too).",
+    ),
+    "lane_tx": ("p4reduce_dataplane_lane_frames_sent", "Frames put into shared-memory lanes (in tx too)."),
+    "lane_full": (
+        "p4reduce_dataplane_lane_full",
+        "Frames for a lane whose ring was full, sent by UDP instead.",
+    ),
+    "lane_corrupt": (
+        "p4reduce_dataplane_lanes_corrupt",
+        "Lanes closed: their rank left an impossible index or length.",
+    ),
 }
 DROPPED = "dropped_"
 

@@ -62,6 +62,10 @@ SWITCH_FAMILIES = {
     "p4reduce_dataplane_frames_consumed_total",
     "p4reduce_dataplane_packet_ins_total",
     "p4reduce_dataplane_digests_total",
+    "p4reduce_dataplane_lane_frames_received_total",
+    "p4reduce_dataplane_lane_frames_sent_total",
+    "p4reduce_dataplane_lane_full_total",
+    "p4reduce_dataplane_lanes_corrupt_total",
     "p4reduce_dataplane_frames_dropped_total",
     "p4reduce_dataplane_pipeline_loaded",
     "p4reduce_p4_counter_packets_total",
@@ -130,6 +134,11 @@ def test_the_switchs_metrics_count_the_jobs_frames_on_its_port(
     assert frames_in >= data_in and frames_out >= counters["job_results_out"][0]
     assert value(samples, "p4reduce_dataplane_frames_received_total") == frames_in
     assert value(samples, "p4reduce_dataplane_frames_sent_total") == frames_out
+    # The ranks share the switch's host: every frame came through their shared-memory lanes, and went
+    # back through them unless a lane's ring was full.
+    assert value(samples, "p4reduce_dataplane_lane_frames_received_total") == frames_in
+    lane_out = value(samples, "p4reduce_dataplane_lane_frames_sent_total")
+    assert lane_out > 0 and lane_out + value(samples, "p4reduce_dataplane_lane_full_total") == frames_out
     assert value(samples, "p4reduce_port_bytes_total", port="1", direction="in") > 4 * SIZE * WORLD * CALLS
     assert value(samples, "p4reduce_dataplane_pipeline_loaded") == 1
     assert {s.name for s in samples} >= SWITCH_FAMILIES
