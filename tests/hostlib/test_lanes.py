@@ -245,6 +245,29 @@ def test_a_rank_that_spoils_its_ring_loses_its_lane_and_every_other_sum_stays_ex
     assert counters["lane_corrupt"] == 1
 
 
+def test_a_consumer_index_spoiled_mid_job_closes_the_lane_and_the_results_go_by_udp(tmp_path: Path) -> None:
+    """The switch writes results into a ring whose head (the rank's index) says the impossible: it
+    closes that lane in the middle of its turn, safely, and the rank's results go by UDP."""
+
+    def work(comm: Communicator, rank: int) -> tuple[bool, int]:
+        first = exact_sum(comm, rank, 2)
+        lease = None
+        if rank == 0:  # a lane for rank 0's own socket, whose results ring then says the impossible
+            hostile = Holder()
+            lease = request_lane(comm.sock, comm.job.switch_address, hostile)
+            assert lease is not None
+            hostile.set_word(_native.LANE_DOWN_HEAD, 7 * _native.LANE_SLOTS)
+        later = all(exact_sum(comm, rank, 2) for _ in range(3))
+        if lease is not None:
+            lease.close()
+        return first and later, engine(comm).transport_counters()["udp_received"]
+
+    with switch(tmp_path) as (svc, counters):
+        (ok0, udp0), (ok1, _) = on_ranks(svc, "spoiled", 2, work)  # type: ignore[misc]
+    assert ok0 and ok1 and udp0 > 0
+    assert counters["lane_corrupt"] == 1
+
+
 def test_a_rank_whose_lane_the_switch_closed_goes_on_by_udp_and_its_sum_is_exact(tmp_path: Path) -> None:
     """Here the lane is taken from under the rank by a second request for its own socket (what a new
     engine on the same socket does): the switch marks the old lane closed, and the rank lets it go."""

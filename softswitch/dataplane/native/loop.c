@@ -247,6 +247,7 @@ static long queue_pop(queue_t *q, record_t *hdr, uint8_t *out, size_t cap, int m
 /* A lane as the loop sees it: whose it is and where each ring's end of the loop stands. */
 typedef struct {
     int open;
+    int corrupt;             /* found corrupt mid-turn: carries nothing more, freed once the turn is over */
     struct p4r_lane *shared; /* its memfd, mapped (while open) */
     int fd;                  /* the memfd (while open): handed to its rank */
     uint32_t ip;   /* the rank's UDP address, network order: its frames' source, its results' destination */
@@ -527,9 +528,22 @@ EXPORT void dp_lane_close(dp_t *d, uint32_t number, int index) {
 
 /* The open lane of port p whose rank is at ip:port (network order), or NULL. */
 static lane_t *find_lane(port_t *p, uint32_t ip, uint16_t port) {
-    for (int i = 0; i < P4R_LANES; i++)
-        if (p->lane[i].open && p->lane[i].ip == ip && p->lane[i].port == port) return &p->lane[i];
+    for (int i = 0; i < P4R_LANES; i++) {
+        lane_t *l = &p->lane[i];
+        if (l->open && !l->corrupt && l->ip == ip && l->port == port) return l;
+    }
     return NULL;
+}
+
+/* A lane whose ring holds an impossible index or length: counted, and carrying nothing from now on. It
+ * is only marked here, in the middle of a turn (the pipeline may be running on a batch that reads its
+ * ring, or sending to it); free_corrupt_lanes unmaps it once the turn is over. */
+static void lane_corrupt(dp_t *d, port_t *p, lane_t *l) {
+    if (l->corrupt) return;
+    l->corrupt = 1;
+    snprintf(d->last_error, sizeof d->last_error, "port %u: lane %d's ring is corrupt; closed", p->number,
+             (int)(l - p->lane));
+    count(d, S_LANE_CORRUPT, 1);
 }
 
 EXPORT void dp_lock(dp_t *d) { pthread_mutex_lock(&d->lock); }
@@ -772,10 +786,7 @@ static void send_frame(dp_t *d, sender_t *s, uint64_t number, const uint8_t *f, 
                     return;
                 }
                 if (pushed < 0) { /* the rank's index is impossible: the lane is closed, as a corrupt up ring is */
-                    snprintf(d->last_error, sizeof d->last_error, "port %u: lane %d's ring is corrupt; closed",
-                             p->number, (int)(l - p->lane));
-                    count(d, S_LANE_CORRUPT, 1);
-                    lane_free(l);
+                    lane_corrupt(d, p, l);
                 } else {
                     count(d, S_LANE_FULL, 1); /* full: this one goes by UDP */
                 }
@@ -1002,18 +1013,15 @@ static uint32_t take_lanes(dp_t *d) {
         for (int i = 0; i < P4R_LANES; i++) {
             lane_t *l = &p->lane[i];
             struct sockaddr_in from = {.sin_family = AF_INET, .sin_port = l->port, .sin_addr.s_addr = l->ip};
-            for (int budget = LANE_BUDGET; l->open && budget > 0; budget--) {
+            for (int budget = LANE_BUDGET; l->open && !l->corrupt && budget > 0; budget--) {
                 const uint8_t *data;
                 uint32_t length;
                 uint8_t tos;
                 int got = p4r_ring_peek(&l->shared->up, &l->up, &data, &length, &tos);
-                if (got < 0) {
-                    snprintf(d->last_error, sizeof d->last_error, "port %u: lane %d's ring is corrupt; closed",
-                             p->number, i);
-                    count(d, S_LANE_CORRUPT, 1);
-                    lane_free(l); /* its rank hears nothing more there and goes on by UDP (its lease stays) */
-                }
+                if (got < 0) lane_corrupt(d, p, l); /* its rank goes on by UDP (its lease stays) */
                 if (got <= 0) break;
+                /* (a batch gather() sends through the pipeline may mark this lane corrupt: it stays
+                 * mapped until the turn is over, so the slot and the ring are still there to read) */
                 gather(d, p, &g, &from, data, length);
                 p4r_ring_pop(&l->shared->up, &l->up);
                 taken++;
@@ -1035,7 +1043,7 @@ static void ring_doorbells(dp_t *d) {
             lane_t *l = &p->lane[i];
             if (!l->ring) continue;
             l->ring = 0;
-            if (!l->open || !p4r_lanes_should_ring(&l->shared->rank_sleeping)) continue;
+            if (!l->open || l->corrupt || !p4r_lanes_should_ring(&l->shared->rank_sleeping)) continue;
             struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = l->port, .sin_addr.s_addr = l->ip};
             if (sendto(p->fd, "", 0, MSG_DONTWAIT, (const struct sockaddr *)&to, sizeof to) < 0) {
                 /* a full socket buffer: the rank has datagrams to read there and wakes anyway */
@@ -1044,13 +1052,21 @@ static void ring_doorbells(dp_t *d) {
     }
 }
 
+/* Frees the lanes found corrupt in this turn (lane_corrupt), now that no frame refers to their rings. */
+static void free_corrupt_lanes(dp_t *d) {
+    for (uint32_t k = 0; k < d->nports; k++)
+        for (int i = 0; i < P4R_LANES; i++)
+            if (d->ports[k].lane[i].corrupt) lane_free(&d->ports[k].lane[i]);
+}
+
 /* Whether an open lane holds a datagram for the loop. */
 static int lanes_waiting(dp_t *d) {
     for (uint32_t k = 0; k < d->nports; k++) {
         port_t *p = &d->ports[k];
         if (!p->lanes || !p->enabled) continue;
         for (int i = 0; i < P4R_LANES; i++)
-            if (p->lane[i].open && p4r_ring_waiting(&p->lane[i].shared->up, &p->lane[i].up)) return 1;
+            if (p->lane[i].open && !p->lane[i].corrupt && p4r_ring_waiting(&p->lane[i].shared->up, &p->lane[i].up))
+                return 1;
     }
     return 0;
 }
@@ -1092,6 +1108,7 @@ static void *loop(void *arg) {
         timeout = 200;
         if (d->any_lanes) {
             ring_doorbells(d);
+            free_corrupt_lanes(d);
             if (taken > 0) {
                 timeout = 0; /* lanes are busy: look at them again after a glance at the sockets */
             } else {
