@@ -25,6 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
 
+from softswitch.dataplane.lanes import LaneNameTaken
 from softswitch.dataplane.loop import TRACE, Dataplane, Faults
 from softswitch.dataplane.pcap import PcapDirectory
 from softswitch.dataplane.ports import Port, RawPort, UdpPort
@@ -360,12 +361,17 @@ def run(args: argparse.Namespace) -> int:
     # The native loop runs unless the Python backend was asked for, or there is no compiler, or per-packet
     # debug logs were (those only the Python loop writes).
     native = backend != "python" and notice is None and LEVELS[args.log_level] > logging.DEBUG
-    if native:
-        from softswitch.dataplane.native import NativeDataplane
+    try:
+        if native:
+            from softswitch.dataplane.native import NativeDataplane
 
-        dataplane: Dataplane | NativeDataplane = NativeDataplane(ports, args.cpu_port, faults, pcap)
-    else:
-        dataplane = Dataplane(ports, args.cpu_port, faults, pcap)
+            dataplane: Dataplane | NativeDataplane = NativeDataplane(ports, args.cpu_port, faults, pcap)
+        else:
+            dataplane = Dataplane(ports, args.cpu_port, faults, pcap)
+    except LaneNameTaken as error:
+        for port in ports:
+            port.close()
+        raise UsageError(str(error.strerror)) from None
     log.info("packet loop: %s", "native (C, without the GIL)" if native else "Python")
     loader = functools.partial(load_pipeline, backend=backend)
     service = P4RuntimeService(

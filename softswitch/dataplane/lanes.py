@@ -10,6 +10,7 @@ a moment, without any liveness check of its own.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import selectors
@@ -38,17 +39,34 @@ def rank_address(fd: int) -> Rank | None:
     return (socket.inet_aton(ip), port) if port else None
 
 
-class LaneServer:
-    """The Unix socket of one UDP port's lanes, served by a thread of its own."""
+class LaneNameTaken(OSError):
+    """Another process holds the lanes' socket name of a port this switch serves: it would be handed
+    the ranks' datagrams (and could answer them), so the switch does not start."""
 
-    def __init__(self, address: str, udp_port: int, open_lane: Open, close_lane: Close) -> None:
-        self._open, self._close = open_lane, close_lane
+
+class LaneServer:
+    """The Unix socket of one UDP port's lanes, served by a thread of its own.
+
+    Without `lanes` (the Python loop, or $P4REDUCE_LANES=0) it holds the name all the same and refuses
+    every request, so that no other process can take the name while this switch runs and pose as it.
+    """
+
+    def __init__(self, address: str, udp_port: int, lanes: tuple[Open, Close] | None) -> None:
+        self._lanes_of = lanes
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        name = socket_name(address, udp_port)
         try:
-            self._listener.bind(socket_name(address, udp_port))  # OSError when another switch has it
+            self._listener.bind(name)
             self._listener.listen(16)
-        except OSError:
+        except OSError as error:
             self._listener.close()
+            if error.errno == errno.EADDRINUSE:  # our UDP port is ours, so its lane name should be too
+                raise LaneNameTaken(
+                    error.errno,
+                    f"another process holds the shared-memory lanes' socket of udp {address}:{udp_port} "
+                    f"(abstract name {name[1:].decode()!r}): it would receive the ranks' datagrams; "
+                    "stop it (ss -xlp shows it)",
+                ) from None
             raise
         self._wake_read, self._wake_write = os.pipe()
         self._lanes: dict[socket.socket, tuple[int, Rank]] = {}  # connection -> its lane and rank
@@ -103,15 +121,15 @@ class LaneServer:
         for other, (_index, owner) in list(self._lanes.items()):
             if owner == rank:
                 del self._lanes[other]
-        index, memfd = self._open(*rank)
+        index, memfd = self._lanes_of[0](*rank) if self._lanes_of is not None else (-1, -1)
         try:
             if index < 0:
                 connection.send(REPLY.pack(LANES_VERSION, -1))
             else:
                 socket.send_fds(connection, [REPLY.pack(LANES_VERSION, index)], [memfd])
         except OSError:
-            if index >= 0:
-                self._close(index)
+            if index >= 0 and self._lanes_of is not None:
+                self._lanes_of[1](index)
             self._drop(connection)
             return
         finally:
@@ -123,8 +141,8 @@ class LaneServer:
 
     def _drop(self, connection: socket.socket) -> None:
         index, _rank = self._lanes.pop(connection, (-1, None))
-        if index >= 0:
-            self._close(index)
+        if index >= 0 and self._lanes_of is not None:
+            self._lanes_of[1](index)
         self._selector.unregister(connection)
         connection.close()
 

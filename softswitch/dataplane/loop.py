@@ -28,8 +28,10 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from contracts.lanes import lanes_possible
+from softswitch.dataplane.lanes import LaneServer
 from softswitch.dataplane.pcap import PcapDirectory
-from softswitch.dataplane.ports import Port
+from softswitch.dataplane.ports import Port, UdpPort
 from softswitch.runtime.pipeline import DIGEST_PORT_BASE, Pipeline
 
 TRACE = 5  # log level below DEBUG: per-packet hex dumps
@@ -118,6 +120,13 @@ class Dataplane:
         self._selector = selectors.DefaultSelector()
         for port in ports:
             self._selector.register(port.fileno(), selectors.EVENT_READ, port)
+        # This loop serves no shared-memory lanes, but holds their names, so that no other process poses
+        # as this switch to the ranks on its host (softswitch/dataplane/lanes.py).
+        self._lane_names = [
+            LaneServer(port.address, port.udp_port, None)
+            for port in ports
+            if isinstance(port, UdpPort) and lanes_possible(port.address)
+        ]
 
     # ------------------------------------------------------------- the loop
     def run(self, stop: threading.Event) -> None:
@@ -152,6 +161,8 @@ class Dataplane:
         return {number: dataclasses.replace(counts) for number, counts in self._ports.items()}
 
     def close(self) -> None:
+        for server in self._lane_names:
+            server.close()
         self._selector.close()
         for port in self.ports.values():
             port.close()

@@ -247,10 +247,16 @@ class NativeDataplane:
             if status != 0:
                 raise OSError(f"port {port.number}: the native loop cannot watch it")
         self._lane_servers: list[LaneServer] = []
-        if lanes_enabled():
+        try:
             for port in ports:
                 if isinstance(port, UdpPort) and lanes_possible(port.address):
-                    self._serve_lanes(port)
+                    self._lane_servers.append(self._serve_lanes(port))
+        except OSError:
+            for server in self._lane_servers:
+                server.close()
+            self._lib.dp_destroy(self._dp)
+            self._dp = None
+            raise
         if pcap is not None and self._lib.dp_capture(self._dp, str(pcap.directory).encode()) != 0:
             raise OSError("the capture writer could not start")
         self.lock = _Lock(self._lib, self._dp)
@@ -264,14 +270,16 @@ class NativeDataplane:
         self._deliver = threading.Lock()
         self._final_ports: dict[int, PortCounters] = {}
 
-    def _serve_lanes(self, port: UdpPort) -> None:
-        """Give a loopback UDP port shared-memory lanes; without them (logged) its ranks use UDP alone."""
+    def _serve_lanes(self, port: UdpPort) -> LaneServer:
+        """Give a loopback UDP port shared-memory lanes (with $P4REDUCE_LANES=0, only their socket's name,
+        which refuses every rank: they use UDP). LaneNameTaken when another process holds the name."""
+        if not lanes_enabled():
+            return LaneServer(port.address, port.udp_port, None)
         made = self._lib.dp_lanes_create(self._dp, port.number)
         if made < 0:
-            log.warning(
-                "port %d: no shared-memory lanes (%s); ranks use UDP", port.number, os.strerror(-made)
-            )
-            return
+            why = os.strerror(-made)
+            log.warning("port %d: no shared-memory lanes (%s); ranks use UDP", port.number, why)
+            return LaneServer(port.address, port.udp_port, None)
         lib, dp, number = self._lib, self._dp, port.number
 
         def open_lane(ip: bytes, udp_port: int) -> tuple[int, int]:  # network order in memory, as C has it
@@ -283,12 +291,7 @@ class NativeDataplane:
         def close_lane(index: int) -> None:
             lib.dp_lane_close(dp, number, index)
 
-        try:
-            server = LaneServer(port.address, port.udp_port, open_lane, close_lane)
-        except OSError as error:
-            log.warning("port %d: no shared-memory lanes (%s); ranks use UDP", port.number, error)
-            return
-        self._lane_servers.append(server)
+        return LaneServer(port.address, port.udp_port, (open_lane, close_lane))
 
     # ------------------------------------------------------------- pipeline
     @property

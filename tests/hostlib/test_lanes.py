@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 import socket
 import struct
 import subprocess
@@ -25,9 +26,10 @@ from pathlib import Path
 import pytest
 
 from contracts.lanes import LANES_VERSION, REPLY, REQUEST, socket_name
+from contracts.protocol import UDP_PORT
 from hostlib import Communicator
 from hostlib.lanes import request_lane
-from hostlib.launch import ROOT, Services, services
+from hostlib.launch import ROOT, Services, free_loopback_address, free_port, services
 from hostlib.native import PacketEngine, _native
 from hostlib.verify import check, make_input
 
@@ -293,6 +295,54 @@ def test_a_rank_whose_lane_the_switch_closed_goes_on_by_udp_and_its_sum_is_exact
     assert ok0 and ok1 and before0 and before1
     assert not after0 and after1  # rank 0 let its closed lane go; rank 1 kept its own
     assert carried0["udp_sent"] > 0
+
+
+def test_a_process_holding_the_lanes_socket_name_first_keeps_the_switch_from_starting() -> None:
+    """It would be handed the ranks' datagrams and could answer them: the switch refuses, naming it."""
+    address = free_loopback_address()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as squatter:
+        squatter.bind(socket_name(address, UDP_PORT))
+        squatter.listen(1)
+        done = subprocess.run(
+            switch_command("--udp-port", f"1@{address}:{UDP_PORT}"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+    assert done.returncode == 1
+    assert "another process holds the shared-memory lanes' socket" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("why", ["python-loop", "lanes-off"])
+def test_a_switch_serving_no_lanes_still_holds_their_name_and_refuses_every_rank(why: str) -> None:
+    address = free_loopback_address()
+    extra = ("--backend", "python") if why == "python-loop" else ()
+    env = {**os.environ, "P4REDUCE_LANES": "0"} if why == "lanes-off" else None
+    switch = subprocess.Popen(
+        switch_command("--udp-port", f"1@{address}:{UDP_PORT}", *extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        assert switch.stdout is not None and "p4reduce-switch ready" in switch.stdout.readline()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.bind(("127.0.0.99", 0))
+            assert request_lane(sock, (address, UDP_PORT), Holder()) is None  # refused: UDP
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as squatter, pytest.raises(OSError):
+            squatter.bind(socket_name(address, UDP_PORT))
+    finally:
+        switch.terminate()
+        switch.wait(timeout=30)
+
+
+def switch_command(*args: str) -> list[str]:
+    """p4reduce-switch with no program, on a free P4Runtime port."""
+    grpc = f"127.0.0.1:{free_port()}"
+    return [sys.executable, "-m", "softswitch.daemon", "--no-p4", "--grpc-server-addr", grpc, *args]
 
 
 def test_the_lane_layout_the_tests_write_is_the_one_the_engine_was_built_with() -> None:
