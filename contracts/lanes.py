@@ -15,7 +15,9 @@ from __future__ import annotations
 import ipaddress
 import os
 import struct
+from pathlib import Path
 
+LANES_HEADER = Path(__file__).with_name("lanes.h")  # the rings' layout, spliced into the switch's loop
 LANES_VERSION = 1  # contracts/lanes.h's P4R_LANES_VERSION
 LANES_VARIABLE = "P4REDUCE_LANES"
 REQUEST = struct.Struct("!B")  # version (the rank's UDP socket travels beside it)

@@ -28,8 +28,7 @@ from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
 from types import TracebackType
 
-import contracts
-from contracts.lanes import lanes_enabled, lanes_possible
+from contracts.lanes import LANES_HEADER, lanes_enabled, lanes_possible
 from softswitch.backends.c import build
 from softswitch.backends.c.pipeline import Pipeline as NativePipeline
 from softswitch.dataplane.lanes import LaneServer
@@ -39,7 +38,6 @@ from softswitch.dataplane.ports import Port, RawPort, UdpPort
 from softswitch.runtime.pipeline import Pipeline
 
 SOURCE = Path(__file__).with_name("native") / "loop.c"
-LANES_HEADER = Path(contracts.__file__).with_name("lanes.h")  # spliced in where loop.c includes it
 # Counters of the C loop, in the order of its enum.
 STATS = (
     "rx",
