@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from hostlib.lanes import request_lane
 from hostlib.launch import ROOT, Services, free_loopback_address, free_port, services
 from hostlib.native import PacketEngine, _native
 from hostlib.verify import check, make_input
+from tests.hostlib.test_through_switch import on_workers
 
 SIZE = 50_000  # values per call: a few hundred datagrams each way per rank
 
@@ -44,19 +44,6 @@ def switch(tmp_path: Path) -> Iterator[tuple[Services, dict[str, int]]]:
     with services(tmp_path / "logs", ROOT / "build", pool_size=16, stats_file=stats) as svc:
         yield svc, counters
     counters.update(json.loads(stats.read_text()))
-
-
-def on_ranks(
-    svc: Services, job: str, world: int, work: Callable[[Communicator, int], object]
-) -> list[object]:
-    def rank(r: int) -> object:
-        with Communicator.join(
-            svc.controller, job, r, world, address=(f"127.0.0.{20 + r}", 0), join_timeout=20
-        ) as c:
-            return work(c, r)
-
-    with ThreadPoolExecutor(world) as pool:
-        return list(pool.map(rank, range(world)))
 
 
 def exact_sum(comm: Communicator, rank: int, world: int) -> bool:
@@ -118,7 +105,7 @@ def test_ranks_on_the_switchs_host_send_every_datagram_through_their_lanes_and_t
         return ok, engine(comm).lane_attached, engine(comm).transport_counters()
 
     with switch(tmp_path) as (svc, counters):
-        results = on_ranks(svc, "lanes", 3, work)
+        results = on_workers(svc, "lanes", 3, work)
     for ok, attached, carried in results:  # type: ignore[misc]
         assert ok and attached
         assert carried["lane_sent"] > 0 and carried["lane_received"] > 0
@@ -138,7 +125,7 @@ def test_with_lanes_off_on_either_side_the_same_sum_goes_by_udp(
         monkeypatch.setenv("P4REDUCE_LANES", "0")
     with switch(tmp_path) as (svc, counters):
         monkeypatch.setenv("P4REDUCE_LANES", "0" if side == "rank" else "1")
-        results = on_ranks(svc, "udp", 2, work)
+        results = on_workers(svc, "udp", 2, work)
     for ok, attached, carried in results:  # type: ignore[misc]
         assert ok and not attached
         assert carried["lane_sent"] == 0 and carried["udp_sent"] > 0
@@ -156,7 +143,7 @@ def test_when_every_lane_is_taken_ranks_use_udp_and_a_lane_given_back_is_granted
         def work(comm: Communicator, rank: int) -> tuple[bool, bool]:
             return exact_sum(comm, rank, 2), engine(comm).lane_attached
 
-        assert on_ranks(svc, "full", 2, work) == [(True, False)] * 2
+        assert on_workers(svc, "full", 2, work) == [(True, False)] * 2
         sock, lease, _ = held.pop()
         assert lease is not None
         lease.close()
@@ -243,7 +230,7 @@ def test_a_rank_that_spoils_its_ring_loses_its_lane_and_every_other_sum_stays_ex
         def work(comm: Communicator, rank: int) -> tuple[bool, bool]:
             return exact_sum(comm, rank, 2), engine(comm).lane_attached
 
-        assert on_ranks(svc, "beside", 2, work) == [(True, True)] * 2
+        assert on_workers(svc, "beside", 2, work) == [(True, True)] * 2
     assert counters["lane_corrupt"] == 1
 
 
@@ -265,7 +252,7 @@ def test_a_consumer_index_spoiled_mid_job_closes_the_lane_and_the_results_go_by_
         return first and later, engine(comm).transport_counters()["udp_received"]
 
     with switch(tmp_path) as (svc, counters):
-        (ok0, udp0), (ok1, _) = on_ranks(svc, "spoiled", 2, work)  # type: ignore[misc]
+        (ok0, udp0), (ok1, _) = on_workers(svc, "spoiled", 2, work)  # type: ignore[misc]
     assert ok0 and ok1 and udp0 > 0
     assert counters["lane_corrupt"] == 1
 
@@ -290,7 +277,7 @@ def test_a_rank_whose_lane_the_switch_closed_goes_on_by_udp_and_its_sum_is_exact
         )
 
     with switch(tmp_path) as (svc, _):
-        results = on_ranks(svc, "taken", 2, work)
+        results = on_workers(svc, "taken", 2, work)
     (ok0, before0, after0, carried0), (ok1, before1, after1, _) = results  # type: ignore[misc]
     assert ok0 and ok1 and before0 and before1
     assert not after0 and after1  # rank 0 let its closed lane go; rank 1 kept its own
