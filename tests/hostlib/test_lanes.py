@@ -31,17 +31,18 @@ from hostlib.lanes import request_lane
 from hostlib.launch import ROOT, Services, free_loopback_address, free_port, services
 from hostlib.native import PacketEngine, _native
 from hostlib.verify import check, make_input
+from softswitch.dataplane.pcap import read_pcap
 from tests.hostlib.test_through_switch import on_workers
 
 SIZE = 50_000  # values per call: a few hundred datagrams each way per rank
 
 
 @contextmanager
-def switch(tmp_path: Path) -> Iterator[tuple[Services, dict[str, int]]]:
+def switch(tmp_path: Path, pcap: Path | None = None) -> Iterator[tuple[Services, dict[str, int]]]:
     """A switch and controller; the dict is filled with the switch's packet counters once it stopped."""
     counters: dict[str, int] = {}
     stats = tmp_path / "stats.json"
-    with services(tmp_path / "logs", ROOT / "build", pool_size=16, stats_file=stats) as svc:
+    with services(tmp_path / "logs", ROOT / "build", pool_size=16, stats_file=stats, pcap=pcap) as svc:
         yield svc, counters
     counters.update(json.loads(stats.read_text()))
 
@@ -282,6 +283,32 @@ def test_a_rank_whose_lane_the_switch_closed_goes_on_by_udp_and_its_sum_is_exact
     assert ok0 and ok1 and before0 and before1
     assert not after0 and after1  # rank 0 let its closed lane go; rank 1 kept its own
     assert carried0["udp_sent"] > 0
+
+
+def test_results_for_a_lane_whose_ring_is_full_go_by_udp_each_counted_and_captured_once(
+    tmp_path: Path,
+) -> None:
+    """Rank 0's socket is given a second lane whose results ring stays full (its reader never reads):
+    the switch sends each of rank 0's results by UDP instead, so the sums stay exact, and every frame
+    out is counted and captured once, whichever way it went."""
+
+    def work(comm: Communicator, rank: int) -> tuple[bool, int]:
+        stalled = None
+        if rank == 0:
+            stalled = Holder()
+            lease = request_lane(comm.sock, comm.job.switch_address, stalled)
+            assert lease is not None
+            stalled.set_word(_native.LANE_DOWN_HEAD, (1 << 32) - _native.LANE_SLOTS)  # full, yet consistent
+        ok = all(exact_sum(comm, rank, 2) for _ in range(3))
+        return ok, engine(comm).transport_counters()["udp_received"]
+
+    with switch(tmp_path, pcap=tmp_path / "pcap") as (svc, counters):
+        (ok0, udp0), (ok1, udp1) = on_workers(svc, "full-ring", 2, work)  # type: ignore[misc]
+    assert ok0 and ok1
+    assert udp0 > 0 and udp1 == 0  # rank 1's results still went through its own lane
+    assert counters["lane_full"] >= udp0 and counters.get("lane_corrupt", 0) == 0
+    captured = read_pcap(next((tmp_path / "pcap").glob("*_out.pcap")))
+    assert len(captured) == counters["tx"] and counters.get("dropped_capture", 0) == 0
 
 
 def test_a_process_holding_the_lanes_socket_name_first_keeps_the_switch_from_starting() -> None:

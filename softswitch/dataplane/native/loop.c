@@ -733,7 +733,55 @@ static void flush_port(dp_t *d, port_t *p, batch_t *b) {
     b->pending = 0;
 }
 
-/* Queue one frame on its port (sent by flush_port); a UDP port takes only IPv4/UDP frames. */
+/* Where a frame's UDP payload lies (`*payload`, `*end`), or 0 when it is not an IPv4/UDP frame a UDP port
+ * can send. */
+static int udp_payload(const uint8_t *f, uint32_t len, uint32_t *payload, uint32_t *end) {
+    if (len < 42 || f[12] != 0x08 || f[13] != 0x00 || f[14] >> 4 != 4 || f[23] != 17) return 0;
+    uint32_t udp = 14 + (uint32_t)(f[14] & 0x0F) * 4;
+    if (len < udp + 8) return 0;
+    uint32_t udp_len = (uint32_t)(f[udp + 4] << 8 | f[udp + 5]);
+    if (udp_len < 8) return 0;
+    *payload = udp + 8;
+    *end = udp + udp_len < len ? udp + udp_len : len;
+    return 1;
+}
+
+/* Puts a frame the pipeline produced, straight from its arena, into the ring of its destination's lane
+ * (sparing it the copy that plan makes for the socket): 1 when it went, 0 when it is for the socket (no
+ * lane, or a full ring). Only the loop's own sender writes rings (one producer); it holds the lanes lock
+ * all turn, so no lane opens or closes before send_frame sends the rest. */
+static int send_to_lane(dp_t *d, sender_t *s, uint64_t number, const uint8_t *f, uint32_t len) {
+    if (s != d->loop_sender || !d->any_lanes || number >= DIGEST_PORT_BASE ||
+        (d->cpu_port >= 0 && number == (uint64_t)d->cpu_port))
+        return 0;
+    port_t *p = find_port(d, number);
+    uint32_t payload, end;
+    if (!p || !p->udp || !p->lanes || !udp_payload(f, len, &payload, &end)) return 0;
+    uint32_t ip;
+    uint16_t port;
+    memcpy(&ip, f + 30, 4);
+    memcpy(&port, f + payload - 6, 2);
+    lane_t *l = find_lane(p, ip, port);
+    if (!l) return 0;
+    int pushed = p4r_ring_push(&l->shared->down, &l->down, f + payload, end - payload, f[15]);
+    if (pushed < 0) { /* the rank's index is impossible: the lane is closed, as a corrupt up ring is */
+        lane_corrupt(d, p, l);
+        return 0;
+    }
+    if (pushed == 0) {
+        count(d, S_LANE_FULL, 1); /* full: this one goes by UDP */
+        return 0;
+    }
+    l->ring = 1;
+    if (d->capture && !queue_push(&d->pcap, p->number, 1, f, len)) count(d, S_PCAP_DROPPED, 1);
+    count(d, S_TX, 1);
+    count(d, S_LANE_TX, 1);
+    count_sent(p, 1, end - payload);
+    return 1;
+}
+
+/* Queue one frame on its port (sent by flush_port); a UDP port takes only IPv4/UDP frames. Frames for a
+ * lane went into its ring before (send_to_lane): those here found none, or its ring full. */
 static void send_frame(dp_t *d, sender_t *s, uint64_t number, const uint8_t *f, uint32_t len) {
     if (number >= DIGEST_PORT_BASE) { /* a digest message: to Python, as PacketIns go (direction 1) */
         if (!queue_push(&d->packet_in, (uint32_t)(number - DIGEST_PORT_BASE), 1, f, len))
@@ -755,49 +803,17 @@ static void send_frame(dp_t *d, sender_t *s, uint64_t number, const uint8_t *f, 
     uint32_t i = b->pending;
     memset(&b->msgs[i], 0, sizeof b->msgs[i]);
     if (p->udp) {
-        if (len < 42 || f[12] != 0x08 || f[13] != 0x00 || f[14] >> 4 != 4 || f[23] != 17) {
+        uint32_t payload, end;
+        if (!udp_payload(f, len, &payload, &end)) {
             count(d, S_UNSENDABLE, 1);
             return;
-        }
-        uint32_t udp = 14 + (uint32_t)(f[14] & 0x0F) * 4;
-        if (len < udp + 8) {
-            count(d, S_UNSENDABLE, 1);
-            return;
-        }
-        uint32_t udp_len = (uint32_t)(f[udp + 4] << 8 | f[udp + 5]);
-        if (udp_len < 8) {
-            count(d, S_UNSENDABLE, 1);
-            return;
-        }
-        uint32_t end = udp + udp_len < len ? udp + udp_len : len;
-        if (p->lanes && s == d->loop_sender) { /* the PacketOut thread's frames take the socket: one producer */
-            uint32_t ip;
-            uint16_t port;
-            memcpy(&ip, f + 30, 4);
-            memcpy(&port, f + udp + 2, 2);
-            lane_t *l = find_lane(p, ip, port);
-            if (l) {
-                int pushed = p4r_ring_push(&l->shared->down, &l->down, f + udp + 8, end - (udp + 8), f[15]);
-                if (pushed == 1) {
-                    l->ring = 1;
-                    count(d, S_TX, 1);
-                    count(d, S_LANE_TX, 1);
-                    count_sent(p, 1, end - (udp + 8));
-                    return;
-                }
-                if (pushed < 0) { /* the rank's index is impossible: the lane is closed, as a corrupt up ring is */
-                    lane_corrupt(d, p, l);
-                } else {
-                    count(d, S_LANE_FULL, 1); /* full: this one goes by UDP */
-                }
-            }
         }
         memset(&b->to[i], 0, sizeof b->to[i]);
         b->to[i].sin_family = AF_INET;
         memcpy(&b->to[i].sin_addr.s_addr, f + 30, 4);
-        memcpy(&b->to[i].sin_port, f + udp + 2, 2);
-        b->iov[i].iov_base = (void *)(f + udp + 8);
-        b->iov[i].iov_len = end - (udp + 8);
+        memcpy(&b->to[i].sin_port, f + payload - 6, 2);
+        b->iov[i].iov_base = (void *)(f + payload);
+        b->iov[i].iov_len = end - payload;
         b->msgs[i].msg_hdr.msg_name = &b->to[i];
         b->msgs[i].msg_hdr.msg_namelen = sizeof b->to[i];
     } else {
@@ -891,7 +907,9 @@ static void forward(dp_t *d, sender_t *s, uint32_t ingress, uint8_t *const *fram
                 count(d, S_FAULT_OUT, 1);
                 continue;
             }
-            if (!plan(d, s, outs[k].port, arena + outs[k].offset, outs[k].length)) count(d, S_UNSENDABLE, 1);
+            const uint8_t *frame = arena + outs[k].offset;
+            if (send_to_lane(d, s, outs[k].port, frame, outs[k].length)) continue;
+            if (!plan(d, s, outs[k].port, frame, outs[k].length)) count(d, S_UNSENDABLE, 1);
         }
     }
     pthread_mutex_unlock(&d->lock);
