@@ -264,8 +264,14 @@ class Communicator:
         nonfinite: Literal["propagate", "raise"] = "propagate",
         logical_dtype: Literal["bfloat16"] | None = None,
         wire_bits: Literal[16, 32] = 32,
+        copy: bool = True,
     ) -> Handle:
-        """Start summing (or averaging) `array` over all ranks; the input is copied before this returns.
+        """Start summing (or averaging) `array` over all ranks; the input is copied before this returns,
+        so the caller may write `array` at once.
+
+        `copy=False` reads `array` in place while the call runs, sparing a copy of it: the caller
+        promises not to write it until the handle is done, which is what torch.distributed asks of an
+        asynchronous collective's tensor (hostlib.torch passes it).
 
         Wrong arguments raise here, and this rank still takes part in the call with a refused
         contribution, so that its peers fail at once instead of waiting for it.
@@ -281,7 +287,7 @@ class Communicator:
         magnitude instead of N^2 / 2^32); every rank must choose the same, or the call is a mismatch.
         int32 always travels at 32 bits, exactly.
         """
-        return self._submit(array, out, op, nonfinite, logical_dtype, wire_bits, copy=True)
+        return self._submit(array, out, op, nonfinite, logical_dtype, wire_bits, copy=copy)
 
     def _submit(
         self,
@@ -309,7 +315,11 @@ class Communicator:
         except (TypeError, ValueError):
             self._executor.submit(self._refuse)
             raise
-        copied = copy or (out is not None and np.may_share_memory(array, out))
+        # An `out` that is the input itself is safe to read in place: each block is read when its DATA
+        # is built and written when its RESULT arrives, never read again. One that overlaps it any
+        # other way could overwrite a block before it is read, so the input is copied then.
+        overlapping = out is not None and np.may_share_memory(array, out) and not _same_memory(array, out)
+        copied = copy or overlapping
         flat = self.scratch.copy(array) if copied else np.ascontiguousarray(array.reshape(-1))
         calls = list(self._split(flat, dtype, operation, mode, bits))
 
@@ -447,6 +457,15 @@ class Communicator:
 
 
 _Choice = TypeVar("_Choice", Op, NonFinite)
+
+
+def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays of one shape and dtype are the same C-contiguous elements."""
+    return (
+        a.flags.c_contiguous
+        and b.flags.c_contiguous
+        and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+    )
 
 
 def _choice(kind: type[_Choice], value: str, name: str) -> _Choice:

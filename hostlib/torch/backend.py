@@ -269,7 +269,8 @@ class P4ReduceProcessGroup(dist.ProcessGroup):
                     finally:
                         comm.scratch.give(out)
 
-            handle = comm.allreduce_async(values, out, op=op, **keywords)  # type: ignore[arg-type]
+            # read in place: torch.distributed's callers leave a collective's tensor alone until it ends
+            handle = comm.allreduce_async(values, out, op=op, copy=False, **keywords)  # type: ignore[arg-type]
         except Exception as error:
             return failed_work(label, error)
         self._last = SwitchWork(label, handle, ending)

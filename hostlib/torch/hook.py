@@ -41,7 +41,8 @@ def p4reduce_hook(state: P4ReduceState, bucket: dist.GradBucket) -> torch.future
     in_place = tensor.device.type == "cpu"  # the average straight into the bucket, as Gloo writes it
     try:
         values = tensor.detach().cpu().numpy()
-        handle = state.comm.allreduce_async(values, values if in_place else None, op="avg")
+        # read in place: DDP leaves the bucket alone until the future completes
+        handle = state.comm.allreduce_async(values, values if in_place else None, op="avg", copy=False)
     except Exception as error:
         outcome.fail(error)
         return outcome.future

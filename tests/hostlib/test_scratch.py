@@ -70,6 +70,20 @@ def test_an_async_call_copies_its_input_into_a_buffer_the_next_call_reuses(refle
         assert comm.scratch.kept_bytes == data.nbytes
 
 
+def test_a_call_reads_its_input_in_place_when_out_is_the_input_and_copies_it_when_out_overlaps_otherwise(
+    reflector: Reflector,
+) -> None:
+    with one_rank(reflector) as comm:
+        data = np.arange(1000, dtype=np.int32)
+        assert comm.allreduce(data, out=data) is data and np.array_equal(data, np.arange(1000))
+        assert comm.allreduce_async(data, data, copy=False).wait(10) is data  # the caller promises to wait
+        assert np.array_equal(data, np.arange(1000)) and comm.scratch.kept_bytes == 0  # neither copied it
+        # out one element on from the input: a block's result would land on the next block's input
+        buffer = np.arange(1001, dtype=np.int32)
+        assert np.array_equal(comm.allreduce(buffer[:-1], out=buffer[1:]), np.arange(1000))
+        assert comm.scratch.kept_bytes == 4000
+
+
 def test_a_call_that_fails_gives_its_copy_back_too() -> None:
     import socket
 

@@ -113,7 +113,12 @@ def test_results_stay_correct_with_five_percent_loss(tmp_path: Path) -> None:
             float_ok = check(comm.allreduce(make_input(rank, size, "float32")), world, size, "float32", k=k)[
                 0
             ]
-            return int_ok, float_ok, comm.stats().retransmissions
+            in_place_ok = True
+            for dtype in ("int32", "float32"):  # in place: each block's DATA, resent or not, is its input's
+                data = make_input(rank, size, dtype)
+                comm.allreduce(data, out=data)
+                in_place_ok = in_place_ok and check(data, world, size, dtype, k=k)[0]
+            return int_ok and in_place_ok, float_ok, comm.stats().retransmissions
 
         reports = on_workers(svc, "lossy", world, work, first=50)
     assert all(int_ok and float_ok for int_ok, float_ok, _ in reports)
