@@ -26,6 +26,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -33,11 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from contracts.protocol import DEFAULT_VALUES_PER_PACKET as K  # noqa: E402
-from hostlib.launch import free_port  # noqa: E402
 
 
 def worker(
-    rank: int, args: argparse.Namespace, address: tuple[str, int], port: int, barrier, results
+    rank: int, args: argparse.Namespace, address: tuple[str, int], store: str, barrier, results
 ) -> None:  # type: ignore[no-untyped-def]
     """One rank: p4reduce iterations, then Gloo iterations; puts (rank, ok, p4 times, p4 cpu, gloo times,
     gloo cpu, (DATA resent, queries, timer expiries)) on `results`."""
@@ -62,7 +62,8 @@ def worker(
             getattr(after, name) - getattr(before, name)
             for name in ("retransmissions", "queries", "timeouts")
         )
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.workers)
+    # a file store, as p4reduce-bench's: a TCP port picked free may be taken before Gloo listens on it
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=args.workers)
     tensor, source = torch.empty(args.elements), torch.from_numpy(data)
     tensor.copy_(source)
     dist.all_reduce(tensor)  # warm up
@@ -120,16 +121,17 @@ def main() -> int:
             f"{args.iters} calls each, pool {args.pool}, K = {K}"
         )
         barrier, results = ctx.Barrier(args.workers), ctx.Queue()
-        gloo_port = free_port()
-        processes = [
-            ctx.Process(target=worker, args=(r, args, address, gloo_port, barrier, results))
-            for r in range(args.workers)
-        ]
-        for process in processes:
-            process.start()
-        reports = sorted(results.get(timeout=600) for _ in processes)
-        for process in processes:
-            process.join()
+        with tempfile.TemporaryDirectory(prefix="bench-allreduce-") as scratch:
+            store = f"{scratch}/gloo-store"
+            processes = [
+                ctx.Process(target=worker, args=(r, args, address, store, barrier, results))
+                for r in range(args.workers)
+            ]
+            for process in processes:
+                process.start()
+            reports = sorted(results.get(timeout=600) for _ in processes)
+            for process in processes:
+                process.join()
     finally:
         reflector.terminate()
         reflector.wait()
