@@ -11,12 +11,26 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import weakref
 from typing import Protocol
 
 from contracts.lanes import LANES_VERSION, REPLY, REQUEST, lanes_enabled, lanes_possible, socket_name
 
 log = logging.getLogger("hostlib.lanes")
 ANSWER_TIMEOUT = 5.0  # seconds the switch has to answer a request (it answers from a thread of its own)
+# Every lease this process holds, so that a forked child lets go of its copies (_forget_leases).
+_leases: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+
+
+def _forget_leases() -> None:
+    """In a forked child (a DataLoader worker, say): close the inherited copies of the parent's leases.
+    Kept open, they would keep a dead parent's lanes taken for as long as the child lives."""
+    for lease in list(_leases):
+        lease.close()
+    _leases.clear()
+
+
+os.register_at_fork(after_in_child=_forget_leases)
 
 
 class LaneUser(Protocol):
@@ -49,6 +63,7 @@ def request_lane(sock: socket.socket, switch: tuple[str, int], engine: LaneUser)
             connection.close()
             return None
         engine.attach_lane(fds[0], connection.fileno())
+        _leases.add(connection)
         log.debug("shared-memory lane %d of %s:%d attached", index, *switch)
     except OSError as error:
         log.warning("the shared-memory lane of %s:%d cannot be used (%s); this rank uses UDP", *switch, error)

@@ -151,28 +151,36 @@ def test_when_every_lane_is_taken_ranks_use_udp_and_a_lane_given_back_is_granted
         assert wait_for(lambda: hold_lane(svc)[1] is not None)
 
 
-def test_the_lane_of_a_rank_killed_with_sigkill_is_free_again_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("forked", [False, True], ids=["alone", "with-a-forked-child-alive"])
+def test_the_lane_of_a_rank_killed_with_sigkill_is_free_again_at_once(tmp_path: Path, forked: bool) -> None:
+    """With a forked child of the rank still alive too (a DataLoader worker, say): the child let go of
+    its copy of the lease when it was forked."""
     with switch(tmp_path) as (svc, _):
         held = [hold_lane(svc) for _ in range(_native.LANES - 1)]
         child = subprocess.Popen(
-            [sys.executable, "-c", HOLDING_CHILD, *map(str, svc.switch_address)],
+            [sys.executable, "-c", HOLDING_CHILD, *map(str, svc.switch_address), str(int(forked))],
             stdout=subprocess.PIPE,
             text=True,
             cwd=ROOT,
         )
+        grandchild = 0
         try:
-            assert child.stdout is not None and child.stdout.readline().strip() == "held"
+            assert child.stdout is not None
+            answer, grandchild = child.stdout.readline().split()
+            assert answer == "held"
             assert hold_lane(svc)[1] is None  # every lane taken, the last by the child
             child.kill()
             child.wait(timeout=10)
             assert wait_for(lambda: hold_lane(svc)[1] is not None, timeout=2.0)
         finally:
             child.kill()
+            if int(grandchild):
+                os.kill(int(grandchild), 9)
         del held
 
 
 HOLDING_CHILD = """
-import socket, sys, time
+import os, socket, sys, time
 from hostlib.lanes import request_lane
 class Keep:
     def attach_lane(self, memfd, lease): pass
@@ -181,7 +189,11 @@ sock.bind(("127.0.0.98", 0))
 switch = (sys.argv[1], int(sys.argv[2]))
 sock.connect(switch)
 lease = request_lane(sock, switch, Keep())
-print("held" if lease is not None else "none", flush=True)
+forked = os.fork() if sys.argv[3] == "1" else 0
+if sys.argv[3] == "1" and forked == 0:
+    time.sleep(60)
+    os._exit(0)
+print("held" if lease is not None else "none", forked, flush=True)
 time.sleep(60)
 """
 
