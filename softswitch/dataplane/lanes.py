@@ -16,9 +16,10 @@ import os
 import selectors
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from contracts.lanes import LANES_VERSION, REPLY, REQUEST, socket_name
+from contracts.lanes import LANES_VERSION, REPLY, REQUEST, lanes_possible, socket_name
+from softswitch.dataplane.ports import Port, UdpPort
 
 log = logging.getLogger("softswitch.dataplane")
 
@@ -157,3 +158,22 @@ class LaneServer:
         self._listener.close()
         os.close(self._wake_read)
         os.close(self._wake_write)
+
+
+def serve_lanes(
+    ports: Iterable[Port], lanes_of: Callable[[UdpPort], tuple[Open, Close] | None]
+) -> list[LaneServer]:
+    """A LaneServer for each UDP port on a loopback address, serving the lanes `lanes_of` gives it (None:
+    its name alone, refusing every rank). Both loops hold every such name, so that no other process
+    poses as this switch to the ranks on its host. When one cannot be made (LaneNameTaken, say), those
+    made before it are closed again and the error goes on."""
+    servers: list[LaneServer] = []
+    try:
+        for port in ports:
+            if isinstance(port, UdpPort) and lanes_possible(port.address):
+                servers.append(LaneServer(port.address, port.udp_port, lanes_of(port)))
+    except BaseException:
+        for server in servers:
+            server.close()
+        raise
+    return servers

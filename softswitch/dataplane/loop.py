@@ -28,10 +28,9 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from contracts.lanes import lanes_possible
-from softswitch.dataplane.lanes import LaneServer
+from softswitch.dataplane.lanes import serve_lanes
 from softswitch.dataplane.pcap import PcapDirectory
-from softswitch.dataplane.ports import Port, UdpPort
+from softswitch.dataplane.ports import Port
 from softswitch.runtime.pipeline import DIGEST_PORT_BASE, Pipeline
 
 TRACE = 5  # log level below DEBUG: per-packet hex dumps
@@ -120,13 +119,8 @@ class Dataplane:
         self._selector = selectors.DefaultSelector()
         for port in ports:
             self._selector.register(port.fileno(), selectors.EVENT_READ, port)
-        # This loop serves no shared-memory lanes, but holds their names, so that no other process poses
-        # as this switch to the ranks on its host (softswitch/dataplane/lanes.py).
-        self._lane_names = [
-            LaneServer(port.address, port.udp_port, None)
-            for port in ports
-            if isinstance(port, UdpPort) and lanes_possible(port.address)
-        ]
+        # This loop serves no shared-memory lanes, but holds their names (softswitch/dataplane/lanes.py).
+        self._lane_names = serve_lanes(ports, lambda port: None)
 
     # ------------------------------------------------------------- the loop
     def run(self, stop: threading.Event) -> None:

@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
 from types import TracebackType
 
-from contracts.lanes import LANES_HEADER, lanes_enabled, lanes_possible
+from contracts.lanes import LANES_HEADER, lanes_enabled
 from softswitch.backends.c import build
 from softswitch.backends.c.pipeline import Pipeline as NativePipeline
-from softswitch.dataplane.lanes import LaneServer
+from softswitch.dataplane.lanes import Close, Open, serve_lanes
 from softswitch.dataplane.loop import Faults, PortCounters, by_number, deliver_digest
 from softswitch.dataplane.pcap import PcapDirectory
 from softswitch.dataplane.ports import Port, RawPort, UdpPort
@@ -244,14 +244,9 @@ class NativeDataplane:
                 raise TypeError(f"the native loop cannot drive a {type(port).__name__}")
             if status != 0:
                 raise OSError(f"port {port.number}: the native loop cannot watch it")
-        self._lane_servers: list[LaneServer] = []
         try:
-            for port in ports:
-                if isinstance(port, UdpPort) and lanes_possible(port.address):
-                    self._lane_servers.append(self._serve_lanes(port))
+            self._lane_servers = serve_lanes(ports, self._lanes_of)
         except OSError:
-            for server in self._lane_servers:
-                server.close()
             self._lib.dp_destroy(self._dp)
             self._dp = None
             raise
@@ -268,16 +263,16 @@ class NativeDataplane:
         self._deliver = threading.Lock()
         self._final_ports: dict[int, PortCounters] = {}
 
-    def _serve_lanes(self, port: UdpPort) -> LaneServer:
-        """Give a loopback UDP port shared-memory lanes (with $P4REDUCE_LANES=0, only their socket's name,
-        which refuses every rank: they use UDP). LaneNameTaken when another process holds the name."""
+    def _lanes_of(self, port: UdpPort) -> tuple[Open, Close] | None:
+        """A loopback UDP port's shared-memory lanes, made in the loop; None (with $P4REDUCE_LANES=0, or
+        when they cannot be made: logged) leaves it only their socket's name, and its ranks use UDP."""
         if not lanes_enabled():
-            return LaneServer(port.address, port.udp_port, None)
+            return None
         made = self._lib.dp_lanes_create(self._dp, port.number)
         if made < 0:
             why = os.strerror(-made)
             log.warning("port %d: no shared-memory lanes (%s); ranks use UDP", port.number, why)
-            return LaneServer(port.address, port.udp_port, None)
+            return None
         lib, dp, number = self._lib, self._dp, port.number
 
         def open_lane(ip: bytes, udp_port: int) -> tuple[int, int]:  # network order in memory, as C has it
@@ -289,7 +284,7 @@ class NativeDataplane:
         def close_lane(index: int) -> None:
             lib.dp_lane_close(dp, number, index)
 
-        return LaneServer(port.address, port.udp_port, (open_lane, close_lane))
+        return open_lane, close_lane
 
     # ------------------------------------------------------------- pipeline
     @property
