@@ -305,13 +305,15 @@ def test_results_for_a_lane_whose_ring_is_full_go_by_udp_each_counted_and_captur
     out is counted and captured once, whichever way it went."""
 
     def work(comm: Communicator, rank: int) -> tuple[bool, int]:
-        stalled = None
+        lease = None
         if rank == 0:
             stalled = Holder()
             lease = request_lane(comm.sock, comm.job.switch_address, stalled)
             assert lease is not None
             stalled.set_word(_native.LANE_DOWN_HEAD, (1 << 32) - _native.LANE_SLOTS)  # full, yet consistent
         ok = all(exact_sum(comm, rank, 2) for _ in range(3))
+        if lease is not None:
+            lease.close()
         return ok, engine(comm).transport_counters()["udp_received"]
 
     with switch(tmp_path, pcap=tmp_path / "pcap") as (svc, counters):
