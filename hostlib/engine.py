@@ -31,6 +31,9 @@ What a use carries and what happens to its result is the plan's business
   lost a DATA within LOSS_MEMORY asks after all of them, as under loss a
   timeout is a loss; so does an answer that shows a loss, a MISSING or a
   replay.)
+  A call's opening use sent alone (a float call's priming) has a timer of
+  its own, from earlier opening uses' round trips: no window queues ahead
+  of it, and its expiry is a probe, not a loss.
 A suspected use is asked after at once with a QUERY (its header alone) by
 every rank that suspects it. The switch answers the asker alone, and only
 with what it can act on: the RESULT (its result was lost), or a MISSING
@@ -273,6 +276,7 @@ class _Call:
     def __init__(self, number: int, plan: Plan, descriptor: int, base: int, width: int, k: int) -> None:
         self.number, self.plan, self.descriptor, self.base, self.width = number, plan, descriptor, base, width
         self.uses = plan.uses
+        self.lone = False  # use 0 went alone: no other use of the call is sent before its result (begin)
         self.priming = plan.priming  # uses 0..M-1, whose results every later use waits for (_fill)
         self.current = [-1] * width  # use outstanding on each slot, -1 when the slot is done
         self.sent_at = [0.0] * width  # first transmission of the current use (RTT samples)
@@ -322,6 +326,9 @@ class Engine:
         self._qsrtt: float | None = None  # smoothed round trip of a QUERY and its answer
         self._qrttvar = 0.0
         self._base_rtt = math.inf  # the least round trip seen, data or question: the path with no queue
+        self._lone_srtt: float | None = None  # smoothed round trip of a call's opening use sent alone
+        self._lone_rttvar = 0.0
+        self._lone_rto = math.inf  # the data timeout of a use sent alone, before rto bounds it
         self._call: _Call | None = None
         self._last_progress = 0.0
         self._started = 0.0
@@ -366,6 +373,9 @@ class Engine:
         for slot in range(width):
             self._wait(slot, slot, 0)
         self._fill(now, -1)
+        if call.outstanding - call.waiting_count == 1:  # the call opens with one use alone (_timeout)
+            call.lone = True
+            call.deadline[0] = now + self._timeout(0)
         return self._take()
 
     def fail(self, error: AllreduceError) -> None:
@@ -439,10 +449,10 @@ class Engine:
         for lost in overdue:
             self._suspect(lost, now, fast=True)
         expired = []
-        restart = self._last_progress + self.rto
         for s in range(call.width):
             if call.current[s] < 0 or call.deadline[s] > now:
                 continue
+            restart = self._last_progress + self._timeout(s)
             if call.retries[s] == 0 and restart > now:
                 # RFC 6298 5.3: the data timer restarts whenever a result arrives. While results flow,
                 # fast retransmission finds what is lost; a use that waits in a queue behind the others
@@ -457,7 +467,10 @@ class Engine:
             # TCP's one timer: a use sent before the last doubling was timed with the smaller value, so
             # its expiry is no new evidence (W slots expiring one after another at a call's end, when
             # nothing overtakes, doubled it W times). Questions back off on their own (_question_timeout).
-            if any(call.retries[s] == 0 and call.sent_at[s] >= self._backed_off for s in expired):
+            if any(
+                call.retries[s] == 0 and not self._probing(s) and call.sent_at[s] >= self._backed_off
+                for s in expired
+            ):
                 self.rto = min(self.rto * 2, RTO_MAX)
                 self._backed_off = now
             # RFC 6298 5.4: a timeout asks after the earliest use only: the lowest, as TCP's earliest segment
@@ -487,6 +500,13 @@ class Engine:
                 if (hold or beyond) and call.retries[slot] == 0 and slot != earliest:
                     call.held[slot] = True
                     call.deadline[slot] = now + self.rto
+                elif call.retries[slot] == 0 and self._probing(slot):
+                    # A use sent alone is asked after at its own, shorter timeout: a probe, as RFC 8985's
+                    # tail loss probe is, not a loss. The answer shows what was lost (a MISSING is a loss
+                    # for the window as ever); silence backs the probe's timeout off, not the data timer.
+                    self.stats.timeouts += 1
+                    self._lone_rto *= 2
+                    self._suspect(slot, now, fast=False)
                 else:
                     self.stats.timeouts += 1
                     if not hold:  # a timeout is a loss only after a loss (LOSS_MEMORY), as for holding
@@ -694,6 +714,10 @@ class Engine:
             rtt = now - call.sent_at[slot]
             quiet = now - self._loss_seen >= LOSS_MEMORY
             self._sample_rtt(rtt, call.width if quiet or self._lengthens(rtt) else 1)
+        if call.lone and use == 0 and echo == 0 and call.data_asked[slot] == 0:
+            # The multicast RESULT of the opening use's only DATA: a probe asked nothing of the DATA, so
+            # the sample stands (a peer that started the call late is in it, as the timer must learn).
+            self._sample_lone(now - call.sent_at[slot])
         replay = self._question_number(slot, echo) is not None  # an answer to a question, not the multicast
         if call.asks[slot]:
             self._answered(slot, echo, now)
@@ -925,6 +949,27 @@ class Engine:
         self.rto = min(max(self._srtt + 4 * self._rttvar, RTO_SRTT_MULTIPLE * self._srtt, RTO_MIN), RTO_MAX)
         if len(self.stats.rtt_samples) < RTT_SAMPLES:
             self.stats.rtt_samples.append(rtt)
+
+    def _timeout(self, slot: int) -> float:
+        """The data timeout of the slot's current use. A call that opens with one use alone (a float call's
+        priming use, which every later use waits for; a call of one packet) times it by an estimate of
+        its own: its round trip has no queue of this rank's window in it, so the data timer, three round
+        trips of uses that queued behind a window, was hundreds of milliseconds for a packet that comes
+        back in a few on 4 Mbit/s links (a lost priming DATA held every rank 0.35 s: docs/performance.md,
+        *Heavy loss*). Never longer than the data timer."""
+        return self._lone_rto if self._probing(slot) else self.rto
+
+    def _probing(self, slot: int) -> bool:
+        """Whether the slot's use is a call's opening use sent alone, timed by its shorter timeout."""
+        call = self._call
+        assert call is not None
+        return call.lone and call.current[slot] == 0 and self._lone_rto < self.rto
+
+    def _sample_lone(self, rtt: float) -> None:
+        """A round trip of a call's opening use sent alone: RFC 6298's timeout on its own estimate."""
+        self._lone_srtt, self._lone_rttvar = smooth(self._lone_srtt, self._lone_rttvar, rtt)
+        srtt, rttvar = self._lone_srtt, self._lone_rttvar
+        self._lone_rto = min(max(srtt + 4 * rttvar, RTO_SRTT_MULTIPLE * srtt, RTO_MIN), RTO_MAX)
 
     def _lengthens(self, rtt: float) -> bool:
         """Whether a round trip is longer than both the smoothed one and RTO_SRTT_MULTIPLE question round

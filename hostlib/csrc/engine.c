@@ -46,6 +46,7 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     e->backed_off = -INFINITY;
     e->loss_seen = -INFINITY;
     e->base_rtt = INFINITY;
+    e->lone_rto = INFINITY;
     e->out.frame = e->frame;
     size_t w = (size_t)e->half_slots;
     struct p4r_call *c = &e->call;
@@ -158,6 +159,16 @@ static double question_timeout(const struct p4r_engine *e, uint32_t asks, double
     int doublings = asks > 1 ? (int)lesser(asks - 1, 30) : 0;
     return lesser(lesser(ldexp(base, doublings), cap), P4R_RTO_MAX);
 }
+
+/* Whether the slot's use is a call's opening use sent alone, timed by its shorter timeout
+ * (hostlib.engine.Engine._probing). */
+static int probing(const struct p4r_engine *e, int slot) {
+    return e->call.lone && e->call.current[slot] == 0 && e->lone_rto < e->rto;
+}
+
+/* The data timeout of the slot's current use: a call's opening use sent alone has its own estimate, as its
+ * round trip has no queue of this rank's window in it (hostlib.engine.Engine._timeout). */
+static double use_timeout(const struct p4r_engine *e, int slot) { return probing(e, slot) ? e->lone_rto : e->rto; }
 
 /* RFC 6298's smoothing of one round-trip sample into a mean and a deviation, with its gains 1/8 and 1/4
  * divided by the samples a round trip brings (RFC 7323, Appendix G). */
@@ -455,6 +466,7 @@ void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t desc
     c->waiting_count = 0;
     c->recovering = 0;
     c->lowest = c->edge = 0;
+    c->lone = 0;
     p4r_overtaking_reset(&c->overtaking, width);
     e->wake = INFINITY;
     e->active = 1;
@@ -475,6 +487,10 @@ void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t desc
     }
     for (int s = 0; s < width; s++) wait_use(e, s, s, 0);
     fill(e, -1, now);
+    if (c->outstanding - c->waiting_count == 1) { /* the call opens with one use alone (use_timeout) */
+        c->lone = 1;
+        set_deadline(e, 0, now + use_timeout(e, 0));
+    }
 }
 
 int p4r_engine_done(const struct p4r_engine *e) {
@@ -524,6 +540,15 @@ static void sample_rtt(struct p4r_engine *e, double rtt, int samples_per_rtt) {
 
 void p4r_engine_sample_rtt(struct p4r_engine *e, double rtt) { sample_rtt(e, rtt, 1); }
 
+/* A round trip of a call's opening use sent alone: RFC 6298's timeout on its own estimate. */
+static void sample_lone(struct p4r_engine *e, double rtt) {
+    smooth(&e->have_lone_srtt, &e->lone_srtt, &e->lone_rttvar, rtt, 1);
+    double floor = e->lone_srtt + 4 * e->lone_rttvar, b = P4R_RTO_SRTT_MULTIPLE * e->lone_srtt;
+    if (b > floor) floor = b;
+    if (P4R_RTO_MIN > floor) floor = P4R_RTO_MIN;
+    e->lone_rto = P4R_RTO_MAX < floor ? P4R_RTO_MAX : floor;
+}
+
 /* The call's slot whose outstanding use the packet names exactly, or -1. */
 static int outstanding_slot(const struct p4r_engine *e, uint32_t seq, uint16_t set_slot) {
     const struct p4r_call *c = &e->call;
@@ -563,6 +588,9 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
         int quiet = now - e->loss_seen >= P4R_LOSS_MEMORY;
         sample_rtt(e, rtt, quiet || lengthens(e, rtt) ? c->width : 1);
     }
+    /* The multicast RESULT of the opening use's only DATA: a probe asked nothing of the DATA, so the
+     * sample stands (a peer that started the call late is in it, as the timer must learn). */
+    if (c->lone && use == 0 && echo == 0 && c->data_asked[slot] == 0) sample_lone(e, now - c->sent_at[slot]);
     int replay = question_number(c, slot, echo) != 0; /* an answer to a question, not the multicast */
     if (c->asks[slot]) answered(e, slot, echo, now);
     double reorder = data_rtt(e) / P4R_REORDER_SHARE; /* the reordering window (hostlib.engine._reordering) */
@@ -694,9 +722,9 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
         int overdue = p4r_overtaking_overdue(&c->overtaking, now, rack_wait(e), c->lost);
         for (int i = 0; i < overdue; i++) suspect(e, c->lost[i], now, 1);
         int expired = 0;
-        double restart = e->last_progress + e->rto;
         for (int s = 0; s < c->width; s++) {
             if (c->current[s] < 0 || c->deadline[s] > now) continue;
+            double restart = e->last_progress + use_timeout(e, s);
             if (c->retries[s] == 0 && restart > now) {
                 /* RFC 6298 5.3: the data timer restarts whenever a result arrives. While results flow,
                  * fast retransmission finds what is lost; a use that waits in a queue behind the others
@@ -713,7 +741,7 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
             int first_sends = 0;
             for (int i = 0; i < expired; i++) {
                 int s = c->expired[i];
-                first_sends |= c->retries[s] == 0 && c->sent_at[s] >= e->backed_off;
+                first_sends |= c->retries[s] == 0 && !probing(e, s) && c->sent_at[s] >= e->backed_off;
             }
             if (first_sends) {
                 e->rto = lesser(e->rto * 2, P4R_RTO_MAX);
@@ -744,6 +772,13 @@ void p4r_engine_poll(struct p4r_engine *e, double now) {
                 if ((hold || beyond) && c->retries[s] == 0 && s != earliest) {
                     c->held[s] = 1;
                     c->deadline[s] = now + e->rto;
+                } else if (c->retries[s] == 0 && probing(e, s)) {
+                    /* A call's opening use sent alone is asked after at its own, shorter timeout: a probe,
+                     * as RFC 8985's tail loss probe is, not a loss. The answer shows what was lost; silence
+                     * backs the probe's timeout off, not the data timer. */
+                    e->stats.timeouts += 1;
+                    e->lone_rto *= 2;
+                    suspect(e, s, now, 0);
                 } else {
                     e->stats.timeouts += 1;
                     if (!hold) lost(e, c->serial[s]); /* a loss only after a loss, as for holding */

@@ -73,6 +73,7 @@ struct p4r_call {
     int waiting_count;
     int recovering; /* outstanding uses asked after (retries > 0): out of the window's count (fill()) */
     long priming; /* M: uses 0..M-1, whose results every later use waits for (fill()) */
+    int lone;     /* use 0 went alone: no other use of the call is sent before its result (begin) */
     long lowest; /* L: the lowest use whose result this rank has not received */
     long edge;   /* uses below it are admitted by the window: sent once their slot is free */
     uint8_t *buffers; /* width DATA packets of `frame` bytes */
@@ -106,6 +107,9 @@ struct p4r_engine {
     double qsrtt, qrttvar; /* smoothed round trip of a QUERY and its answer */
     int have_qsrtt;
     double base_rtt; /* the least round trip seen, data or question: the path with no queue */
+    double lone_srtt, lone_rttvar; /* smoothed round trip of a call's opening use sent alone */
+    int have_lone_srtt;
+    double lone_rto; /* the data timeout of a call's opening use sent alone, before rto bounds it */
     int active; /* a call is in flight (begun, not finished) */
     struct p4r_call call;
     double last_progress, started;

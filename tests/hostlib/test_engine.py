@@ -191,6 +191,72 @@ def test_at_heavy_loss_recovery_does_not_lengthen_the_timers_from_call_to_call(k
     assert max(e.rto for e in fabric.engines) < 0.02, [e.rto for e in fabric.engines]
 
 
+def _slow_lab(kind: str, fault: Callable[[Packet], list[float]]) -> Fabric:
+    """The Mininet lab's star in virtual time: 4 ranks, K = 1024, 4 Mbit/s links that queue 100 frames, a
+    window's uses queued on each uplink (its round trips hundreds of milliseconds)."""
+    return Fabric(
+        engine=kind, world=4, pool=64, k=1024, congestion_control=True, link_rate=4e6 / 8, link_queue=100,
+        fault=fault,
+    )  # fmt: skip
+
+
+def _floats(call: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(call)
+    return [rng.standard_normal(64 * 1024).astype(np.float32) for _ in range(4)]
+
+
+def _asked(fabric: Fabric, rank: int, seq: int) -> list[float]:
+    """When the rank asked after the use `seq`."""
+    return [t for t, p, _ in fabric.log if p.msg_type == MsgType.QUERY and p.rank == rank and p.seq == seq]
+
+
+def test_a_lost_opening_use_is_asked_after_at_its_own_round_trip_not_the_windows(kind: str) -> None:
+    """A float call opens with its priming use alone, and every later use waits for its result. On slow
+    links the data timer is three round trips of uses that queued behind a window; the priming use, with
+    no queue of this rank's in front of it, comes back in two frames' time. Rank 2's priming DATA of the
+    third call is lost: rank 2 asks after it within a few of those round trips, not at the data timeout
+    (0.35 s a call in the lab: docs/performance.md, *Heavy loss*), and the sum is within its bound."""
+    third = seq_of(2, 0)
+    fabric = _slow_lab(kind, losing_once((True, 2, MsgType.DATA, third)))
+    for call in range(2):
+        assert_floats_within_the_bound(fabric, _floats(call))
+    timer = fabric.engines[2].rto
+    started = fabric.now
+    assert_floats_within_the_bound(fabric, _floats(2))
+    asked = _asked(fabric, 2, third)
+    assert timer > 0.2, timer  # the window's round trips: what the opening use waited for before
+    assert asked and asked[0] - started < 0.06, (asked, started)
+    assert fabric.engines[2].stats.missing_resends == 1
+
+
+def test_a_rank_that_opens_a_call_late_draws_one_question_and_backs_the_data_timer_off_no_further(
+    kind: str,
+) -> None:
+    """The opening use's short timer fires early when a peer starts the call late (its priming DATA 0.2 s
+    behind): each waiting rank asks once, the switch stays silent (their contributions are in), and no
+    question is a loss: no resend, no decrease, and the data timer, which times the window's uses, is not
+    doubled. The late rank's DATA completes the use and the sum is within its bound."""
+    third = seq_of(2, 0)
+
+    def late(packet: Packet) -> list[float]:
+        late = packet.upstream and packet.rank == 3 and packet.msg_type == MsgType.DATA
+        return [0.2] if late and packet.seq == third else [0.0]
+
+    fabric = _slow_lab(kind, late)
+    for call in range(2):
+        assert_floats_within_the_bound(fabric, _floats(call))
+    before = [(e.rto, e.stats.window_decreases, e.stats.retransmissions) for e in fabric.engines]
+    started = fabric.now
+    assert_floats_within_the_bound(fabric, _floats(2))
+    for rank in range(3):
+        asked = _asked(fabric, rank, third)
+        assert 1 <= len(asked) <= 3 and asked[0] - started < 0.1, (rank, asked)
+        engine = fabric.engines[rank]
+        assert engine.stats.window_decreases == before[rank][1]
+        assert engine.stats.retransmissions == before[rank][2]
+    assert fabric.now - started < 2.0
+
+
 def test_under_loss_a_stall_asks_after_the_uses_the_window_waits_on_not_every_late_use(kind: str) -> None:
     """Rank 0 has just resent a lost DATA (within LOSS_MEMORY every timeout is taken for a loss), then
     nothing gets through for 26 ms, with every rank's 32 slots out. At the first timeout each rank asks
