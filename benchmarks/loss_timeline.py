@@ -31,7 +31,6 @@ import contextlib
 import multiprocessing
 import os
 import statistics
-import struct
 import sys
 import time
 from collections import defaultdict
@@ -43,10 +42,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from contracts.protocol import HEADER_BYTES, SLOT_MASK, USE_BITS, MsgType  # noqa: E402
+from hostlib.engine import HEADER  # noqa: E402
 from hostlib.launch import services, share_job_credential  # noqa: E402
 from hostlib.verify import check, make_input  # noqa: E402
+from softswitch.dataplane.pcap import read_timed_pcap  # noqa: E402
 
-HEADER = struct.Struct(">BBHHBBIIII")
 FRAME_HEADERS = 14 + 20 + 8  # Ethernet, IPv4, UDP
 COUNTERS = (
     "packets_sent", "packets_received", "retransmissions", "queries", "fast_retransmissions", "timeouts",
@@ -92,22 +92,11 @@ class Use:
     complete: float | None = None  # the first RESULT that left
 
 
-def read_records(path: Path) -> list[tuple[float, bytes]]:
-    data = path.read_bytes()
-    records, offset = [], 24
-    while offset + 16 <= len(data):
-        sec, usec, captured, _ = struct.unpack_from("<IIII", data, offset)
-        offset += 16
-        records.append((sec + usec * 1e-6, data[offset : offset + captured]))
-        offset += captured
-    return records
-
-
 def timelines(directory: Path) -> dict[tuple[int, int, int], Use]:
     """(call, use, slot) -> what the switch saw of it."""
     uses: dict[tuple[int, int, int], Use] = defaultdict(Use)
     for direction in ("in", "out"):
-        for when, frame in read_records(directory / f"1_{direction}.pcap"):
+        for when, frame in read_timed_pcap(directory / f"1_{direction}.pcap"):
             if len(frame) < FRAME_HEADERS + HEADER_BYTES or frame[23] != 17:
                 continue
             msg, rank, _job, set_slot, _exp, _flags, seq, _key, _call, _aux = HEADER.unpack_from(

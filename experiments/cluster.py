@@ -134,6 +134,7 @@ class Cluster(MininetRun):
         switch_log: str = "off",
         values_per_packet: int | None = None,
         ecn_ms: float = 0.0,
+        pcaps: Path | None = None,
     ) -> None:
         if os.geteuid() != 0:
             raise ExperimentError("experiments run in Mininet, which needs root: use sudo")
@@ -145,6 +146,7 @@ class Cluster(MininetRun):
         self.ecn_ms = ecn_ms  # > 0: limited links mark CE above this many ms of queue (mininet/lab_ecn.py)
         self.switch_log = switch_log  # off: bmv2's trace log would cost it a factor of 1.6 (docs/lab.md)
         self.gloo, self.pool_size, self.logs, self.step_timeout = gloo, pool_size, logs, step_timeout
+        self.pcaps = pcaps  # DIR/<switch>/<port>_{in,out}.pcap; None: none (a run moves hundreds of MB)
         # the K asked for (None: the program's own); once started, the K the program has (its P4Info)
         self.values_per_packet = values_per_packet
         self.link_mtu = 0  # once started: the links' MTU, which follows that K (link_mtu)
@@ -188,7 +190,7 @@ class Cluster(MininetRun):
             ecn_ms=self.ecn_ms,
         )
         for switch in net.switches:
-            switch.log_dir, switch.pcap_dir = self.logs, None  # no pcaps: runs move hundreds of MB
+            switch.log_dir, switch.pcap_dir = self.logs, self.pcaps
         net.start()
         record_network(self._state, net)
         configure_hosts(net, self.topo)

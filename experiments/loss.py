@@ -11,6 +11,7 @@ Every result is verified: loss may cost time, never correctness.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from experiments.cluster import ExperimentError, LaunchError, StarCluster
 from experiments.report import (
@@ -39,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     p.add_argument("--rates", help=f"loss rates each way (default {FULL_RATES}; --quick: {QUICK_RATES})")
     p.add_argument("--bytes", type=int, help=f"tensor bytes (default {human(FULL_BYTES)}; --quick: 16 KB)")
+    p.add_argument(
+        "--pcaps", type=Path, metavar="DIR",
+        help="the switch captures every frame in and out of each port, per loss rate: DIR/loss-<rate>/"
+        "<switch>/<port>_{in,out}.pcap (about 65 MB a rate; benchmarks/lab_stalls.py reads them)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     rates = [float(r) for r in (args.rates or (QUICK_RATES if args.quick else FULL_RATES)).split(",")]
     if not all(0.0 <= r < 1.0 for r in rates):
@@ -60,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                     logs=args.logs,
                     values_per_packet=args.values_per_packet,
                     ecn_ms=args.ecn_ms,
+                    pcaps=None if args.pcaps is None else args.pcaps / f"loss-{rate:g}",
                 ) as cluster:
                     k = cluster.values_per_packet  # the K the switch runs, from its program's P4Info
                     for iteration in range(iters):

@@ -51,14 +51,19 @@ class PcapDirectory:
 
 def read_pcap(path: Path) -> list[bytes]:
     """The frames of a capture written by PcapDirectory (for tests and tools)."""
+    return [frame for _, frame in read_timed_pcap(path)]
+
+
+def read_timed_pcap(path: Path) -> list[tuple[float, bytes]]:
+    """(seconds since the epoch, frame) of each record of a capture written by PcapDirectory."""
     data = path.read_bytes()
     if len(data) < len(_GLOBAL_HEADER) or data[:4] != _GLOBAL_HEADER[:4]:
         raise ValueError(f"{path}: not a little-endian microsecond pcap file")
-    frames = []
+    records = []
     offset = len(_GLOBAL_HEADER)
     while offset + _RECORD.size <= len(data):
-        _, _, captured, _ = _RECORD.unpack_from(data, offset)
+        seconds, micros, captured, _ = _RECORD.unpack_from(data, offset)
         offset += _RECORD.size
-        frames.append(data[offset : offset + captured])
+        records.append((seconds + micros * 1e-6, data[offset : offset + captured]))
         offset += captured
-    return frames
+    return records

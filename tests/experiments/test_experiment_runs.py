@@ -68,6 +68,8 @@ def run_quick(name: str, out: Path, *extra: str) -> subprocess.CompletedProcess[
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_quick_run_writes_verified_results(name: str, tmp_path: Path) -> None:
     extra, rows_expected = CASES[name]
+    if name == "loss":  # with the switch's captures, which benchmarks/lab_stalls.py splits into stalls
+        extra = [*extra, "--pcaps", str(tmp_path / "pcaps")]
     run_quick(name, tmp_path, *extra)
     with open(tmp_path / f"{name}.csv") as f:
         rows = list(csv.DictReader(f))
@@ -87,6 +89,13 @@ def test_quick_run_writes_verified_results(name: str, tmp_path: Path) -> None:
     if name == "loss":  # 5 % of 260 DATA up: p4reduce must have resent some, and counted them
         lossy = [row for row in rows if row["system"] == "p4reduce" and float(row["loss"]) > 0]
         assert lossy and all(int(row["retransmissions"]) > 0 for row in lossy)
+        captures = tmp_path / "pcaps" / "loss-0.05" / "s1"
+        stalls = subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks" / "lab_stalls.py"), str(captures)],
+            capture_output=True, text=True, timeout=60, check=True,
+        ).stdout  # fmt: skip
+        assert re.search(r"^call 0: [\d.]+ s, \d+ stalls", stalls, re.M), stalls
+        assert re.search(r"^QUERYs about complete uses: \d+, unanswered \d+", stalls, re.M), stalls
     if name == "hierarchy":  # a leaf sends the spine one partial where, aggregating at the spine, it sends 4
         up = {(row["series"], row["system"]): float(row["spine_up_bytes"]) for row in rows}
         assert up["spine", "p4reduce"] > 3 * up["tree", "p4reduce"] > 0, up
