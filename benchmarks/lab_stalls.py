@@ -7,10 +7,11 @@ Reads one switch's captures (`<port>_in.pcap` and `<port>_out.pcap` per port, fr
 the lab's fault injection drops one, frames out after it drops one: a DATA in with no RESULT after it
 was lost at the switch's ingress, a RESULT missing from a port's capture at its egress). For each call,
 in order: its time from the first DATA in to the last RESULT out, and every stall, a period with no DATA
-arriving from any rank for longer than --stall-ms. The ranks move in lockstep, so a stall is a wait on
-one use: the lowest that had not completed when the stall began, printed with its packets at the switch
-(`1.234 i2 D`: at 1.234 s into the call, in from port 2, a DATA; `o3 M2`: out to port 3, a MISSING
-answering question 2; Q QUERY, R RESULT). Last, how many QUERYs about a complete use got no answer:
+arriving from any rank for longer than --stall-ms, the call's tail included (from its last DATA in to
+its last RESULT out). The ranks move in lockstep, so a stall is a wait on one use: the lowest that had
+not completed when the stall began, printed with its packets at the switch (`1.234i2D`: at 1.234 s
+into the call, in from port 2, a DATA; `o3M2`: out to port 3, a MISSING answering question 2; Q QUERY,
+R RESULT). Last, how many QUERYs about a complete use got no answer:
 lost on the way in or the answer on the way out, about twice the loss rate, each costing the asker a
 question timeout (docs/performance.md, *Heavy loss*).
 """
@@ -72,14 +73,16 @@ def report_call(call: list[Event], stall: float) -> None:
         completed.setdefault(e.use, e.time)
     data = [e for e in call if e.inbound and e.msg == MsgType.DATA]
     stalls = []
-    for before, after in zip(data, data[1:], strict=False):
+    end = max(e.time for e in results) if results else call[-1].time
+    # the call's tail too: from the last DATA in to the last RESULT out, with nothing more to send
+    for before, after in zip(data, [*data[1:], Event(end, True, 0, MsgType.DATA, 0, 0, 0)], strict=False):
         if after.time - before.time > stall:
             lowest = min((u for u in range(call[-1].use + 1) if completed.get(u, float("inf")) > before.time),
                          default=None)  # fmt: skip
             story = [e.label(start) for e in call if e.use == lowest and (e.msg != MsgType.RESULT or e.time
                      <= after.time + stall)]  # fmt: skip
             stalls.append((before.time - start, after.time - before.time, lowest, story))
-    span = (results[-1].time if results else call[-1].time) - start
+    span = end - start
     print(
         f"call {call[0].call}: {span:.3f} s, {len(stalls)} stalls, {sum(s[1] for s in stalls):.3f} s in all"
     )
