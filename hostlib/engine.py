@@ -946,7 +946,7 @@ class Engine:
         # steady (measured: 10% of uses resent for nothing with 32 slots at 4 Mbit/s); and a use also
         # waits while a peer recovers its previous one. Fast retransmission recovers loss mid-call,
         # so the timer can afford to be late: never under RTO_SRTT_MULTIPLE round trips.
-        self.rto = min(max(self._srtt + 4 * self._rttvar, RTO_SRTT_MULTIPLE * self._srtt, RTO_MIN), RTO_MAX)
+        self.rto = retransmission_timeout(self._srtt, self._rttvar)
         if len(self.stats.rtt_samples) < RTT_SAMPLES:
             self.stats.rtt_samples.append(rtt)
 
@@ -968,8 +968,7 @@ class Engine:
     def _sample_lone(self, rtt: float) -> None:
         """A round trip of a call's opening use sent alone: RFC 6298's timeout on its own estimate."""
         self._lone_srtt, self._lone_rttvar = smooth(self._lone_srtt, self._lone_rttvar, rtt)
-        srtt, rttvar = self._lone_srtt, self._lone_rttvar
-        self._lone_rto = min(max(srtt + 4 * rttvar, RTO_SRTT_MULTIPLE * srtt, RTO_MIN), RTO_MAX)
+        self._lone_rto = retransmission_timeout(self._lone_srtt, self._lone_rttvar)
 
     def _lengthens(self, rtt: float) -> bool:
         """Whether a round trip is longer than both the smoothed one and RTO_SRTT_MULTIPLE question round
@@ -1013,6 +1012,12 @@ def smooth(
         return sample, sample / 2
     alpha, beta = 0.125 / samples_per_rtt, 0.25 / samples_per_rtt
     return (1 - alpha) * mean + alpha * sample, (1 - beta) * deviation + beta * abs(mean - sample)
+
+
+def retransmission_timeout(srtt: float, rttvar: float) -> float:
+    """RFC 6298's srtt + 4 x rttvar, never under RTO_SRTT_MULTIPLE x srtt (see Engine._sample_rtt), within
+    [RTO_MIN, RTO_MAX]: the data timer, and the opening use's from its own estimate."""
+    return min(max(srtt + 4 * rttvar, RTO_SRTT_MULTIPLE * srtt, RTO_MIN), RTO_MAX)
 
 
 def question_flags(n: int) -> int:

@@ -523,15 +523,21 @@ void p4r_engine_finish(struct p4r_engine *e, double now, struct p4r_error *error
 
 /* ------------------------------------------------------------------ answers */
 
+/* RFC 6298's srtt + 4 x rttvar, never under RTO_SRTT_MULTIPLE x srtt, within [RTO_MIN, RTO_MAX]
+ * (hostlib.engine.retransmission_timeout). Python's max(a, b, c) and min(x, RTO_MAX): the first of equals,
+ * the same value. */
+static double retransmission_timeout(double srtt, double rttvar) {
+    double floor = srtt + 4 * rttvar, b = P4R_RTO_SRTT_MULTIPLE * srtt;
+    if (b > floor) floor = b;
+    if (P4R_RTO_MIN > floor) floor = P4R_RTO_MIN;
+    return P4R_RTO_MAX < floor ? P4R_RTO_MAX : floor;
+}
+
 /* RFC 6298's estimate, with `samples_per_rtt` dividing its gains (see result()). */
 static void sample_rtt(struct p4r_engine *e, double rtt, int samples_per_rtt) {
     smooth(&e->have_srtt, &e->srtt, &e->rttvar, rtt, samples_per_rtt);
     if (rtt < e->base_rtt) e->base_rtt = rtt;
-    /* Python's max(a, b, c) and min(x, RTO_MAX): the first of equals, the same value */
-    double a = e->srtt + 4 * e->rttvar, b = P4R_RTO_SRTT_MULTIPLE * e->srtt, floor = a;
-    if (b > floor) floor = b;
-    if (P4R_RTO_MIN > floor) floor = P4R_RTO_MIN;
-    e->rto = P4R_RTO_MAX < floor ? P4R_RTO_MAX : floor;
+    e->rto = retransmission_timeout(e->srtt, e->rttvar);
     if (e->stats.rtt_count < P4R_RTT_SAMPLES) { /* the sample first, then the count that shows it */
         e->stats.rtt_samples[e->stats.rtt_count] = rtt;
         __atomic_store_n(&e->stats.rtt_count, e->stats.rtt_count + 1, __ATOMIC_RELEASE);
@@ -543,10 +549,7 @@ void p4r_engine_sample_rtt(struct p4r_engine *e, double rtt) { sample_rtt(e, rtt
 /* A round trip of a call's opening use sent alone: RFC 6298's timeout on its own estimate. */
 static void sample_lone(struct p4r_engine *e, double rtt) {
     smooth(&e->have_lone_srtt, &e->lone_srtt, &e->lone_rttvar, rtt, 1);
-    double floor = e->lone_srtt + 4 * e->lone_rttvar, b = P4R_RTO_SRTT_MULTIPLE * e->lone_srtt;
-    if (b > floor) floor = b;
-    if (P4R_RTO_MIN > floor) floor = P4R_RTO_MIN;
-    e->lone_rto = P4R_RTO_MAX < floor ? P4R_RTO_MAX : floor;
+    e->lone_rto = retransmission_timeout(e->lone_srtt, e->lone_rttvar);
 }
 
 /* The call's slot whose outstanding use the packet names exactly, or -1. */
