@@ -10,6 +10,7 @@ Every result is verified: loss may cost time, never correctness.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from experiments.report import (
     parser,
     progress,
 )
+from hostlib.native import CONGESTION_CONTROL_VARIABLE, congestion_control_default
 
 FULL_RATES, QUICK_RATES = "0,0.001,0.01,0.05", "0,0.05"
 FULL_BYTES, QUICK_BYTES = 1 << 20, 16 << 10
@@ -45,7 +47,16 @@ def main(argv: list[str] | None = None) -> int:
         help="the switch captures every frame in and out of each port, per loss rate: DIR/loss-<rate>/"
         "<switch>/<port>_{in,out}.pcap (about 65 MB a rate; benchmarks/lab_stalls.py reads them)",
     )  # fmt: skip
+    p.add_argument(
+        "--no-congestion-control", action="store_true",
+        help="p4reduce's workers without ECN and the congestion window, each sending its whole window "
+        "(docs/protocol.md, *Congestion*); on by default",
+    )  # fmt: skip
     args = p.parse_args(argv)
+    if args.no_congestion_control:  # the agents the cluster spawns read it (congestion_control_default)
+        os.environ[CONGESTION_CONTROL_VARIABLE] = "0"
+    congestion_control = congestion_control_default()
+    cc = "on" if congestion_control else "off"
     rates = [float(r) for r in (args.rates or (QUICK_RATES if args.quick else FULL_RATES)).split(",")]
     if not all(0.0 <= r < 1.0 for r in rates):
         p.error("loss rates must be in [0, 1)")
@@ -72,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
                     for iteration in range(iters):
                         for system in systems:
                             step = cluster.run(system, size // 4, "float32", iteration)
-                            report.add(step, loss=rate, bw_mbit=args.bw)
+                            report.add(
+                                step, loss=rate, bw_mbit=args.bw, congestion_control=congestion_control
+                            )
                             advance()
     except (ExperimentError, LaunchError) as error:
         return report.abort(error)
@@ -84,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     sent = args.workers * (size // value_bytes)  # DATA packets of one p4reduce all-reduce, priming aside
     report.table(
         f"goodput per worker under loss each way: {args.workers} workers, {args.bw:g} Mbit/s, "
-        f"{human(size)} float32, {args.pool} slots, median of {iters}",
+        f"{human(size)} float32, {args.pool} slots, congestion control {cc}, "
+        f"median of {iters}",
         [
             "loss",
             "p4reduce MB/s",

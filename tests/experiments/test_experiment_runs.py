@@ -131,3 +131,21 @@ def test_switch_throughput_is_compared_with_bmv2_as_a_ratio(tmp_path: Path) -> N
         assert {row["switch"] for row in csv.DictReader(f)} == {"soft", "bmv2"}
     assert "ratio p4reduce-switch / simple_switch_grpc: " in (tmp_path / "switch.txt").read_text()
     assert "not measured" not in (tmp_path / "switch.txt").read_text()
+
+
+def test_loss_without_congestion_control_keeps_each_rank_s_whole_window(tmp_path: Path) -> None:
+    """--no-congestion-control reaches every agent: under 5 % loss no window shrinks (64 slots: 32 uses)."""
+    run_quick("loss", tmp_path, "--values-per-packet", "64", "--rates", "0.05", "--no-congestion-control")
+    with open(tmp_path / "loss.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and {row["congestion_control"] for row in rows} == {"False"}
+    assert all(row["ok"] == "True" for row in rows)
+    assert "congestion control off" in " ".join((tmp_path / "loss.txt").read_text().split())
+    steps = [
+        line
+        for log in sorted((tmp_path / "logs").glob("agent-h*.log"))
+        for line in log.read_text().splitlines()
+        if line.startswith("step ")
+    ]
+    assert len(steps) == 4, steps  # one p4reduce all-reduce on each of the 4 agents
+    assert all('"window_decreases": 0' in line and '"cwnd_after": 32' in line for line in steps), steps
