@@ -363,16 +363,19 @@ static void fill(struct p4r_engine *e, int freed, double now) {
     }
     if (!limit) return;
     /* beyond the window, uses go on while fewer than cwnd are in flight (sent and unanswered, those in
-     * recovery too), up to the first whose slot still holds an earlier use (u >= L + W); uses already
-     * sent or answered (the slot holds its use or a later one, or none) are passed over: they lie between
-     * a decrease's lowered edge and the highest use let out */
+     * recovery too), lowest first, each as soon as its slot is free; the walk passes over every use it
+     * cannot send (already sent or answered, or its slot still holds an earlier use: stopping there held
+     * every slot behind a use in recovery at L) and ends past the last waiting use
+     * (hostlib.engine.Engine._fill) */
     use = c->edge > c->lowest ? c->edge : c->lowest;
     long flight = c->outstanding - c->waiting_count;
-    for (; flight < e->cwnd && use < gate; use++) {
+    long ahead = 0;
+    for (int s = 0; s < c->width; s++) ahead += c->waiting[s] && c->current[s] >= use;
+    for (; flight < e->cwnd && use < gate && ahead; use++) {
         int slot = (int)(use % c->width);
-        if (c->current[slot] >= 0 && c->current[slot] < use) break;
         if (c->waiting[slot] && c->current[slot] == use) {
             c->waiting_count -= 1;
+            ahead -= 1;
             send_use(e, slot, use, c->agreed[slot], now);
             flight += 1;
         }

@@ -98,8 +98,8 @@ def test_a_data_lost_at_a_full_queue_halves_the_window_of_the_rank_that_resends_
     resenders = [e.stats for e in fabric.engines if e.stats.missing_resends]
     assert resenders, "the full queues dropped DATA"
     for stats in resenders:
-        assert stats.window_decreases >= 1
-        assert window_floor(K) <= stats.cwnd < POOL // 2
+        assert stats.window_decreases >= 1  # (by the call's end it may have grown back to H)
+        assert window_floor(K) <= stats.cwnd <= POOL // 2
 
 
 def test_the_window_never_goes_below_its_minimum_and_the_job_stays_live(kind: str) -> None:
@@ -136,9 +136,9 @@ def test_uses_in_recovery_leave_the_pipe_and_the_link_stays_busy_up_to_the_slots
     """RFC 6675's pipe: a use found lost is no longer in the network. Every DATA is marked CE, so each
     window is its floor (10 uses); rank 1's DATA of uses 40..44 are lost. While they are recovered at L
     = 40, each rank goes on sending past L + cwnd + R = 55 while fewer than cwnd of its uses are in
-    flight, up to the slots' bound (use L + W - 1 = 71 is the last whose slot is free). A window
-    counted from L alone sent nothing past use 49 until use 40's result came, and one that added R
-    stopped at 54: either held every rank's link idle for the round trips of the recovery."""
+    flight (never past use L + W - 1 = 71 here: the flight ends it first). A window counted from L alone
+    sent nothing past use 49 until use 40's result came, and one that added R stopped at 54: either
+    held every rank's link idle for the round trips of the recovery."""
     fabric = _recovering_with_every_data_marked(kind, [(True, 1, MsgType.DATA, u) for u in range(40, 45)])
     assert [e.stats.cwnd for e in fabric.engines] == [window_floor(K)] * 2
     sent = fabric.sent(msg_type=MsgType.DATA)
@@ -148,18 +148,24 @@ def test_uses_in_recovery_leave_the_pipe_and_the_link_stays_busy_up_to_the_slots
         assert 40 + window_floor(K) + 5 <= furthest <= 40 + POOL // 2 - 1
 
 
-def test_a_decrease_during_a_recovery_leaves_the_link_busy_up_to_the_slots(kind: str) -> None:
+def test_a_decrease_during_a_recovery_leaves_the_link_busy_past_the_slot_in_recovery(kind: str) -> None:
     """A decrease lowers the edge to L + cwnd + R, below uses already sent and answered. Rank 1's DATA of
     use 40 is lost twice, so its recovery lasts two question round trips, and every DATA is marked CE, so
-    the window halves again while it lasts. Each rank still sends up to use L + W - 1 = 71 before the
-    DATA of use 40 that gets through: the walk past the window passes over the answered uses between the
-    lowered edge and the highest use let out. It stopped at the first of them (use 65), and the link
-    idled for the rest of the recovery."""
+    the window halves again while it lasts (to its floor, 10 uses). Before the DATA of use 40 that gets
+    through, each rank fills its flight: the walk past the window passes over the answered uses between
+    the lowered edge and the highest use let out (it stopped at the first of them, use 65, and the link
+    idled), and over use L + W = 72, whose slot still holds use 40, to uses 73..81 of the other slots: 40
+    and those 9 are the window's 10. Stopping at 72 held every slot's next use behind use 40's recovery
+    (docs/performance.md, *Heavy loss*: 40 % slower calls under 5 % random loss)."""
     fabric = _recovering_with_every_data_marked(kind, [(True, 1, MsgType.DATA, 40)] * 2)
+    assert [e.stats.cwnd for e in fabric.engines] == [window_floor(K)] * 2
     sent = fabric.sent(msg_type=MsgType.DATA)
     delivered = [i for i, p in enumerate(sent) if p.rank == 1 and p.seq == 40][2]  # the third DATA of 40
     for rank in (0, 1):
-        assert max(p.seq for p in sent[:delivered] if p.rank == rank) == 40 + POOL // 2 - 1
+        before = {p.seq for p in sent[:delivered] if p.rank == rank}
+        assert 40 + POOL // 2 not in before  # its slot holds use 40 until use 40's result
+        assert set(range(40 + POOL // 2 + 1, 40 + POOL // 2 + window_floor(K))) <= before
+        assert max(before) == 40 + POOL // 2 + window_floor(K) - 1
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -268,4 +274,26 @@ def test_random_loss_with_no_queue_keeps_the_window_and_the_call_as_fast_as_with
             assert sum(e.stats.random_losses for e in fabric.engines) > 0
             assert [e.stats.window_decreases for e in fabric.engines] == [0, 0, 0, 0]
             assert [e.stats.cwnd for e in fabric.engines] == [128] * 4
-    assert seconds[True] <= 1.1 * seconds[False], seconds
+    assert seconds[True] <= 1.25 * seconds[False], seconds
+
+
+def test_under_random_loss_behind_queues_a_limited_window_keeps_the_link_busy(kind: str) -> None:
+    """The lab at K = 64 (4 ranks, 4 Mbit/s links of 100 frames, 5 % loss each way): the window halves
+    at losses that come with a queue, so it limits the calls. A use in recovery at L must then hold back
+    its own slot only, as an unlimited window does: four seeds' calls take at most a quarter longer than
+    with the window off (1.13 times, in virtual time). When the walk past the window stopped at L + W
+    they took 1.74 times as long, and the Mininet lab at K = 64 lost 8-11 points of goodput to it
+    (docs/performance.md, *Heavy loss*)."""
+    seconds = {True: 0.0, False: 0.0}
+    for control in (True, False):
+        for seed in (1, 2, 3, 4):
+            fabric = Fabric(
+                engine=kind, world=4, pool=POOL, k=K, congestion_control=control, link_rate=4e6 / 8,
+                link_queue=100, fault=random_faults(seed, drop=0.05),
+            )  # fmt: skip
+            data = ints(4, 1024 * K, seed=seed)
+            assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
+            seconds[control] += fabric.now
+            if control:
+                assert sum(e.stats.window_decreases for e in fabric.engines) > 0, "the window limited"
+    assert seconds[True] <= 1.25 * seconds[False], seconds
