@@ -853,11 +853,13 @@ class Engine:
             # recovery) held every slot's next use from there on behind L, where an unlimited window
             # holds back L's own slot only: with the window one use short of W, calls under 5 % random
             # loss took 40 % longer than with it whole (docs/performance.md, *Heavy loss*). A use passed
-            # over lies below the edge, and goes when its slot is free, as the slot's previous result
-            # leaves the flight. The walk ends past the last waiting use.
+            # over for its slot is not let out: the edge stays at the first of them, so that it goes by
+            # this walk, within the flight, once its slot is free (not at once, as a use below the edge
+            # does). The walk ends past the last waiting use.
             use = max(call.edge, call.lowest)
             flight = call.outstanding - call.waiting_count
             ahead = sum(1 for s in range(call.width) if call.waiting[s] and call.current[s] >= use)
+            held = -1  # the first use passed over because its slot still holds an earlier one
             while flight < self.cwnd and use < gate and ahead:
                 slot = use % call.width
                 if call.waiting[slot] and call.current[slot] == use:
@@ -865,8 +867,10 @@ class Engine:
                     ahead -= 1
                     self._send(slot, use, call.agreed[slot], now)
                     flight += 1
+                elif held < 0 and 0 <= call.current[slot] < use:
+                    held = use
                 use += 1
-            call.edge = max(call.edge, use)
+            call.edge = max(call.edge, use if held < 0 else held)
 
     def _new_event(self, serial: int) -> bool:
         """Whether a CE mark or a loss about the use first sent as `serial` is a new congestion event: one

@@ -365,11 +365,12 @@ static void fill(struct p4r_engine *e, int freed, double now) {
     /* beyond the window, uses go on while fewer than cwnd are in flight (sent and unanswered, those in
      * recovery too), lowest first, each as soon as its slot is free; the walk passes over every use it
      * cannot send (already sent or answered, or its slot still holds an earlier use: stopping there held
-     * every slot behind a use in recovery at L) and ends past the last waiting use
+     * every slot behind a use in recovery at L; the edge stays at the first of those) and ends past the
+     * last waiting use
      * (hostlib.engine.Engine._fill) */
     use = c->edge > c->lowest ? c->edge : c->lowest;
     long flight = c->outstanding - c->waiting_count;
-    long ahead = 0;
+    long ahead = 0, held = -1; /* held: the first use passed over because its slot holds an earlier one */
     for (int s = 0; s < c->width; s++) ahead += c->waiting[s] && c->current[s] >= use;
     for (; flight < e->cwnd && use < gate && ahead; use++) {
         int slot = (int)(use % c->width);
@@ -378,8 +379,11 @@ static void fill(struct p4r_engine *e, int freed, double now) {
             ahead -= 1;
             send_use(e, slot, use, c->agreed[slot], now);
             flight += 1;
+        } else if (held < 0 && c->current[slot] >= 0 && c->current[slot] < use) {
+            held = use;
         }
     }
+    if (held >= 0) use = held; /* not let out: it goes by the walk, within the flight, when its slot frees */
     if (use > c->edge) c->edge = use;
 }
 
