@@ -41,7 +41,8 @@ def log_engine(step: dict, seconds: float, before: EngineStats, after: EngineSta
         name: getattr(after, name) - getattr(before, name)
         for name in (
             "packets_sent", "queries", "fast_retransmissions", "timeouts", "missing_received",
-            "missing_resends", "window_decreases", "random_losses", "ce_marks", "ignored",
+            "missing_resends", "needless_questions", "window_decreases", "random_losses", "ce_marks",
+            "ignored",
         )
     }  # fmt: skip
     rtts = sorted(after.rtt_samples[len(before.rtt_samples) :])

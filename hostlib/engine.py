@@ -155,6 +155,7 @@ class EngineStats:
     missing_received: int = 0  # MISSING notices about this rank's outstanding uses
     missing_resends: int = 0  # DATA resent because a MISSING said this rank's contribution was lost
     ignored: int = 0  # duplicates, late answers, strays, malformed datagrams
+    needless_questions: int = 0  # replays of a first question whose multicast had come (out of step)
     forged: int = 0  # this job's packets without this rank's key
     refused: int = 0  # ICMP port unreachable seen on the socket
     calls: int = 0
@@ -215,11 +216,17 @@ class Overtaking:
         self._latest[slot] = 0
 
     def answered(
-        self, slot: int, first_send: bool, sent_at: float = 0.0, reorder: float = math.inf
+        self,
+        slot: int,
+        first_send: bool,
+        sent_at: float = 0.0,
+        reorder: float = math.inf,
+        by_count: bool = True,
     ) -> list[int]:
         """The slot's result arrived; returns the slots whose uses are now taken as lost. `sent_at`: when
         the answered (first) transmission went; `reorder`: the reordering window, seconds (math.inf: by
-        count alone)."""
+        count alone); `by_count`: whether FAST_RETRANSMIT_AFTER later results mark a transmission lost
+        (False: by the window alone, once results are seen out of step)."""
         seq, self._latest[slot] = self._latest[slot], 0
         if not first_send:
             return []
@@ -230,7 +237,8 @@ class Overtaking:
         before = self._answered_at - reorder  # a transmission sent earlier than this was overtaken
         lost = []
         order, latest = self._order, self._latest
-        while order and (order[0][0] < newest[0] or order[0][2] < before):
+        threshold = newest[0] if by_count else 0
+        while order and (order[0][0] < threshold or order[0][2] < before):
             sent, older, _ = order.popleft()
             if latest[older] == sent:  # still unanswered, and not sent again since
                 lost.append(older)
@@ -326,6 +334,7 @@ class Engine:
         self._qsrtt: float | None = None  # smoothed round trip of a QUERY and its answer
         self._qrttvar = 0.0
         self._base_rtt = math.inf  # the least round trip seen, data or question: the path with no queue
+        self._out_of_step = False  # a needless question was seen: results come out of this rank's order
         self._lone_srtt: float | None = None  # smoothed round trip of a call's opening use sent alone
         self._lone_rttvar = 0.0
         self._lone_rto = math.inf  # the data timeout of a use sent alone, before rto bounds it
@@ -429,6 +438,8 @@ class Engine:
         slot = self._outstanding_slot(seq, set_slot)
         if slot is None:
             self.stats.ignored += 1
+            if msg_type == MsgType.RESULT and echo == 1:
+                self._needless(seq, set_slot)
         elif msg_type == MsgType.RESULT and size == payload_bytes(self.member.values_per_packet):
             self._result(slot, memoryview(datagram)[HEADER_BYTES:], exp, echo, now, tos & ECN_MASK == ECN_CE)
         elif msg_type == MsgType.MISSING and size == HEADER_BYTES:
@@ -680,8 +691,32 @@ class Engine:
 
     def _reordering(self) -> float:
         """The reordering window: how much later than an unanswered transmission one that was answered
-        must have gone for the first to be taken as lost."""
-        return self._data_rtt() / REORDER_SHARE
+        must have gone for the first to be taken as lost. A share of the data round trip while results
+        come back in about the order this rank sent its uses; the whole round trip once they are seen
+        out of step (_needless)."""
+        rtt = self._data_rtt()
+        return rtt if self._out_of_step else rtt / REORDER_SHARE
+
+    def _needless(self, seq: int, set_slot: int) -> None:
+        """A replay answering this rank's first question about a use whose multicast RESULT had already
+        come (RFC 8985's DSACK-detected spurious retransmission): the question reached the switch after
+        the use completed, so nothing was lost and a peer sent the use later than this rank did. Each
+        rank's congestion window is its own, so ranks send a use up to a round trip apart, and a use
+        completes when the last of them sends it: results then come out of this rank's order with nothing
+        lost, and each question so caused costs a RESULT on the downlink, behind the multicast it
+        repeats. From then on, as RACK once it has seen reordering, loss is found by a reordering window
+        of a whole data round trip and no longer by FAST_RETRANSMIT_AFTER later results: at 1 % loss on
+        4 Mbit/s links (K = 64) the replays were 14 % more downlink bytes and cost 10 points of goodput
+        (docs/protocol.md, *Ranks out of step*). A later question's replay says nothing (the first may
+        have found a peer's DATA missing, and the use completed before the next)."""
+        call = self._call
+        if call is None or seq >> USE_BITS != call.number:
+            return
+        use, slot = seq & _USE_MASK, (set_slot & SLOT_MASK) - call.base
+        if 0 <= slot < call.width and use % call.width == slot and use < call.uses:
+            if call.current[slot] < 0 or use < call.current[slot]:  # its result was delivered
+                self.stats.needless_questions += 1
+                self._out_of_step = True
 
     def _rack_wait(self) -> float:
         """How long after it went an overtaken transmission is taken as lost (Overtaking.overdue): a data
@@ -721,7 +756,9 @@ class Engine:
         replay = self._question_number(slot, echo) is not None  # an answer to a question, not the multicast
         if call.asks[slot]:
             self._answered(slot, echo, now)
-        overtaken = call.overtaking.answered(slot, first_send, call.sent_at[slot], self._reordering())
+        overtaken = call.overtaking.answered(
+            slot, first_send, call.sent_at[slot], self._reordering(), not self._out_of_step
+        )
         call.plan.deliver(use, values, exp)
         self._last_progress = now
         following = use + call.width

@@ -127,9 +127,15 @@ static double data_rtt(const struct p4r_engine *e) {
     return e->have_srtt ? e->srtt : P4R_RTO_INITIAL / P4R_RTO_SRTT_MULTIPLE;
 }
 
+/* The reordering window: a share of the data round trip while results come back in about this rank's
+ * order, the whole of it once they are seen out of step (hostlib.engine.Engine._reordering). */
+static double reordering(const struct p4r_engine *e) {
+    return e->out_of_step ? data_rtt(e) : data_rtt(e) / P4R_REORDER_SHARE;
+}
+
 /* How long after it went an overtaken transmission is taken as lost: a data round trip and the reordering
  * window (hostlib.engine.Engine._rack_wait). */
-static double rack_wait(const struct p4r_engine *e) { return data_rtt(e) + data_rtt(e) / P4R_REORDER_SHARE; }
+static double rack_wait(const struct p4r_engine *e) { return data_rtt(e) + reordering(e); }
 
 /* The switch answers a QUERY at once, so its round trip is the network's, without the wait for the
  * slowest rank that data round trips include. */
@@ -603,8 +609,8 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
     if (c->lone && use == 0 && echo == 0 && c->data_asked[slot] == 0) sample_lone(e, now - c->sent_at[slot]);
     int replay = question_number(c, slot, echo) != 0; /* an answer to a question, not the multicast */
     if (c->asks[slot]) answered(e, slot, echo, now);
-    double reorder = data_rtt(e) / P4R_REORDER_SHARE; /* the reordering window (hostlib.engine._reordering) */
-    int lost = p4r_overtaking_answered(&c->overtaking, slot, first_send, c->sent_at[slot], reorder, c->lost);
+    int lost = p4r_overtaking_answered(&c->overtaking, slot, first_send, c->sent_at[slot], reordering(e),
+                                       !e->out_of_step, c->lost);
     e->wake = lesser(e->wake, p4r_overtaking_due(&c->overtaking, rack_wait(e)));
     p4r_plan_deliver(c->plan, use, values);
     e->last_progress = now;
@@ -688,6 +694,20 @@ static void abort_seen(struct p4r_engine *e, uint32_t seq, struct p4r_abort_seen
     }
 }
 
+/* A replay answering this rank's first question about a use whose multicast RESULT had already come: the
+ * question was needless, results come out of this rank's order (hostlib.engine.Engine._needless). */
+static void needless(struct p4r_engine *e, uint32_t seq, uint16_t set_slot) {
+    const struct p4r_call *c = &e->call;
+    if (!e->active || seq >> P4R_USE_BITS != c->number) return;
+    long use = (long)(seq & P4R_USE_MASK);
+    int slot = (int)(set_slot & P4R_SLOT_MASK) - c->base;
+    if (slot < 0 || slot >= c->width || use % c->width != slot || use >= c->uses) return;
+    if (c->current[slot] < 0 || use < c->current[slot]) { /* its result was delivered */
+        e->stats.needless_questions += 1;
+        e->out_of_step = 1;
+    }
+}
+
 void p4r_engine_receive(struct p4r_engine *e, const uint8_t *datagram, size_t size, double now, uint8_t tos) {
     e->stats.packets_received += 1;
     e->stats.bytes_received += size;
@@ -712,6 +732,7 @@ void p4r_engine_receive(struct p4r_engine *e, const uint8_t *datagram, size_t si
     int slot = outstanding_slot(e, h.seq, h.set_slot);
     if (slot < 0) {
         e->stats.ignored += 1;
+        if (h.msg_type == P4R_RESULT && h.flags == 1) needless(e, h.seq, h.set_slot);
     } else if (h.msg_type == P4R_RESULT && size == e->frame) {
         result(e, slot, datagram + P4R_HEADER_BYTES, h.exp, h.flags, now, (tos & P4R_ECN_MASK) == P4R_ECN_CE);
     } else if (h.msg_type == P4R_MISSING && notice) {

@@ -36,7 +36,7 @@ struct p4r_error {
 struct p4r_stats {
     uint64_t packets_sent, packets_received, bytes_sent, bytes_received;
     uint64_t retransmissions, queries, fast_retransmissions, timeouts, missing_received;
-    uint64_t missing_resends, ignored, forged, refused, calls, aborted_calls;
+    uint64_t missing_resends, ignored, needless_questions, forged, refused, calls, aborted_calls;
     uint64_t ce_marks, window_decreases, random_losses, cwnd; /* docs/protocol.md, *Congestion* */
     double busy_seconds;
     size_t rtt_count;
@@ -107,6 +107,7 @@ struct p4r_engine {
     double qsrtt, qrttvar; /* smoothed round trip of a QUERY and its answer */
     int have_qsrtt;
     double base_rtt; /* the least round trip seen, data or question: the path with no queue */
+    int out_of_step; /* a needless question was seen: results come out of this rank's order */
     double lone_srtt, lone_rttvar; /* smoothed round trip of a call's opening use sent alone */
     int have_lone_srtt;
     double lone_rto; /* the data timeout of a call's opening use sent alone, before rto bounds it */

@@ -486,12 +486,12 @@ static PyObject *Engine_counters(EngineObject *self, PyObject *unused) {
     double busy;
     __atomic_load(&s->busy_seconds, &busy, __ATOMIC_RELAXED);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d}", "packets_sent",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d}", "packets_sent",
         LOAD(packets_sent), "packets_received", LOAD(packets_received), "bytes_sent", LOAD(bytes_sent),
         "bytes_received", LOAD(bytes_received), "retransmissions", LOAD(retransmissions), "queries",
         LOAD(queries), "fast_retransmissions", LOAD(fast_retransmissions), "timeouts", LOAD(timeouts),
         "missing_received", LOAD(missing_received), "missing_resends", LOAD(missing_resends), "ignored",
-        LOAD(ignored), "forged", LOAD(forged), "refused", LOAD(refused), "calls", LOAD(calls), "aborted_calls",
+        LOAD(ignored), "needless_questions", LOAD(needless_questions), "forged", LOAD(forged), "refused", LOAD(refused), "calls", LOAD(calls), "aborted_calls",
         LOAD(aborted_calls), "ce_marks", LOAD(ce_marks), "window_decreases", LOAD(window_decreases),
         "random_losses", LOAD(random_losses), "cwnd",
         LOAD(cwnd), "busy_seconds", busy);

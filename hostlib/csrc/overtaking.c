@@ -62,13 +62,13 @@ static size_t smallest(const uint64_t *newest) {
 }
 
 int p4r_overtaking_answered(struct p4r_overtaking *o, int slot, int first_send, double sent_at, double reorder,
-                            int *lost) {
+                            int by_count, int *lost) {
     uint64_t number = o->latest[slot];
     o->latest[slot] = 0;
     if (!first_send) return 0; /* a resend's result may answer the first send: no evidence */
     size_t at = smallest(o->newest);
     if (number > o->newest[at]) o->newest[at] = number;
-    uint64_t threshold = o->newest[smallest(o->newest)];
+    uint64_t threshold = by_count ? o->newest[smallest(o->newest)] : 0;
     if (sent_at > o->answered_at) o->answered_at = sent_at;
     double before = o->answered_at - reorder; /* a transmission sent earlier than this was overtaken */
     int count = 0;

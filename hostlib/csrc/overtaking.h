@@ -33,9 +33,10 @@ int p4r_overtaking_sent(struct p4r_overtaking *o, int slot, double now);
 void p4r_overtaking_withdraw(struct p4r_overtaking *o, int slot);
 /* The slot's result arrived: writes the slots now taken as lost to `lost`, returns how many. `sent_at`:
  * when the answered (first) transmission went; `reorder`: the reordering window, seconds (INFINITY: by
- * count alone). */
+ * count alone); `by_count`: whether FAST_RETRANSMIT_AFTER later results mark a transmission lost (0: by the
+ * window alone, once results are seen out of step). */
 int p4r_overtaking_answered(struct p4r_overtaking *o, int slot, int first_send, double sent_at, double reorder,
-                            int *lost);
+                            int by_count, int *lost);
 /* RACK's reordering timer: a transmission sent before one answered, but within the reordering window of
  * it, is lost once `wait` (a data round trip and the window) has passed since it went. Writes the slots
  * now taken as lost to `lost`, returns how many. */

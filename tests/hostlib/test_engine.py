@@ -36,8 +36,6 @@ from tests.hostlib.twin import Twin
 
 AnyEngine = Engine | NativeEngine | Twin
 
-AnyEngine = Engine | NativeEngine | Twin
-
 K = 64
 
 
@@ -589,6 +587,19 @@ def test_uses_sent_together_are_lost_by_count_alone() -> None:
     assert answers == [[], [], [0]]
 
 
+def test_out_of_step_only_a_send_a_reordering_window_later_marks_a_use_lost() -> None:
+    # Ranks out of step (docs/protocol.md): results come back out of this rank's order with nothing lost,
+    # so three later results are no evidence; one sent more than the window (5 ms) later is.
+    overtaking = Overtaking(8)
+    for slot in range(8):
+        overtaking.sent(slot, now=0.001 * slot)
+    answers = [
+        overtaking.answered(slot, first_send=True, sent_at=0.001 * slot, reorder=0.005, by_count=False)
+        for slot in (1, 2, 3, 4, 5, 6)
+    ]
+    assert answers == [[], [], [], [], [], [0]]
+
+
 def test_results_of_resent_uses_overtake_nothing() -> None:
     # A resend's result may answer the first send, which is older than everything else in flight.
     overtaking = sent_in_order(5)
@@ -705,6 +716,52 @@ def test_a_multicast_result_after_the_question_leaves_the_held_ones_held(kind: s
     multicast = HEADER.pack(MsgType.RESULT, 0, 4, 0, 0, 0, seq_of(0, 0), 7, descriptor, 0) + bytes(4 * K)
     assert engine.receive(multicast, 1.007) == []
     assert engine.stats.timeouts == 1
+
+
+def _result(descriptor: int, use: int, echo: int = 0) -> bytes:
+    """The switch's RESULT of round 0's use on the call of _late_window: the multicast (echo 0) or the
+    replay answering question `echo`."""
+    return HEADER.pack(MsgType.RESULT, 0, 4, use, 0, echo, seq_of(0, use), 7, descriptor, 0) + bytes(4 * K)
+
+
+def _uses_asked(packets: list[bytes]) -> list[int]:
+    return [HEADER.unpack_from(p)[6] & 0xFFFF for p in packets if p[0] == MsgType.QUERY]
+
+
+def _asked_on_results(engine: AnyEngine, descriptor: int, uses: tuple[int, ...], now: float) -> list[int]:
+    """The uses asked after as the multicast RESULTs of `uses` arrive."""
+    return _uses_asked([p for use in uses for p in engine.receive(_result(descriptor, use), now)])
+
+
+def test_a_replay_of_the_first_question_after_the_multicast_puts_the_rank_out_of_step(kind: str) -> None:
+    # Ranks out of step (docs/protocol.md): rank 0 sent uses 0..7 together; a peer sent use 0 after uses
+    # 1..3, so their results overtake it and the count rule takes it for lost.
+    engine, descriptor = _late_window(kind, uses=8)
+    assert _asked_on_results(engine, descriptor, (1, 2, 3), 1.002) == [0]
+    # Its multicast comes: nothing was lost. The replay answering the first question follows it: that
+    # question reached the switch after the use completed.
+    assert engine.receive(_result(descriptor, 0), 1.003) == []
+    assert engine.receive(_result(descriptor, 0, echo=1), 1.004) == []
+    assert engine.stats.needless_questions == 1
+    # From now on three later results are no evidence: uses 5, 6 and 7 overtake use 4, sent with them.
+    assert _asked_on_results(engine, descriptor, (5, 6, 7), 1.005) == []
+    assert engine.stats.fast_retransmissions == 1
+
+
+def test_a_replay_of_a_later_question_leaves_the_rank_in_step(kind: str) -> None:
+    # The first question found the use collecting (a peer's DATA was lost), and it completed before the
+    # second: that replay says nothing about the order, and the count rule stays.
+    engine, descriptor = _late_window(kind, uses=8)
+    assert _asked_on_results(engine, descriptor, (1, 2, 3), 1.002) == [0]
+    engine.rto = 0.05  # the other uses' data timers wait; the question's own timer asks question 2
+    out: list[bytes] = []
+    while not out and (now := engine.next_deadline()) < 1.05:
+        out = engine.poll(now)
+    assert _uses_asked(out) == [0]
+    assert engine.receive(_result(descriptor, 0), now) == []
+    assert engine.receive(_result(descriptor, 0, echo=2), now) == []
+    assert engine.stats.needless_questions == 0
+    assert _asked_on_results(engine, descriptor, (5, 6, 7), now) == [4]
 
 
 def test_a_lost_result_does_not_halve_the_window_for_the_held_uses(kind: str) -> None:
