@@ -491,10 +491,10 @@ static PyObject *Engine_counters(EngineObject *self, PyObject *unused) {
         "bytes_received", LOAD(bytes_received), "retransmissions", LOAD(retransmissions), "queries",
         LOAD(queries), "fast_retransmissions", LOAD(fast_retransmissions), "timeouts", LOAD(timeouts),
         "missing_received", LOAD(missing_received), "missing_resends", LOAD(missing_resends), "ignored",
-        LOAD(ignored), "needless_questions", LOAD(needless_questions), "forged", LOAD(forged), "refused", LOAD(refused), "calls", LOAD(calls), "aborted_calls",
-        LOAD(aborted_calls), "ce_marks", LOAD(ce_marks), "window_decreases", LOAD(window_decreases),
-        "random_losses", LOAD(random_losses), "cwnd",
-        LOAD(cwnd), "busy_seconds", busy);
+        LOAD(ignored), "needless_questions", LOAD(needless_questions), "forged", LOAD(forged), "refused",
+        LOAD(refused), "calls", LOAD(calls), "aborted_calls", LOAD(aborted_calls), "ce_marks", LOAD(ce_marks),
+        "window_decreases", LOAD(window_decreases), "random_losses", LOAD(random_losses), "cwnd", LOAD(cwnd),
+        "busy_seconds", busy);
 }
 
 static PyObject *Engine_rtt_samples(EngineObject *self, PyObject *args) {
