@@ -541,14 +541,22 @@ class Engine:
         )
 
     # ------------------------------------------------------------------ protocol
-    def _outstanding_slot(self, seq: int, set_slot: int) -> int | None:
-        """The call's slot whose outstanding use the packet names exactly, or None."""
+    def _named(self, seq: int, set_slot: int) -> tuple[int, int] | None:
+        """The slot and use of the current call that a packet names (the slot within the call's width),
+        or None."""
         call = self._call
         if call is None or seq >> USE_BITS != call.number:
             return None
-        use = seq & _USE_MASK
         slot = (set_slot & SLOT_MASK) - call.base
-        if not 0 <= slot < call.width or call.current[slot] != use or call.waiting[slot]:
+        return (slot, seq & _USE_MASK) if 0 <= slot < call.width else None
+
+    def _outstanding_slot(self, seq: int, set_slot: int) -> int | None:
+        """The call's slot whose outstanding use the packet names exactly, or None."""
+        call, named = self._call, self._named(seq, set_slot)
+        if call is None or named is None:
+            return None
+        slot, use = named
+        if call.current[slot] != use or call.waiting[slot]:
             return None
         if (set_slot >> 15) != (use // call.width) % 2:
             return None
@@ -706,14 +714,14 @@ class Engine:
         lost, and each question so caused costs a RESULT on the downlink, behind the multicast it
         repeats. From then on, as RACK once it has seen reordering, loss is found by a reordering window
         of a whole data round trip and no longer by FAST_RETRANSMIT_AFTER later results: at 1 % loss on
-        4 Mbit/s links (K = 64) the replays were 14 % more downlink bytes and cost 10 points of goodput
+        4 Mbit/s links (K = 64) the replays were 12 % more downlink bytes and cost 7-9 points of goodput
         (docs/protocol.md, *Ranks out of step*). A later question's replay says nothing (the first may
         have found a peer's DATA missing, and the use completed before the next)."""
-        call = self._call
-        if call is None or seq >> USE_BITS != call.number:
+        call, named = self._call, self._named(seq, set_slot)
+        if call is None or named is None:
             return
-        use, slot = seq & _USE_MASK, (set_slot & SLOT_MASK) - call.base
-        if 0 <= slot < call.width and use % call.width == slot and use < call.uses:
+        slot, use = named
+        if use % call.width == slot and use < call.uses:
             if call.current[slot] < 0 or use < call.current[slot]:  # its result was delivered
                 self.stats.needless_questions += 1
                 self._out_of_step = True

@@ -565,13 +565,22 @@ static void sample_lone(struct p4r_engine *e, double rtt) {
     e->lone_rto = retransmission_timeout(e->lone_srtt, e->lone_rttvar);
 }
 
+/* The slot of the current call that a packet names (within the call's width), or -1; `use` gets the use it
+ * names (hostlib.engine.Engine._named). */
+static int named_slot(const struct p4r_engine *e, uint32_t seq, uint16_t set_slot, long *use) {
+    const struct p4r_call *c = &e->call;
+    if (!e->active || seq >> P4R_USE_BITS != c->number) return -1;
+    *use = (long)(seq & P4R_USE_MASK);
+    int slot = (int)(set_slot & P4R_SLOT_MASK) - c->base;
+    return slot < 0 || slot >= c->width ? -1 : slot;
+}
+
 /* The call's slot whose outstanding use the packet names exactly, or -1. */
 static int outstanding_slot(const struct p4r_engine *e, uint32_t seq, uint16_t set_slot) {
     const struct p4r_call *c = &e->call;
-    if (!e->active || seq >> P4R_USE_BITS != c->number) return -1;
-    long use = (long)(seq & P4R_USE_MASK);
-    int slot = (int)(set_slot & P4R_SLOT_MASK) - c->base;
-    if (slot < 0 || slot >= c->width || c->current[slot] != use || c->waiting[slot]) return -1;
+    long use;
+    int slot = named_slot(e, seq, set_slot, &use);
+    if (slot < 0 || c->current[slot] != use || c->waiting[slot]) return -1;
     if ((set_slot >> 15) != (use / c->width) % 2) return -1;
     return slot;
 }
@@ -698,10 +707,9 @@ static void abort_seen(struct p4r_engine *e, uint32_t seq, struct p4r_abort_seen
  * question was needless, results come out of this rank's order (hostlib.engine.Engine._needless). */
 static void needless(struct p4r_engine *e, uint32_t seq, uint16_t set_slot) {
     const struct p4r_call *c = &e->call;
-    if (!e->active || seq >> P4R_USE_BITS != c->number) return;
-    long use = (long)(seq & P4R_USE_MASK);
-    int slot = (int)(set_slot & P4R_SLOT_MASK) - c->base;
-    if (slot < 0 || slot >= c->width || use % c->width != slot || use >= c->uses) return;
+    long use;
+    int slot = named_slot(e, seq, set_slot, &use);
+    if (slot < 0 || use % c->width != slot || use >= c->uses) return;
     if (c->current[slot] < 0 || use < c->current[slot]) { /* its result was delivered */
         e->stats.needless_questions += 1;
         e->out_of_step = 1;

@@ -310,7 +310,7 @@ def test_ranks_whose_windows_differ_ask_no_more_than_with_the_window_off(kind: s
     """The lab at K = 64 at 1 % loss each way: each rank halves its own window at its own losses, so the
     ranks send a use up to a round trip apart and results come back out of each rank's order with
     nothing lost. Taken for losses, their questions reached the switch after the uses completed, and
-    each drew a replay down the link behind the multicast: 12 % more RESULTs and 16 % longer calls than
+    each drew a replay down the link behind the multicast: 12 % more RESULTs and 15 % longer calls than
     with the window off, in virtual time. Once a rank sees such a replay it finds loss by a whole round
     trip's reordering window (docs/protocol.md, *Ranks out of step*): the RESULTs are within 4 % of the
     window-off ones, and the calls within 7 %."""
