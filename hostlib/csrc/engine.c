@@ -57,6 +57,7 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     c->asked_at = malloc(w * P4R_QUESTION_MEMORY * sizeof(double));
     c->asks = malloc(w * sizeof *c->asks);
     c->held = malloc(w * sizeof *c->held);
+    c->fast_first = malloc(w * sizeof *c->fast_first);
     c->waiting = malloc(w * sizeof *c->waiting);
     c->agreed = malloc(w * sizeof *c->agreed);
     c->serial = malloc(w * sizeof *c->serial);
@@ -65,8 +66,8 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     c->buffers = malloc(w * e->frame);
     c->lost = malloc(w * sizeof *c->lost);
     c->expired = malloc(w * sizeof *c->expired);
-    if (!c->current || !c->sent_at || !c->deadline || !c->retries || !c->data_asked ||
-        !c->asked_at || !c->asks || !c->held || !c->questions || !c->waiting || !c->agreed || !c->serial ||
+    if (!c->current || !c->sent_at || !c->deadline || !c->retries || !c->data_asked || !c->asked_at ||
+        !c->asks || !c->held || !c->fast_first || !c->questions || !c->waiting || !c->agreed || !c->serial ||
         !c->buffers || !c->lost || !c->expired || p4r_overtaking_init(&c->overtaking, e->half_slots) ||
         out_reserve(&e->out, 2 * w + 8)) {
         p4r_engine_free(e);
@@ -84,6 +85,7 @@ void p4r_engine_free(struct p4r_engine *e) {
     free(c->asked_at);
     free(c->asks);
     free(c->held);
+    free(c->fast_first);
     free(c->waiting);
     free(c->agreed);
     free(c->serial);
@@ -296,8 +298,10 @@ static void query(struct p4r_engine *e, int slot, double now) {
 /* The slot's use may be lost, its DATA or its RESULT: ask at once (the switch answers only a rank that
  * has something to do). */
 static void suspect(struct p4r_engine *e, int slot, double now, int fast) {
-    if (e->call.current[slot] < 0 || e->call.waiting[slot]) return;
+    struct p4r_call *c = &e->call;
+    if (c->current[slot] < 0 || c->waiting[slot]) return;
     e->stats.fast_retransmissions += (uint64_t)fast;
+    if (c->questions[slot] == 0) c->fast_first[slot] = fast ? c->current[slot] : -1; /* needless() */
     query(e, slot, now);
 }
 
@@ -473,6 +477,7 @@ void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t desc
         c->retries[s] = c->asks[s] = 0;
         c->questions[s] = c->data_asked[s] = 0;
         c->held[s] = 0;
+        c->fast_first[s] = -1;
         c->waiting[s] = 0;
         c->deadline[s] = INFINITY;
     }
@@ -703,14 +708,16 @@ static void abort_seen(struct p4r_engine *e, uint32_t seq, struct p4r_abort_seen
     }
 }
 
-/* A replay answering this rank's first question about a use whose multicast RESULT had already come: the
- * question was needless, results come out of this rank's order (hostlib.engine.Engine._needless). */
+/* A replay answering this rank's first question about a use whose multicast RESULT had already come, when
+ * a fast suspicion asked it: the question was needless, results come out of this rank's order. A timer's
+ * question says nothing of order: the rank may have waited for a core (hostlib.engine.Engine._needless). */
 static void needless(struct p4r_engine *e, uint32_t seq, uint16_t set_slot) {
     const struct p4r_call *c = &e->call;
     long use;
     int slot = named_slot(e, seq, set_slot, &use);
     if (slot < 0 || use % c->width != slot || use >= c->uses) return;
-    if (c->current[slot] < 0 || use < c->current[slot]) { /* its result was delivered */
+    int delivered = c->current[slot] < 0 || use < c->current[slot];
+    if (delivered && c->fast_first[slot] == use) {
         e->stats.needless_questions += 1;
         e->out_of_step = 1;
     }

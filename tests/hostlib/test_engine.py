@@ -764,6 +764,17 @@ def test_a_replay_of_a_later_question_leaves_the_rank_in_step(kind: str) -> None
     assert _asked_on_results(engine, descriptor, (5, 6, 7), now) == [4]
 
 
+def test_a_replay_of_a_first_question_that_a_timer_asked_leaves_the_rank_in_step(kind: str) -> None:
+    # A timer expires late when its own rank waited for a core: the multicast RESULT was already in the
+    # socket when the question went. That replay says nothing about the order; the count rule stays.
+    engine, descriptor = _late_window(kind, uses=8)
+    assert _uses_asked(engine.poll(1.006)) == [0]  # the earliest use; the others are held
+    assert engine.receive(_result(descriptor, 0), 1.007) == []
+    assert engine.receive(_result(descriptor, 0, echo=1), 1.008) == []
+    assert engine.stats.needless_questions == 0
+    assert _asked_on_results(engine, descriptor, (2, 3, 4), 1.009) == [1]
+
+
 def test_a_lost_result_does_not_halve_the_window_for_the_held_uses(kind: str) -> None:
     # Held uses asked after on a replay are not losses for the congestion window: no DATA of this rank
     # was lost (a lost RESULT never halved it), and without one a timeout is a wait (*Congestion*).
