@@ -305,7 +305,7 @@ class _Call:
         self.buffers = [bytearray(payload_bytes(k)) for _ in range(width)]
         self.overtaking = Overtaking(width)
         self.outstanding = width
-        self.fast_first = [-1] * width  # the slot's latest use whose first QUERY a fast suspicion asked
+        self.fast_first = [-1] * width  # the slot's latest use asked after, if a fast suspicion asked first
         self.error: AllreduceError | None = None
 
 

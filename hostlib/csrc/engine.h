@@ -60,7 +60,7 @@ struct p4r_call {
     int base, width, outstanding;
     long uses;
     long *current; /* use outstanding on each slot, -1 when the slot is done */
-    long *fast_first; /* the slot's latest use whose first QUERY a fast suspicion asked, or -1 */
+    long *fast_first; /* the slot's latest use asked after, if a fast suspicion asked first; else -1 */
     double *sent_at, *deadline;
     double *asked_at;     /* width x QUESTION_MEMORY: when the current use's latest QUERYs were asked */
     uint32_t *questions;  /* QUERYs asked about the current use (the n-th carries question_flags(n)) */
