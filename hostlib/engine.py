@@ -96,6 +96,7 @@ QUESTION_WAIT_SHARE = 4  # an unanswered question's wait doubles on up to 1/this
 RTT_SAMPLES = 10_000  # EngineStats keeps the first this many round-trip samples
 LOSS_MEMORY = 1.0  # seconds a lost DATA makes timeouts ask after every late use (not hold them back)
 QUEUE_DELAY = 0.001  # seconds of queueing, at least, that a loss must come with to be taken for congestion
+QUEUE_TARGET = 0.02  # seconds of its own uses beyond the path's round trip that a rank's window may queue
 QUESTION_BUDGET = 8  # a timeout under loss asks at once after late uses below L + this, holds the rest
 CWND_MIN = FAST_RETRANSMIT_AFTER + 1  # the smallest congestion window: fast loss detection still works
 TCP_SEGMENT = 1448  # bytes a TCP flow's window grows by per round trip (one segment); its floor's unit
@@ -298,6 +299,7 @@ class _Call:
         self.waiting = [False] * width  # its current use waits for the congestion window (not sent yet)
         self.agreed = [0] * width  # the exponent a waiting use is to be sent with
         self.serial = [0] * width  # the engine's number of the current use's first send
+        self.delivered_at = [0] * width  # the engine's count of results when the current use first went
         self.waiting_count = 0
         self.recovering = 0  # outstanding uses asked after (retries > 0): out of the window's count (_fill)
         self.lowest = 0  # L: the lowest use whose result this rank has not received
@@ -318,7 +320,7 @@ class Engine:
         self.member = member
         self.progress_timeout = progress_timeout
         self.congestion_control = congestion_control
-        self.cwnd = member.half  # docs/protocol.md, *Congestion*: in uses, within [floor, H]
+        self.cwnd = member.half  # docs/protocol.md, *Congestion*: in uses, within [floor, min(H, cap)]
         self.cwnd_step = window_step(member.values_per_packet)
         self.cwnd_floor = window_floor(member.values_per_packet)
         self._acked = 0  # results without CE since the window last grew or shrank
@@ -335,6 +337,10 @@ class Engine:
         self._qsrtt: float | None = None  # smoothed round trip of a QUERY and its answer
         self._qrttvar = 0.0
         self._base_rtt = math.inf  # the least round trip seen, data or question: the path with no queue
+        self._delivered = 0  # results of outstanding uses received over the engine's life (_sample_rate)
+        self._rate = [0.0, 0.0]  # the highest delivery rate sampled, uses a second: this call, the last
+        self._least = [math.inf, math.inf]  # the least data round trip: this call, the last (_cap)
+        self._least_ever = math.inf  # the least data round trip over the engine's life: the empty path
         self._out_of_step = False  # a needless question was seen: results come out of this rank's order
         self._lone_srtt: float | None = None  # smoothed round trip of a call's opening use sent alone
         self._lone_rttvar = 0.0
@@ -372,6 +378,11 @@ class Engine:
         )
         self._call = call
         self._started = self._last_progress = now
+        # The cap's measurements span this call and the last one that made any (_cap).
+        self._rate = [0.0, self._rate[0] if self._rate[0] > 0.0 else self._rate[1]]
+        self._least = [math.inf, self._least[0] if self._least[0] < math.inf else self._least[1]]
+        self.cwnd = min(self.cwnd, self._cap())
+        self.stats.cwnd = self.cwnd
         known = self._aborts.pop(call.number, None)
         if known is not None:
             call.error = self._mismatch(known)
@@ -577,6 +588,7 @@ class Engine:
         call.current[slot] = use
         call.waiting[slot] = False
         call.serial[slot] = self._serial
+        call.delivered_at[slot] = self._delivered
         self._serial += 1
         call.sent_at[slot] = now
         call.retries[slot] = call.asks[slot] = call.questions[slot] = call.data_asked[slot] = 0
@@ -756,6 +768,7 @@ class Engine:
         serial = call.serial[slot]
         first_send = call.retries[slot] == 0
         call.recovering -= not first_send
+        self._delivered += 1
         if first_send:  # Karn: only unambiguous samples
             # A call has W uses in flight and so W samples per round trip where TCP has one. While no loss
             # was seen (LOSS_MEMORY) the gains are divided by W (RFC 7323, Appendix G): a wait that held a
@@ -763,6 +776,7 @@ class Engine:
             # trip. Under loss TCP's gains stay, to follow the queues that recovery builds and drains, but
             # for a round trip that a peer's recovery lengthened, divided by W as while quiet (_lengthens).
             rtt = now - call.sent_at[slot]
+            self._sample_rate(rtt, self._delivered - call.delivered_at[slot])
             quiet = now - self._loss_seen >= LOSS_MEMORY
             self._sample_rtt(rtt, call.width if quiet or self._lengthens(rtt) else 1)
         if call.lone and use == 0 and echo == 0 and call.data_asked[slot] == 0:
@@ -894,23 +908,23 @@ class Engine:
                 self._send(slot, use, call.agreed[slot], now)
             use += 1
         if limited:
-            # Beyond the window, uses go on while fewer than cwnd of this rank's uses are in flight (sent
-            # and unanswered, those in recovery too), lowest first, each as soon as its slot is free. The
-            # window above keeps every rank's L live; this keeps the link busy while L is in recovery,
-            # which the window alone left idle for the recovery's round trips. The uses in recovery still
-            # count (unlike RFC 6675's pipe), so no more than a window of DATA stands ahead of each
-            # recovery's QUERY and resend in the link's queue. The walk passes over every use it cannot
-            # send: one already sent or answered (its slot holds it or a later use, or none: after a
-            # decrease lowers the edge, those lie between it and the highest use let out), and one whose
-            # slot still holds an earlier use. Stopping at the first of those (u = L + W while L is in
-            # recovery) held every slot's next use from there on behind L, where an unlimited window
-            # holds back L's own slot only: with the window one use short of W, calls under 5 % random
-            # loss took 40 % longer than with it whole (docs/performance.md, *Heavy loss*). A use passed
-            # over for its slot is not let out: the edge stays at the first of them, so that it goes by
-            # this walk, within the flight, once its slot is free (not at once, as a use below the edge
-            # does). The walk ends past the last waiting use.
+            # Beyond the window, uses go on while fewer than cwnd of this rank's uses are in flight (sent and
+            # unanswered, less those asked after: RFC 6675's pipe, as R above), lowest first, each as soon as
+            # its slot is free. The window above keeps every rank's L live; this keeps the link busy while L
+            # is in recovery, which the window alone left idle for the recovery's round trips. Counting the
+            # uses asked after too left 4 Mbit/s links idle a sixth of the time under 5 % loss, where a
+            # quarter of the uses wait for some rank's recovery: the cap (_cap) now bounds the DATA ahead of a
+            # recovery's QUERY in the link's queue. The walk passes over every use it cannot send: one already
+            # sent or answered (its slot holds it or a later use, or none: after a decrease lowers the edge,
+            # those lie between it and the highest use let out), and one whose slot still holds an earlier
+            # use. Stopping at the first of those (u = L + W while L is in recovery) held every slot's next
+            # use from there on behind L, where an unlimited window holds back L's own slot only: with the
+            # window one use short of W, calls under 5 % random loss took 40 % longer than with it whole
+            # (docs/performance.md, *Heavy loss*). A use passed over for its slot is not let out: the edge
+            # stays at the first of them, so that it goes by this walk, within the flight, once its slot is
+            # free (not at once, as a use below the edge does). The walk ends past the last waiting use.
             use = max(call.edge, call.lowest)
-            flight = call.outstanding - call.waiting_count
+            flight = call.outstanding - call.waiting_count - call.recovering
             ahead = sum(1 for s in range(call.width) if call.waiting[s] and call.current[s] >= use)
             held = -1  # the first use passed over because its slot still holds an earlier one
             while flight < self.cwnd and use < gate and ahead:
@@ -936,10 +950,16 @@ class Engine:
         if call is None or not self._new_event(serial):
             return
         self._recover = self._serial
-        self.cwnd = min(max(min(self.cwnd, call.width) // 2, self.cwnd_floor), self.member.half)
         self._acked = 0
-        call.edge = min(call.edge, call.lowest + self.cwnd + call.recovering)
+        self._shrink(min(max(min(self.cwnd, call.width) // 2, self.cwnd_floor), self.member.half))
         self.stats.window_decreases += 1
+
+    def _shrink(self, cwnd: int) -> None:
+        """A smaller window takes effect at once: the edge comes down to its end."""
+        call = self._call
+        assert call is not None
+        self.cwnd = cwnd
+        call.edge = min(call.edge, call.lowest + self.cwnd + call.recovering)
         self.stats.cwnd = self.cwnd
 
     def _lost(self, serial: int) -> None:
@@ -964,14 +984,47 @@ class Engine:
 
     def _grow(self) -> None:
         """A result without CE: `cwnd_step` uses more per window of them (a TCP segment's worth), while
-        the window limits the call."""
+        the window limits the call, and never past the cap, which comes down first if it has."""
+        cap = self._cap()
+        if self.cwnd > cap:
+            self._shrink(cap)
         if not self._limited():
             return
         self._acked += 1
         if self._acked >= self.cwnd:
             self._acked = 0
-            self.cwnd = min(self.cwnd + self.cwnd_step, self.member.half)
+            self.cwnd = min(self.cwnd + self.cwnd_step, self.member.half, cap)
             self.stats.cwnd = self.cwnd
+
+    def _sample_rate(self, rtt: float, delivered: int) -> None:
+        """A use's round trip (first send, Karn) and the results that arrived within it, its own included:
+        a delivery rate (BBR's sample), and the least round trip, for the cap."""
+        if rtt > 0.0:
+            self._rate[0] = max(self._rate[0], delivered / rtt)
+            self._least[0] = min(self._least[0], rtt)
+            self._least_ever = min(self._least_ever, rtt)
+
+    def _cap(self) -> int:
+        """The most uses the window holds: the highest delivery rate times the least data round trip
+        and QUEUE_TARGET (a bandwidth-delay product and that much queue), both measured over this call
+        and the last (a path that has become faster is learnt within two calls); H until a call has
+        measured a rate, and with congestion control off. A loss with a queue halves the window, so without
+        a cap random loss alone bounded it, and at 1 % on 4 Mbit/s links it held 10-17 uses (85-145 ms)
+        in each uplink: every recovery, and a call's last losses above all, waited that long. The first
+        call is not capped: its early samples, taken while its pipe fills, are below the link's rate.
+        Nor is a window that shares a queue another flow keeps standing (the least round trip of these
+        two calls QUEUE_TARGET or more above the least ever seen; the rank's own queue drains at every
+        call's start): there the cap held the job to the share it had, and the next call's rate to less,
+        and beside a TCP flow on a tail-drop link the jobs kept a sixth of an equal share. Loopback's rate
+        is tens of thousands of uses a second, and its cap far above H (docs/protocol.md, *Congestion*)."""
+        if (
+            not self.congestion_control
+            or self._rate[1] <= 0.0
+            or min(self._least) - self._least_ever >= QUEUE_TARGET
+        ):
+            return self.member.half
+        rate, least = max(self._rate), min(self._least)
+        return max(self.cwnd_floor, min(self.member.half, math.ceil(rate * (least + QUEUE_TARGET))))
 
     def _stale(self, held: int) -> None:
         call = self._call

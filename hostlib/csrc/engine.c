@@ -46,6 +46,7 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     e->backed_off = -INFINITY;
     e->loss_seen = -INFINITY;
     e->base_rtt = INFINITY;
+    e->least[0] = e->least[1] = e->least_ever = INFINITY;
     e->lone_rto = INFINITY;
     e->out.frame = e->frame;
     size_t w = (size_t)e->half_slots;
@@ -61,6 +62,7 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     c->waiting = malloc(w * sizeof *c->waiting);
     c->agreed = malloc(w * sizeof *c->agreed);
     c->serial = malloc(w * sizeof *c->serial);
+    c->delivered_at = malloc(w * sizeof *c->delivered_at);
     c->questions = malloc(w * sizeof *c->questions);
     c->data_asked = malloc(w * sizeof *c->data_asked);
     c->buffers = malloc(w * e->frame);
@@ -68,8 +70,8 @@ int p4r_engine_init(struct p4r_engine *e, uint16_t job_id, uint8_t rank, uint32_
     c->expired = malloc(w * sizeof *c->expired);
     if (!c->current || !c->sent_at || !c->deadline || !c->retries || !c->data_asked || !c->asked_at ||
         !c->asks || !c->held || !c->fast_first || !c->questions || !c->waiting || !c->agreed || !c->serial ||
-        !c->buffers || !c->lost || !c->expired || p4r_overtaking_init(&c->overtaking, e->half_slots) ||
-        out_reserve(&e->out, 2 * w + 8)) {
+        !c->delivered_at || !c->buffers || !c->lost || !c->expired ||
+        p4r_overtaking_init(&c->overtaking, e->half_slots) || out_reserve(&e->out, 2 * w + 8)) {
         p4r_engine_free(e);
         return -1;
     }
@@ -89,6 +91,7 @@ void p4r_engine_free(struct p4r_engine *e) {
     free(c->waiting);
     free(c->agreed);
     free(c->serial);
+    free(c->delivered_at);
     free(c->questions);
     free(c->data_asked);
     free(c->buffers);
@@ -254,6 +257,7 @@ static void send_use(struct p4r_engine *e, int slot, long use, uint8_t agreed_ex
     c->current[slot] = use;
     c->waiting[slot] = 0;
     c->serial[slot] = e->serial++;
+    c->delivered_at[slot] = e->delivered;
     c->sent_at[slot] = now;
     c->retries[slot] = c->asks[slot] = 0;
     c->questions[slot] = c->data_asked[slot] = 0;
@@ -372,14 +376,13 @@ static void fill(struct p4r_engine *e, int freed, double now) {
         }
     }
     if (!limit) return;
-    /* beyond the window, uses go on while fewer than cwnd are in flight (sent and unanswered, those in
-     * recovery too), lowest first, each as soon as its slot is free; the walk passes over every use it
-     * cannot send (already sent or answered, or its slot still holds an earlier use: stopping there held
-     * every slot behind a use in recovery at L; the edge stays at the first of those) and ends past the
-     * last waiting use
-     * (hostlib.engine.Engine._fill) */
+    /* beyond the window, uses go on while fewer than cwnd are in flight (sent and unanswered, less those
+     * asked after: RFC 6675's pipe, as R above), lowest first, each as soon as its slot is free; the walk
+     * passes over every use it cannot send (already sent or answered, or its slot still holds an earlier
+     * use: stopping there held every slot behind a use in recovery at L; the edge stays at the first of
+     * those) and ends past the last waiting use (hostlib.engine.Engine._fill) */
     use = c->edge > c->lowest ? c->edge : c->lowest;
-    long flight = c->outstanding - c->waiting_count;
+    long flight = c->outstanding - c->waiting_count - c->recovering;
     long ahead = 0, held = -1; /* held: the first use passed over because its slot holds an earlier one */
     for (int s = 0; s < c->width; s++) ahead += c->waiting[s] && c->current[s] >= use;
     for (; flight < e->cwnd && use < gate && ahead; use++) {
@@ -403,18 +406,47 @@ static int new_event(const struct p4r_engine *e, uint64_t serial) {
     return e->congestion_control && e->active && serial >= e->recover;
 }
 
+/* A smaller window takes effect at once: the edge comes down to its end. */
+static void shrink(struct p4r_engine *e, long cwnd) {
+    struct p4r_call *c = &e->call;
+    e->cwnd = cwnd;
+    if (c->lowest + e->cwnd + c->recovering < c->edge) c->edge = c->lowest + e->cwnd + c->recovering;
+    __atomic_store_n(&e->stats.cwnd, (uint64_t)e->cwnd, __ATOMIC_RELAXED);
+}
+
+/* The most uses the window holds: the highest delivery rate times the least data round trip and
+ * QUEUE_TARGET, both over this call and the last; H until a call has measured a rate, and while another
+ * flow keeps a queue standing (the least of these two calls QUEUE_TARGET above the least ever seen)
+ * (hostlib/engine.py, Engine._cap). */
+static long cap(const struct p4r_engine *e) {
+    double least = fmin(e->least[0], e->least[1]);
+    if (!e->congestion_control || e->rate[1] <= 0.0 || least - e->least_ever >= P4R_QUEUE_TARGET)
+        return e->half_slots;
+    double want = ceil(fmax(e->rate[0], e->rate[1]) * (least + P4R_QUEUE_TARGET));
+    long most = want < (double)e->half_slots ? (long)want : e->half_slots;
+    return most > e->cwnd_floor ? most : e->cwnd_floor;
+}
+
+/* A use's round trip (first send) and the results that arrived within it, its own included: a delivery
+ * rate and the least round trip, for the cap. */
+static void sample_rate(struct p4r_engine *e, double rtt, uint64_t delivered) {
+    if (rtt > 0.0) {
+        e->rate[0] = fmax(e->rate[0], (double)delivered / rtt);
+        e->least[0] = fmin(e->least[0], rtt);
+        e->least_ever = fmin(e->least_ever, rtt);
+    }
+}
+
 /* CE or a loss about the use first sent as `serial`: halve the window in use, once per window. */
 static void decrease(struct p4r_engine *e, uint64_t serial) {
     struct p4r_call *c = &e->call;
     if (!new_event(e, serial)) return;
     e->recover = e->serial;
+    e->acked = 0;
     long in_use = e->cwnd < c->width ? e->cwnd : c->width;
     long cwnd = in_use / 2 > e->cwnd_floor ? in_use / 2 : e->cwnd_floor;
-    e->cwnd = cwnd < e->half_slots ? cwnd : e->half_slots;
-    e->acked = 0;
-    if (c->lowest + e->cwnd + c->recovering < c->edge) c->edge = c->lowest + e->cwnd + c->recovering;
+    shrink(e, cwnd < e->half_slots ? cwnd : e->half_slots);
     e->stats.window_decreases += 1;
-    __atomic_store_n(&e->stats.cwnd, (uint64_t)e->cwnd, __ATOMIC_RELAXED);
 }
 
 /* A loss of this rank's DATA (a MISSING, or a timeout within LOSS_MEMORY of one): a decrease only while
@@ -430,12 +462,15 @@ static void lost(struct p4r_engine *e, uint64_t serial) {
 }
 
 /* A result without CE: cwnd_step uses more per window of them (a TCP segment's worth), while the window
- * limits the call. */
+ * limits the call, and never past the cap, which comes down first if it has. */
 static void grow(struct p4r_engine *e) {
+    long most = cap(e);
+    if (e->cwnd > most) shrink(e, most);
     if (!limited(e)) return;
     if (++e->acked >= e->cwnd) {
         e->acked = 0;
-        e->cwnd = e->cwnd + e->cwnd_step < e->half_slots ? e->cwnd + e->cwnd_step : e->half_slots;
+        long grown = e->cwnd + e->cwnd_step < e->half_slots ? e->cwnd + e->cwnd_step : e->half_slots;
+        e->cwnd = grown < most ? grown : most;
         __atomic_store_n(&e->stats.cwnd, (uint64_t)e->cwnd, __ATOMIC_RELAXED);
     }
 }
@@ -489,6 +524,14 @@ void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t desc
     e->wake = INFINITY;
     e->active = 1;
     e->started = e->last_progress = now;
+    /* the cap's measurements span this call and the last one that made any (cap) */
+    e->rate[1] = e->rate[0] > 0.0 ? e->rate[0] : e->rate[1];
+    e->rate[0] = 0.0;
+    e->least[1] = e->least[0] < INFINITY ? e->least[0] : e->least[1];
+    e->least[0] = INFINITY;
+    long most = cap(e);
+    if (e->cwnd > most) e->cwnd = most;
+    __atomic_store_n(&e->stats.cwnd, (uint64_t)e->cwnd, __ATOMIC_RELAXED);
     for (int i = 0; i < e->abort_count; i++) {
         if (e->aborts[i].number == c->number) { /* an ABORT for this call came before it began */
             struct p4r_abort_seen known = e->aborts[i];
@@ -608,6 +651,7 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
     uint64_t serial = c->serial[slot];
     int first_send = c->retries[slot] == 0;
     c->recovering -= !first_send;
+    e->delivered += 1;
     if (first_send) { /* Karn: only unambiguous samples */
         /* A call has W uses in flight and so W samples per round trip where TCP has one. While no loss was
          * seen (LOSS_MEMORY) the gains are divided by W (RFC 7323, Appendix G): a wait that held a whole
@@ -615,6 +659,7 @@ static void result(struct p4r_engine *e, int slot, const uint8_t *values, uint8_
          * Under loss TCP's gains stay, to follow the queues that recovery builds and drains, but for a round
          * trip that a peer's recovery lengthened, divided by W as while quiet (lengthens). */
         double rtt = now - c->sent_at[slot];
+        sample_rate(e, rtt, e->delivered - c->delivered_at[slot]);
         int quiet = now - e->loss_seen >= P4R_LOSS_MEMORY;
         sample_rtt(e, rtt, quiet || lengthens(e, rtt) ? c->width : 1);
     }

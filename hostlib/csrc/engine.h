@@ -71,6 +71,7 @@ struct p4r_call {
     uint8_t *waiting; /* its current use waits for the congestion window (not sent yet) */
     uint8_t *agreed;  /* the exponent a waiting use is to be sent with */
     uint64_t *serial; /* the engine's number of the current use's first send */
+    uint64_t *delivered_at; /* the engine's count of results when the current use first went */
     int waiting_count;
     int recovering; /* outstanding uses asked after (retries > 0): out of the window's count (fill()) */
     long priming; /* M: uses 0..M-1, whose results every later use waits for (fill()) */
@@ -92,7 +93,7 @@ struct p4r_engine {
     size_t frame;
     double progress_timeout;
     int congestion_control;
-    long cwnd;         /* in uses, within [cwnd_floor, half_slots] */
+    long cwnd;         /* in uses, within [cwnd_floor, min(half_slots, cap)] */
     long cwnd_step;    /* uses it grows by per window of results: p4r_window_step(k) */
     long cwnd_floor;   /* p4r_window_floor(k) */
     long acked;        /* results without CE since the window last grew or shrank */
@@ -108,6 +109,10 @@ struct p4r_engine {
     double qsrtt, qrttvar; /* smoothed round trip of a QUERY and its answer */
     int have_qsrtt;
     double base_rtt; /* the least round trip seen, data or question: the path with no queue */
+    uint64_t delivered; /* results of outstanding uses received over the engine's life (sample_rate) */
+    double rate[2];     /* the highest delivery rate sampled, uses a second: this call, the last */
+    double least[2];    /* the least data round trip: this call, the last (cap) */
+    double least_ever;  /* the least data round trip over the engine's life: the empty path */
     int out_of_step; /* a needless question was seen: results come out of this rank's order */
     double lone_srtt, lone_rttvar; /* smoothed round trip of a call's opening use sent alone */
     int have_lone_srtt;

@@ -673,7 +673,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         double value;
     } floats[] = {{"RTO_MIN", P4R_RTO_MIN}, {"RTO_MAX", P4R_RTO_MAX}, {"RTO_INITIAL", P4R_RTO_INITIAL},
                   {"QUESTION_MIN", P4R_QUESTION_MIN}, {"LOSS_MEMORY", P4R_LOSS_MEMORY},
-                  {"QUEUE_DELAY", P4R_QUEUE_DELAY}};
+                  {"QUEUE_DELAY", P4R_QUEUE_DELAY}, {"QUEUE_TARGET", P4R_QUEUE_TARGET}};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
         if (PyModule_AddObject(m, floats[i].name, PyFloat_FromDouble(floats[i].value)) < 0) return NULL;
     }

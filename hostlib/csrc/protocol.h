@@ -55,6 +55,7 @@ enum p4r_msg { P4R_DATA = 1, P4R_RESULT = 2, P4R_MISSING = 3, P4R_ABORT = 4, P4R
 #define P4R_RTT_SAMPLES 10000
 #define P4R_LOSS_MEMORY 1.0 /* seconds a lost DATA makes timeouts ask after every late use (not hold) */
 #define P4R_QUEUE_DELAY 0.001 /* seconds of queueing, at least, a loss must come with to be congestion */
+#define P4R_QUEUE_TARGET 0.02 /* seconds of its own uses beyond the path's round trip a window may queue */
 #define P4R_QUESTION_BUDGET 8  /* a timeout under loss asks after the late uses below L + this at once */
 
 /* The 24-byte header, decoded: every field read with explicit big-endian loads. */

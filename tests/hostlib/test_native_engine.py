@@ -55,7 +55,7 @@ def test_the_native_constants_are_the_protocols_and_the_specifications() -> None
     for name in ("RTO_MIN", "RTO_MAX", "RTO_INITIAL", "QUESTION_MIN", "RTO_SRTT_MULTIPLE",
                  "FAST_RETRANSMIT_AFTER", "REORDER_SHARE", "REMEMBERED_ABORTS", "RTT_SAMPLES",
                  "QUESTION_BACKOFFS", "QUESTION_MEMORY", "QUESTION_WAIT_SHARE", "LOSS_MEMORY",
-                 "QUEUE_DELAY", "QUESTION_BUDGET"):  # fmt: skip
+                 "QUEUE_DELAY", "QUEUE_TARGET", "QUESTION_BUDGET"):  # fmt: skip
         assert getattr(_native, name) == getattr(spec_engine, name), name
     assert (_native.CODE_POS_INF, _native.CODE_NEG_INF, _native.CODE_NAN) == (
         q.CODE_POS_INF, q.CODE_NEG_INF, q.CODE_NAN,
