@@ -381,8 +381,7 @@ class Engine:
         # The cap's measurements span this call and the last one that made any (_cap).
         self._rate = [0.0, self._rate[0] if self._rate[0] > 0.0 else self._rate[1]]
         self._least = [math.inf, self._least[0] if self._least[0] < math.inf else self._least[1]]
-        self.cwnd = min(self.cwnd, self._cap())
-        self.stats.cwnd = self.cwnd
+        self._within_cap()
         known = self._aborts.pop(call.number, None)
         if known is not None:
             call.error = self._mismatch(known)
@@ -985,9 +984,7 @@ class Engine:
     def _grow(self) -> None:
         """A result without CE: `cwnd_step` uses more per window of them (a TCP segment's worth), while
         the window limits the call, and never past the cap, which comes down first if it has."""
-        cap = self._cap()
-        if self.cwnd > cap:
-            self._shrink(cap)
+        cap = self._within_cap()
         if not self._limited():
             return
         self._acked += 1
@@ -995,6 +992,13 @@ class Engine:
             self._acked = 0
             self.cwnd = min(self.cwnd + self.cwnd_step, self.member.half, cap)
             self.stats.cwnd = self.cwnd
+
+    def _within_cap(self) -> int:
+        """The cap, with the window brought within it (as a decrease does, edge included)."""
+        cap = self._cap()
+        if self.cwnd > cap:
+            self._shrink(cap)
+        return cap
 
     def _sample_rate(self, rtt: float, delivered: int) -> None:
         """A use's round trip (first send, Karn) and the results that arrived within it, its own included:

@@ -427,6 +427,13 @@ static long cap(const struct p4r_engine *e) {
     return most > e->cwnd_floor ? most : e->cwnd_floor;
 }
 
+/* The cap, with the window brought within it (as a decrease does, edge included). */
+static long within_cap(struct p4r_engine *e) {
+    long most = cap(e);
+    if (e->cwnd > most) shrink(e, most);
+    return most;
+}
+
 /* A use's round trip (first send) and the results that arrived within it, its own included: a delivery
  * rate and the least round trip, for the cap. */
 static void sample_rate(struct p4r_engine *e, double rtt, uint64_t delivered) {
@@ -464,8 +471,7 @@ static void lost(struct p4r_engine *e, uint64_t serial) {
 /* A result without CE: cwnd_step uses more per window of them (a TCP segment's worth), while the window
  * limits the call, and never past the cap, which comes down first if it has. */
 static void grow(struct p4r_engine *e) {
-    long most = cap(e);
-    if (e->cwnd > most) shrink(e, most);
+    long most = within_cap(e);
     if (!limited(e)) return;
     if (++e->acked >= e->cwnd) {
         e->acked = 0;
@@ -529,9 +535,7 @@ void p4r_engine_begin(struct p4r_engine *e, struct p4r_plan *plan, uint32_t desc
     e->rate[0] = 0.0;
     e->least[1] = e->least[0] < INFINITY ? e->least[0] : e->least[1];
     e->least[0] = INFINITY;
-    long most = cap(e);
-    if (e->cwnd > most) e->cwnd = most;
-    __atomic_store_n(&e->stats.cwnd, (uint64_t)e->cwnd, __ATOMIC_RELAXED);
+    within_cap(e);
     for (int i = 0; i < e->abort_count; i++) {
         if (e->aborts[i].number == c->number) { /* an ABORT for this call came before it began */
             struct p4r_abort_seen known = e->aborts[i];

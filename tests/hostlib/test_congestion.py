@@ -183,6 +183,17 @@ def test_both_engines_agree_step_by_step_with_ce_and_loss(seed: int) -> None:
     assert sum(e.stats.window_decreases for e in fabric.engines) > 0
 
 
+def slow_link(kind: str) -> Fabric:
+    """Two ranks on 4 Mbit/s links at K = 1024 (a use is 8.4 ms of the link), congestion control on."""
+    return Fabric(engine=kind, world=2, pool=POOL, k=1024, congestion_control=True, link_rate=4e6 / 8)
+
+
+def exact_call(fabric: Fabric, seed: int) -> None:
+    """One call of 4 uses a slot on every rank of `fabric`, its sums exact."""
+    data = ints(fabric.world, POOL // 2 * 4 * fabric.k, seed=seed)
+    assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
+
+
 def test_on_a_slow_link_the_cap_bounds_the_queue_from_the_second_call_and_the_link_stays_busy(
     kind: str,
 ) -> None:
@@ -193,14 +204,12 @@ def test_on_a_slow_link_the_cap_bounds_the_queue_from_the_second_call_and_the_li
     QUEUE_TARGET and two uses' serialization, and the calls take no longer than the first (virtual
     time). Without the cap the later calls queued as the first did, and at 1 % loss every recovery
     waited behind that queue (docs/performance.md, *Heavy loss*)."""
-    k = 1024
-    use_time = (payload_bytes(k) + DATAGRAM_HEADERS + FRAME_OVERHEAD) / (4e6 / 8)
-    fabric = Fabric(engine=kind, world=2, pool=POOL, k=k, congestion_control=True, link_rate=4e6 / 8)
+    fabric = slow_link(kind)
+    use_time = (payload_bytes(fabric.k) + DATAGRAM_HEADERS + FRAME_OVERHEAD) / fabric.link_rate
     seconds, longest = [], []
     for call in range(3):
-        data = ints(2, POOL // 2 * 4 * k, seed=call)
         began, samples = fabric.now, len(fabric.engines[0].stats.rtt_samples)
-        assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
+        exact_call(fabric, seed=call)
         seconds.append(fabric.now - began)
         rtts = fabric.engines[0].stats.rtt_samples[samples:]
         longest.append(max(rtts) - min(rtts))
@@ -209,7 +218,7 @@ def test_on_a_slow_link_the_cap_bounds_the_queue_from_the_second_call_and_the_li
         fabric.drain(0.1)
     assert longest[0] >= (POOL // 2 - 4) * use_time, longest
     assert max(longest[1:]) <= QUEUE_TARGET + 2 * use_time, longest
-    assert all(window_floor(k) <= e.stats.cwnd <= 8 for e in fabric.engines)
+    assert all(window_floor(fabric.k) <= e.stats.cwnd <= 8 for e in fabric.engines)
     assert [e.stats.window_decreases for e in fabric.engines] == [0, 0]
     assert max(seconds[1:]) <= 1.01 * seconds[0], seconds
 
@@ -220,13 +229,11 @@ def test_the_cap_stands_aside_while_another_flow_keeps_a_queue_standing(kind: st
     QUEUE_TARGET above the least ever seen, and the window grows past the cap again, as TCP's would:
     held to the share it had, the job's rate fell call by call, and beside a TCP flow on a tail-drop
     link the jobs kept a sixth of an equal share (docs/performance.md, *Heavy loss*)."""
-    k = 1024
-    fabric = Fabric(engine=kind, world=2, pool=POOL, k=k, congestion_control=True, link_rate=4e6 / 8)
+    fabric = slow_link(kind)
     for call in range(6):
         if call == 2:
             fabric.fault = lambda packet: [0.04]
-        data = ints(2, POOL // 2 * 4 * k, seed=call)
-        assert all(np.array_equal(r, exact_sum(data)) for r in fabric.run(fabric.plans(data)))
+        exact_call(fabric, seed=call)
         if call == 2:
             assert all(e.stats.cwnd <= 8 for e in fabric.engines)  # the last call's least still counts
         fabric.drain(0.2)
