@@ -26,8 +26,9 @@ uses (`Ingress.job_table`, `NoAction`; an `@name` annotation is honoured).
 Table action references, default actions and `ActionCall` use `fq_name`.
 A table or instance is referenced from code by its `fq_name` as well.
 
-Serialization: `to_json(node)` / `from_json(data)` give a plain JSON tree in
-which every node is an object with `"_"` = class name; tuples become lists.
+Serialization: `to_json(node)` gives a plain JSON tree in which every node
+is an object with `"_"` = class name; tuples become lists. `json_object`
+reads it back, as `json.loads`'s object_hook.
 `FORMAT_VERSION` is bumped on any incompatible change; additive changes
 (new optional fields with defaults, new node classes) keep it.
 
@@ -1060,21 +1061,34 @@ class FormatError(ValueError):
     """The JSON tree is not a valid IR tree."""
 
 
-def from_json(data: Any) -> Any:
-    """Inverse of `to_json`; raises FormatError on an unknown node class or bad fields."""
-    if isinstance(data, dict):
-        tag = data.get("_")
-        cls = _CLASSES.get(tag) if isinstance(tag, str) else None
-        if cls is None:
-            raise FormatError(f"unknown IR node {tag!r}")
-        kwargs = {k: from_json(v) for k, v in data.items() if k != "_"}
-        try:
-            return cls(**kwargs)
-        except TypeError as exc:
-            raise FormatError(f"bad {tag} node: {exc}") from None
-    if isinstance(data, list):
-        return tuple(from_json(v) for v in data)
-    return data
+class _Plain(dict):  # type: ignore[type-arg]
+    """A JSON object without a node tag: only the compiled file's outer document may be one."""
+
+
+def json_object(data: dict[str, Any]) -> Any:
+    """The inverse of `to_json`, as `json.loads`'s object_hook: each node is built as the parser closes
+    its object, without a second walk over the parsed tree (which made loading p4reduce.json, at every
+    switch start and pipeline push, take 0.67 s instead of 0.52). Sequences become tuples. Raises
+    FormatError on an unknown node class, bad fields, or an untagged object in a node."""
+    tag = data.get("_")
+    if tag is None:
+        return _Plain(data)
+    cls = _CLASSES.get(tag) if isinstance(tag, str) else None
+    if cls is None:
+        raise FormatError(f"unknown IR node {tag!r}")
+    kwargs = {k: _field(v) for k, v in data.items() if k != "_"}
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise FormatError(f"bad {tag} node: {exc}") from None
+
+
+def _field(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_field(v) for v in value)
+    if isinstance(value, _Plain):
+        raise FormatError("unknown IR node None")
+    return value
 
 
 def walk(node: object, stop: Callable[[object], bool] | None = None) -> Iterator[object]:

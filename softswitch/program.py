@@ -24,10 +24,13 @@ def dumps(program: ir.Program) -> bytes:
 
 
 def loads(data: bytes | str) -> ir.Program:
+    corrupt: ir.FormatError | None = None
     try:
-        doc = json.loads(data)
+        doc = json.loads(data, object_hook=ir.json_object)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProgramFormatError(f"not a p4reduce-p4c program: not JSON ({exc})") from None
+    except ir.FormatError as exc:  # the plain tree, so that a foreign or newer file is named as such first
+        doc, corrupt = json.loads(data), exc
     if not isinstance(doc, dict) or doc.get("format") != ir.FORMAT:
         raise ProgramFormatError(
             'not a p4reduce-p4c program (no "format": "p4reduce-softswitch-program"; '
@@ -40,10 +43,9 @@ def loads(data: bytes | str) -> ir.Program:
             f"version {ir.FORMAT_VERSION}: "
             "recompile it with this p4reduce-p4c"
         )
-    try:
-        program = ir.from_json(doc.get("program"))
-    except ir.FormatError as exc:
-        raise ProgramFormatError(f"corrupt p4reduce-p4c program: {exc}") from None
+    if corrupt is not None:
+        raise ProgramFormatError(f"corrupt p4reduce-p4c program: {corrupt}")
+    program = doc.get("program")
     if not isinstance(program, ir.Program):
         raise ProgramFormatError("corrupt p4reduce-p4c program: the top node is not a Program")
     return program

@@ -121,6 +121,13 @@ def test_registers_and_counters_are_views_of_the_packets_memory(tmp_path: Path) 
     assert pipeline.process(1, bytes([7, 0, 0x55])) == [(1, bytes([0x99, 0, 0x55]))]
     assert list(register.values) == [0x55, 0x99, 0, 0]
     assert (counter.packets[1], counter.bytes[1]) == (1, 3)
+    register.values[1:] = [1, 2, 0xFF]  # a slice is one copy into the packets' memory
+    assert list(register.values) == [0x55, 1, 2, 0xFF]
+    with pytest.raises(ValueError, match="cannot assign 2 values to 3 cells"):
+        register.values[1:] = [1, 2]
+    with pytest.raises(ValueError, match="does not fit"):
+        register.values[:] = [0, 0, 0, 0x100]
+    assert list(register.values) == [0x55, 1, 2, 0xFF]
     register.reset()
     assert list(register.values) == [0, 0, 0, 0]
 

@@ -10,6 +10,7 @@ hash) compiles; a device config that is not ours is refused clearly.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,26 @@ def test_device_config_round_trip_is_lossless(p4reduce: ir.Program, tmp_path: Pa
 def test_foreign_device_configs_are_refused(data: bytes, message: str) -> None:
     with pytest.raises(program.ProgramFormatError, match=message):
         program.loads(data)
+
+
+@pytest.mark.parametrize(
+    ("spoil", "message"),
+    [
+        (lambda text: text.replace('"_":"HeaderDecl"', '"_":"Nonesuch"', 1), "unknown IR node 'Nonesuch'"),
+        (lambda text: text.replace('"arch":"v1model"', '"arch":"v1model","colour":1', 1), "bad Program node"),
+        (lambda text: text.replace('"_":"HeaderDecl",', "", 1), "unknown IR node None"),  # untagged in a node
+        (lambda text: text.replace('"version":1', '"version":2', 1).replace('"_":"HeaderDecl"', '"_":"H"'),
+         "version 2"),  # a newer file whose nodes this reader lacks is named newer, not corrupt
+    ],  # fmt: skip
+    ids=["unknown-node", "unknown-field", "untagged-object", "newer-with-new-nodes"],
+)
+def test_a_compiled_program_with_a_spoiled_node_is_refused_by_name(
+    p4reduce: ir.Program, spoil: Callable[[str], str], message: str
+) -> None:
+    text = program.dumps(p4reduce).decode()
+    assert program.loads(text) == p4reduce
+    with pytest.raises(program.ProgramFormatError, match=message):
+        program.loads(spoil(text))
 
 
 def test_defines_reach_the_preprocessor(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ every view of its memory keep it alive.
 
 from __future__ import annotations
 
+import array
 import ctypes
 from collections.abc import Callable, Iterable, Iterator
 from typing import overload
@@ -126,11 +127,13 @@ class NativeArray:
     def __setitem__(self, index: int | slice, value: int | Iterable[int]) -> None:
         if isinstance(index, slice):
             positions = range(*index.indices(self._size))
-            values = list(value)  # type: ignore[arg-type]
+            try:  # one copy in C, not a Python step per cell (every register, at a switch's start)
+                values = array.array(self._view.format, value)  # type: ignore[arg-type]
+            except OverflowError as error:
+                raise ValueError(f"a value does not fit a {self._view.format!r} cell: {error}") from None
             if len(values) != len(positions):
                 raise ValueError(f"cannot assign {len(values)} values to {len(positions)} cells")
-            for i, v in zip(positions, values):
-                self._view[i] = v
+            self._view[index] = memoryview(values)
             return
         if not -self._size <= index < self._size:  # type: ignore[operator]
             raise IndexError(index)
