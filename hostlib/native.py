@@ -174,8 +174,7 @@ class NativeEngine:
     def stats(self) -> EngineStats:
         """The counters so far (live while a call runs on another thread); tensor_bytes is the caller's."""
         with self._stats_lock:
-            for name, value in self._core.counters().items():
-                setattr(self._stats, name, value)
+            vars(self._stats).update(self._core.counters())
             fresh = self._core.rtt_samples(self._samples)
             self._samples += len(fresh)
             self._stats.rtt_samples.extend(fresh)

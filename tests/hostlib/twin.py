@@ -12,6 +12,7 @@ native plan's float64 output; int32 against int32; NaN payloads included).
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -145,12 +146,17 @@ def _describe(outcome: object) -> object:
     return outcome
 
 
+_COUNTERS = tuple(
+    item.name for item in dataclasses.fields(EngineStats) if item.name not in ("rtt_samples", "tensor_bytes")
+)
+_read_counters = operator.attrgetter(*_COUNTERS)  # every counter at once: the twin compares after every step
+
+
 def _same_counters(spec: EngineStats, native: EngineStats, where: str) -> None:
-    for item in dataclasses.fields(EngineStats):
-        if item.name in ("rtt_samples", "tensor_bytes"):
-            continue
-        ours, theirs = getattr(spec, item.name), getattr(native, item.name)
-        assert ours == theirs, f"{where}: {item.name} {ours} != {theirs}"
+    ours, theirs = _read_counters(spec), _read_counters(native)
+    assert ours == theirs, (
+        where + ": " + next(f"{name} {a} != {b}" for name, a, b in zip(_COUNTERS, ours, theirs) if a != b)
+    )
     assert len(spec.rtt_samples) == len(native.rtt_samples), f"{where}: round-trip samples"
 
 
