@@ -48,6 +48,7 @@ from topology import Topology, load  # noqa: E402
 FULL_SIZES, QUICK_SIZES = "4M,16M", "64K"  # bytes: 1M and 4M float32 values; --quick one tiny size
 TOPOLOGY = ROOT / "mininet" / "topos" / "leafspine8.json"
 SPINE_LOSS = 0.01
+NOT_RUN = "–"  # a table cell of a series this run left out
 
 
 @dataclass(frozen=True)
@@ -190,17 +191,24 @@ def summarize(
     efficiency = p4reduce_efficiency(k)
     hier, spine, gloo = ("tree", "p4reduce"), ("spine", "p4reduce"), ("spine", "gloo")
 
+    # A series left out (--series, --no-gloo) has no rows: its cells say so with a dash.
     def t(point: tuple[str, str], size: int) -> str:
+        if (*point, size) not in seconds:
+            return NOT_RUN
         return f"{seconds[(*point, size)]:.2f} ({spread[(*point, size)]})"
 
-    def ratio(slow: tuple[str, str], fast: tuple[str, str], size: int) -> str:
-        return f"{seconds[(*slow, size)] / seconds[(*fast, size)]:.2f}x"
+    def ratio(slow: tuple[str, str], fast: tuple[str, str], size: int, form: str = "{:.2f}x") -> str:
+        if (*slow, size) not in seconds or (*fast, size) not in seconds:
+            return NOT_RUN
+        return form.format(seconds[(*slow, size)] / seconds[(*fast, size)])
 
     def per_s(values: dict, point: tuple[str, str], size: int) -> str:
-        return f"{values[(*point, size)] / size:.2f}"
+        return f"{values[(*point, size)] / size:.2f}" if (*point, size) in values else NOT_RUN
 
     def busy(point: tuple[str, str], size: int) -> str:
         """How much of the all-reduce the busiest spine link (up) and a worker's uplink were sending."""
+        if (*point, size) not in seconds:
+            return NOT_RUN
         rate, time = bw * 1e6 / 8, seconds[(*point, size)]
         spine_rate = rate * SERIES[point[0]].spine_rate
         return f"{up[(*point, size)] / time / spine_rate:.0%} / {worker_up[(*point, size)] / time / rate:.0%}"
@@ -228,6 +236,12 @@ def summarize(
     if {"wide", "star", "lossy"} & set(chosen):
         wide, star, lossy = ("wide", "p4reduce"), ("star", "p4reduce"), ("lossy", "p4reduce")
         resent, queries = report.medians("retransmissions", *key), report.medians("queries", *key)
+
+        def recovery(point: tuple[str, str], size: int) -> str:
+            if (*point, size) not in resent:
+                return NOT_RUN
+            return f"{resent[(*point, size)]:.0f} / {queries[(*point, size)]:.0f}"
+
         report.table(
             f"variants: spine links at {4 * bw:g} Mbit/s against one switch of {n} workers at {bw:g} Mbit/s;"
             f" {SPINE_LOSS:.0%} loss each way on the spine links only",
@@ -235,8 +249,8 @@ def summarize(
              "goodput of lossless", "workers' DATA resent / QUERYs", "spine link / S"],
             [
                 [human(s), t(wide, s), t(star, s), ratio(wide, star, s), t(lossy, s),
-                 f"{seconds[(*hier, s)] / seconds[(*lossy, s)]:.0%}",
-                 f"{resent[(*lossy, s)]:.0f} / {queries[(*lossy, s)]:.0f}",
+                 ratio(hier, lossy, s, "{:.0%}"),
+                 recovery(lossy, s),
                  f"{per_s(up, lossy, s)} / {per_s(down, lossy, s)}"]
                 for s in sizes
             ],
