@@ -132,7 +132,9 @@ def wait_for_port(
     raise LaunchError(f"{what} did not listen on port {port} within {timeout:.0f} s:\n{tail(log)}")
 
 
-_QUICK_RECONNECT = [
+# gRPC waits a second or more before it reconnects to a port that refused it (a daemon not serving yet),
+# and fails every call at once meanwhile: a loop that waits for a daemon paces its tries itself.
+QUICK_RECONNECT = [
     ("grpc.initial_reconnect_backoff_ms", 50),
     ("grpc.min_reconnect_backoff_ms", 50),
     ("grpc.max_reconnect_backoff_ms", 250),
@@ -148,9 +150,7 @@ def wait_for_job_api(
     switches, so only an answer proves that it got through its start-up.
     """
     deadline = time.monotonic() + timeout
-    # gRPC waits a second or more before it reconnects to a port that refused it (the daemon not serving
-    # yet), and fails every call at once meanwhile; the loop below paces the tries itself.
-    with grpc.insecure_channel(f"127.0.0.1:{port}", options=_QUICK_RECONNECT) as channel:
+    with grpc.insecure_channel(f"127.0.0.1:{port}", options=QUICK_RECONNECT) as channel:
         stub = pb_grpc.JobServiceStub(channel)
         while time.monotonic() < deadline:
             if process.poll() is not None:

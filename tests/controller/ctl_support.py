@@ -36,7 +36,7 @@ from contracts import jobapi_pb2_grpc as pb_grpc
 from contracts.jobapi_metadata import call_metadata
 from contracts.protocol import HEADER_BYTES, UDP_PORT, MsgType, payload_bytes
 from controller.cli import main as cli_main
-from hostlib.launch import free_loopback_address
+from hostlib.launch import QUICK_RECONNECT, free_loopback_address
 from tests.packet_program import PACKET_K, p4c_command
 from tests.ports import free_tcp_port
 
@@ -144,7 +144,7 @@ def start_switch(
 
 def _wait_for_grpc(address: str, process: subprocess.Popen[str], stderr: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT
-    with grpc.insecure_channel(address) as channel:
+    with grpc.insecure_channel(address, options=QUICK_RECONNECT) as channel:
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 raise AssertionError(f"{process.args[0]} exited: {stderr.read_text()}")

@@ -16,6 +16,7 @@ import pytest
 from finsy.proto import p4r, p4r_grpc
 from switch_support import free_tcp_port
 
+from hostlib.launch import QUICK_RECONNECT
 from softswitch.dataplane.pcap import read_pcap
 from tests.ports import free_udp_port
 
@@ -38,7 +39,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def wait_for_grpc(address: str, process: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 20
-    with grpc.insecure_channel(address) as channel:
+    with grpc.insecure_channel(address, options=QUICK_RECONNECT) as channel:
         stub = p4r_grpc.P4RuntimeStub(channel)
         while time.monotonic() < deadline:
             if process.poll() is not None:
